@@ -1,0 +1,96 @@
+"""The ``factory`` command: one subcommand per DVC stage (found in ``factory/stages/``).
+
+Every subcommand takes ``--params FILE`` and any number of ``--set dotted.key=value`` (the same
+keys ``dvc exp run -S`` sets). Failures print one human paragraph and exit non-zero; ``--debug``
+shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import pkgutil
+import sys
+import traceback
+from types import ModuleType
+
+from factory.config import load_params, render_params_yaml
+from factory.errors import FactoryError
+
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def stage_modules() -> list[ModuleType]:
+    """Stage modules in data-flow order (their file names carry the order)."""
+    import factory.stages as pkg
+
+    names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+    return [importlib.import_module(f"factory.stages.{n}") for n in names]
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--params", default="params.yaml", help="parameters file (default: params.yaml)")
+    parser.add_argument(
+        "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+        help="override one parameter, value parsed as YAML (repeatable), e.g. --set trajectories.n_questions=8",
+    )
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="factory", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="<stage>")
+    for module in stage_modules():
+        p = sub.add_parser(module.COMMAND, help=module.HELP, description=module.HELP)
+        _common(p)
+        if hasattr(module, "add_arguments"):
+            module.add_arguments(p)
+        p.set_defaults(_module=module)
+    p = sub.add_parser("params", help="print a commented params.yaml with the current values")
+    _common(p)
+    p.set_defaults(_module=None)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return EXIT_USAGE
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "urllib3", "filelock", "datasets", "great_expectations"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    try:
+        params = load_params(args.params, args.sets)
+        if args._module is None:
+            sys.stdout.write(render_params_yaml(params))
+            return 0
+        options = {k: v for k, v in vars(args).items() if k not in {"params", "sets", "debug", "command", "_module"}}
+        args._module.run(params, **options)
+        return 0
+    except FactoryError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"factory {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        print(f"factory {args.command}: interrupted; re-run the same command to resume.", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: one readable paragraph
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"factory {args.command}: unexpected {type(exc).__name__}: {exc}. "
+            "Re-run with --debug for the traceback.",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

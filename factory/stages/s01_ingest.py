@@ -1,0 +1,35 @@
+"""Stage ingest: official corpus files -> questions.parquet, passages.parquet, quarantine.jsonl."""
+
+from __future__ import annotations
+
+import logging
+
+from factory import paths
+from factory.config import Params
+from factory.corpora import ingest_sources
+from factory.io import progress, write_json, write_jsonl
+from schemas import PASSAGE, QUESTION, to_table, write_parquet
+
+COMMAND = "ingest"
+HELP = "read the corpora (official formats or HF datasets), quarantine bad records, assign splits"
+log = logging.getLogger(__name__)
+
+
+def run(params: Params) -> None:
+    from validators import run_suites
+    from validators.ingest import ingest_specs
+
+    with progress(desc="ingest", unit="rec") as bar:
+        result = ingest_sources(params, progress=bar.update)
+    questions = to_table(result.questions, QUESTION, "question")
+    passages = to_table(result.passages, PASSAGE, "passage")
+    gate = run_suites("ingest", ingest_specs(result.questions, result.passages), docs_dir=paths.REPORTS / "gx")
+    write_parquet(questions, paths.QUESTIONS, "question")
+    write_parquet(passages, paths.PASSAGES, "passage")
+    write_jsonl(paths.QUARANTINE, result.quarantine)
+    write_json(paths.METRICS / "ingest.json", {**result.counts, "expectations_passed": gate.evaluated})
+    t = result.counts["total"]
+    log.info(
+        "ingest: read %d, ingested %d, quarantined %d (%s), %d passages",
+        t["read"], t["ingested"], t["quarantined"], paths.QUARANTINE, t["passages"],
+    )

@@ -1,0 +1,38 @@
+"""Text normalisation shared by metrics, splits, entity linking and grounding.
+
+``normalize_answer`` is the official SQuAD / HotpotQA normalisation: lower case, strip punctuation,
+drop the articles a/an/the, collapse whitespace.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+
+_PUNCT = set(string.punctuation)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_TOKEN = re.compile(r"\w+", re.UNICODE)
+_STOP = frozenset(
+    "a an the of in on at to for from by with and or is was are were be been 's s".split()
+)
+
+
+def normalize_answer(text: str) -> str:
+    """Official SQuAD/HotpotQA answer normalisation."""
+    text = (text or "").lower()
+    text = "".join(ch for ch in text if ch not in _PUNCT)
+    text = _ARTICLES.sub(" ", text)
+    return " ".join(text.split())
+
+
+def normalize_question(text: str) -> str:
+    """Key for duplicate questions: answer normalisation plus Unicode folding."""
+    return normalize_answer(unicodedata.normalize("NFKC", text or ""))
+
+
+def content_tokens(text: str) -> list[str]:
+    """Lower-cased word tokens without stop words (for overlap scores)."""
+    folded = unicodedata.normalize("NFKD", (text or "").lower())
+    folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
+    return [t for t in _TOKEN.findall(folded) if t not in _STOP]

@@ -1,0 +1,111 @@
+"""Great Expectations (GX Core 1.x) suites that gate the stages.
+
+A stage hands ``run_suites`` a few pandas frames and the expectations for each; a failing
+expectation raises ``GateFailed`` with one readable line per failure (column, count, examples),
+and the validation results are rendered as GX data docs (HTML) under ``reports/gx/<stage>/``.
+Checks that span columns (e.g. "every supporting title is among the question's passages") are
+computed as boolean columns by the suite builders and asserted with plain GX expectations.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from factory.errors import FactoryError
+
+os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+log = logging.getLogger(__name__)
+
+
+class GateFailed(FactoryError):
+    """A data-quality gate failed; the message lists every failed expectation."""
+
+
+@dataclass
+class SuiteSpec:
+    """One frame and the expectations it must meet."""
+
+    name: str
+    frame: Any  # pandas.DataFrame
+    expectations: list[Any]
+
+
+@dataclass
+class GateResult:
+    success: bool
+    failures: list[str]
+    evaluated: int
+    docs_index: str | None
+
+
+def _describe(result: Any, suite: str) -> str:
+    cfg = result.expectation_config
+    kwargs = {k: v for k, v in cfg.kwargs.items() if k not in ("batch_id",)}
+    column = kwargs.pop("column", None)
+    res = result.result or {}
+    count = res.get("unexpected_count")
+    examples = res.get("partial_unexpected_list") or []
+    what = f"{suite}.{column}" if column else suite
+    detail = f"{count} unexpected" if count is not None else f"observed {res.get('observed_value')!r}"
+    shown = f"; e.g. {examples[:3]!r}" if examples else ""
+    extra = {k: v for k, v in kwargs.items() if k in ("value_set", "min_value", "max_value", "value")}
+    return f"{what}: {cfg.type} {extra if extra else ''} failed ({detail}{shown})".replace("  ", " ")
+
+
+def run_suites(stage: str, specs: list[SuiteSpec], docs_dir: str | Path | None = "reports/gx", raise_on_failure: bool = True) -> GateResult:
+    """Validate each frame against its expectations; write data docs; raise on failure."""
+    import great_expectations as gx
+
+    logging.getLogger("great_expectations").setLevel(logging.ERROR)
+    ctx = gx.get_context(mode="ephemeral")
+    try:
+        ctx.variables.progress_bars = {"globally": False, "metric_calculations": False}
+    except Exception:  # older/newer GX: progress bars are cosmetic
+        pass
+    docs_index = None
+    actions = []
+    if docs_dir is not None:
+        site_dir = Path(docs_dir) / stage
+        shutil.rmtree(site_dir, ignore_errors=True)
+        ctx.add_data_docs_site(
+            site_name=f"{stage}_docs",
+            site_config={
+                "class_name": "SiteBuilder",
+                "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(site_dir.resolve())},
+                "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
+            },
+        )
+        actions.append(gx.checkpoint.UpdateDataDocsAction(name="data_docs"))
+        docs_index = str(site_dir / "index.html")
+    source = ctx.data_sources.add_pandas(f"{stage}_frames")
+    definitions, frames = [], {}
+    for spec in specs:
+        asset = source.add_dataframe_asset(name=spec.name)
+        batch = asset.add_batch_definition_whole_dataframe(f"{spec.name}_all")
+        suite = ctx.suites.add(gx.ExpectationSuite(name=f"{stage}.{spec.name}"))
+        for expectation in spec.expectations:
+            suite.add_expectation(expectation)
+        definitions.append(ctx.validation_definitions.add(gx.ValidationDefinition(data=batch, suite=suite, name=f"{stage}.{spec.name}")))
+        frames[spec.name] = spec.frame
+    failures: list[str] = []
+    evaluated = 0
+    # One checkpoint per frame: each validation definition needs its own dataframe batch parameter.
+    for spec, definition in zip(specs, definitions, strict=True):
+        checkpoint = ctx.checkpoints.add(gx.Checkpoint(name=f"{stage}.{spec.name}", validation_definitions=[definition], actions=actions))
+        outcome = checkpoint.run(batch_parameters={"dataframe": frames[spec.name]})
+        for run_result in outcome.run_results.values():
+            for result in run_result.results:
+                evaluated += 1
+                if not result.success:
+                    failures.append(_describe(result, spec.name))
+    gate = GateResult(success=not failures, failures=failures, evaluated=evaluated, docs_index=docs_index)
+    if failures and raise_on_failure:
+        docs = f" Data docs: {docs_index}." if docs_index else ""
+        raise GateFailed(f"{stage}: {len(failures)} of {evaluated} expectations failed:\n  - " + "\n  - ".join(failures) + docs)
+    log.info("%s: %d expectations passed%s", stage, evaluated, f" (data docs: {docs_index})" if docs_index else "")
+    return gate
