@@ -1,0 +1,67 @@
+"""The one LLM interface every backend implements.
+
+Callers hand a backend a *batch* of chat requests and get one response per request, in order.
+A backend never raises for a single failed call: the response carries ``error`` (after its own
+retries), so one bad request cannot lose the other records of a batch. Batching is how the
+agent runs many trajectories in lockstep: the local backend pads them into one forward pass, the
+openai backend sends them concurrently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Decoding settings; part of the cache key."""
+
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    max_new_tokens: int = 160
+    seed: int = 0
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[tuple[str, str], ...]  # ((role, content), ...): hashable and ordered
+    sampling: Sampling = field(default_factory=Sampling)
+    sample: int = 0  # sample index: k samples of one prompt differ by this (and by the seed)
+
+    @staticmethod
+    def of(messages: list[dict], sampling: Sampling, sample: int = 0) -> ChatRequest:
+        return ChatRequest(tuple((m["role"], m["content"]) for m in messages), sampling, sample)
+
+    def message_dicts(self) -> list[dict]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+
+@dataclass
+class ChatResponse:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cached: bool = False
+    finish_reason: str | None = None  # stop | length | error
+    error: str | None = None  # set when the call failed after all retries
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A chat model. ``identity`` names model + adapter (with a hash of the adapter weights)."""
+
+    identity: str
+    backend: str
+
+    def generate(self, requests: list[ChatRequest]) -> list[ChatResponse]: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,41 @@
+"""Passage retrieval: BM25 (bm25s), dense (sentence-transformers) and a hybrid of both.
+
+An index is built per dataset over all of its passages. ``scope='question'`` restricts a search
+to the question's own context pool (the distractor setting); ``scope='pooled'`` searches every
+passage of the dataset. Scores are deterministic; ties are broken by pid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class Hit:
+    pid: str
+    score: float
+
+
+class Retriever(Protocol):
+    def search(self, query: str, dataset: str, top_n: int, pool: list[str] | None = None) -> list[Hit]:
+        """Top passages for the query; ``pool`` restricts the search to those pids."""
+        ...
+
+
+def load_retriever(index_dir, passages: list[dict], params) -> Retriever:
+    """The retriever named by ``index.retriever`` over an index built by the index stage."""
+    from factory.retrieval.bm25 import BM25Retriever
+
+    kind = params.index.retriever
+    bm25 = BM25Retriever.load(index_dir, passages) if kind in ("bm25", "hybrid") else None
+    if kind == "bm25":
+        return bm25
+    from factory.retrieval.dense import DenseRetriever
+
+    dense = DenseRetriever.load(index_dir, passages, params.index.dense_model)
+    if kind == "dense":
+        return dense
+    from factory.retrieval.hybrid import HybridRetriever
+
+    return HybridRetriever(bm25, dense, params.index.hybrid_alpha)
