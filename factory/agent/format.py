@@ -1,0 +1,234 @@
+"""The output formats of the agent's three kinds of step: render (canonical) and parse (tolerant).
+
+These formats are the contract between the agent (which parses model outputs), the supervision
+variants (which re-render kept outputs) and the TRACE export. They are kept plain so that a
+135M-parameter model can follow them:
+
+explore (not sufficient)::
+
+    Thought: I need the nationality of both directors.
+    Sufficient: no
+    Look up:
+    - Scott Derrickson | nationality
+    - Ed Wood | nationality
+
+explore (sufficient) and final::
+
+    Thought: Both are American.
+    Sufficient: yes
+    Answer: yes
+
+complete (one triplet per line, or ``None``)::
+
+    (Scott Derrickson ; nationality ; American)
+
+Parsing accepts any case, bullets ``-``/``*``/``•``/``1.``/``1)``, pair separators ``|``, ``:``,
+``;``, ``,``, ``->``, triplets with or without parentheses separated by ``;`` or ``|`` (or ``,``
+when exactly three parts), and ``None``/``nothing found`` for empty results. A parse failure raises
+``ParseError`` with a reason the repair prompt shows the model.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+class ParseError(ValueError):
+    """The output does not follow the step's format; the message says what is wrong."""
+
+
+@dataclass
+class ExploreOutput:
+    thought: str
+    sufficient: bool
+    pairs: list[tuple[str, str]] = field(default_factory=list)  # (entity, relation)
+    answer: str | None = None
+
+
+@dataclass
+class FinalOutput:
+    thought: str
+    answer: str
+
+
+_BULLET = re.compile(r"^\s*(?:[-*•·+]|\d{1,2}[.)]|\(\d{1,2}\))\s*")
+_KEY = re.compile(r"^\s*[*_#>]*\s*(thought|reasoning|sufficient|enough|answer|final answer|look ?ups?|queries|pairs|entities|triplets?)\s*[*_]*\s*[:：-]\s*(.*)$", re.I)
+_NONE = re.compile(r"^\W*(none|nothing( found)?|no (relevant )?(triplets?|information|facts?)( found)?|n/?a|empty)\W*$", re.I)
+_PAIR_SEPS = ("|", "->", "=>", ";", ":", " - ", ",")
+_TRIPLE_SEPS = (";", "|", "\t")
+_YES = {"yes", "y", "true", "sufficient", "enough"}
+_NO = {"no", "n", "false", "insufficient", "not sufficient", "not enough"}
+
+
+def _clean(text: str) -> str:
+    return " ".join(text.strip().strip("\"'`").split())
+
+
+def _strip_bullet(line: str) -> str:
+    return _BULLET.sub("", line, count=1).strip()
+
+
+def is_none(text: str) -> bool:
+    return bool(_NONE.match(text.strip()))
+
+
+# ---------------------------------------------------------------- render (canonical)
+
+
+def render_pair(entity: str, relation: str) -> str:
+    return f"{entity} | {relation}"
+
+
+def render_triplet(subject: str, relation: str, obj: str) -> str:
+    return f"({subject} ; {relation} ; {obj})"
+
+
+def render_explore(thought: str, pairs: list[tuple[str, str]], sufficient: bool = False, answer: str | None = None) -> str:
+    if sufficient:
+        return f"Thought: {thought}\nSufficient: yes\nAnswer: {answer or ''}"
+    lines = [f"Thought: {thought}", "Sufficient: no", "Look up:"]
+    lines += [f"- {render_pair(e, r)}" for e, r in pairs]
+    return "\n".join(lines)
+
+
+def render_complete(triplets: list[tuple[str, str, str]]) -> str:
+    return "\n".join(render_triplet(*t) for t in triplets) if triplets else "None"
+
+
+def render_final(thought: str, answer: str) -> str:
+    return f"Thought: {thought}\nAnswer: {answer}"
+
+
+# ---------------------------------------------------------------- parse (tolerant)
+
+
+def _sections(text: str) -> tuple[dict[str, str], list[str]]:
+    """Keyed fields (first occurrence wins) and the lines that follow no key or a list key."""
+    keys: dict[str, str] = {}
+    loose: list[str] = []
+    current = None
+    for raw in text.replace("\r", "").split("\n"):
+        line = raw.strip()
+        if not line:
+            continue
+        m = _KEY.match(line)
+        if m:
+            name = m.group(1).lower()
+            name = {"reasoning": "thought", "enough": "sufficient", "final answer": "answer", "lookup": "look up", "lookups": "look up",
+                    "look ups": "look up", "queries": "look up", "pairs": "look up", "entities": "look up"}.get(name, name)
+            current = name
+            keys.setdefault(name, m.group(2).strip())
+            if name == "look up" and m.group(2).strip():
+                loose.append(m.group(2).strip())
+            continue
+        if current == "thought" and not _BULLET.match(raw) and "look up" not in keys:
+            keys["thought"] = (keys["thought"] + " " + line).strip()
+            continue
+        loose.append(line)
+    return keys, loose
+
+
+def parse_pair(line: str) -> tuple[str, str]:
+    body = _strip_bullet(line).strip("()[]{} ")
+    for sep in _PAIR_SEPS:
+        if sep in body:
+            entity, relation = body.split(sep, 1)
+            entity, relation = _clean(entity), _clean(relation)
+            if entity and relation:
+                return entity, relation
+    raise ParseError(f"cannot read an 'entity | relation' pair from {line.strip()!r}")
+
+
+def parse_triplet(line: str) -> tuple[str, str, str]:
+    body = _strip_bullet(line).strip()
+    body = re.sub(r"^[\[(<{]\s*|\s*[\])>}]\s*[.,;]?$", "", body)
+    for sep in _TRIPLE_SEPS:
+        parts = [_clean(p) for p in body.split(sep)]
+        if len(parts) == 3 and all(parts):
+            return parts[0], parts[1], parts[2]
+        if len(parts) > 3 and all(parts):
+            return parts[0], parts[1], f" {sep} ".join(parts[2:]).strip()
+    parts = [_clean(p) for p in body.split(",")]
+    if len(parts) == 3 and all(parts):
+        return parts[0], parts[1], parts[2]
+    raise ParseError(f"cannot read a '(subject ; relation ; object)' triplet from {line.strip()!r}")
+
+
+def _yes_no(value: str) -> bool | None:
+    v = _clean(value).lower().rstrip(".!")
+    if v in _YES or v.startswith("yes"):
+        return True
+    if v in _NO or v.startswith("no"):
+        return False
+    return None
+
+
+def parse_explore(text: str, max_pairs: int | None = None) -> ExploreOutput:
+    if not text or not text.strip():
+        raise ParseError("the output is empty")
+    keys, loose = _sections(text)
+    thought = _clean(keys.get("thought", ""))
+    sufficient = _yes_no(keys["sufficient"]) if "sufficient" in keys else None
+    answer = _clean(keys["answer"]) if keys.get("answer") else None
+    if sufficient is None:
+        sufficient = answer is not None and "look up" not in keys
+    if sufficient:
+        if not answer:
+            raise ParseError("'Sufficient: yes' needs an 'Answer:' line")
+        return ExploreOutput(thought=thought, sufficient=True, answer=answer)
+    pairs, errors = [], []
+    for line in loose:
+        if is_none(line):
+            continue
+        try:
+            pair = parse_pair(line)
+        except ParseError as exc:
+            errors.append(str(exc))
+            continue
+        if pair not in pairs:
+            pairs.append(pair)
+    if not pairs:
+        reason = errors[0] if errors else "no 'entity | relation' pairs after 'Look up:'"
+        raise ParseError(reason)
+    return ExploreOutput(thought=thought, sufficient=False, pairs=pairs[:max_pairs] if max_pairs else pairs)
+
+
+def parse_complete(text: str) -> list[tuple[str, str, str]]:
+    """All valid triplets, de-duplicated in order; [] for 'None'. Unreadable lines are skipped
+    when at least one triplet was read; an output with no triplet and no 'None' is an error."""
+    if not text or not text.strip():
+        raise ParseError("the output is empty")
+    triplets, errors, saw_none = [], [], False
+    for raw in text.replace("\r", "").split("\n"):
+        line = raw.strip()
+        if not line:
+            continue
+        m = _KEY.match(line)
+        if m:
+            line = m.group(2).strip()
+            if not line:
+                continue
+        if is_none(line):
+            saw_none = True
+            continue
+        try:
+            t = parse_triplet(line)
+        except ParseError as exc:
+            errors.append(str(exc))
+            continue
+        if t not in triplets:
+            triplets.append(t)
+    if not triplets and not saw_none:
+        raise ParseError(errors[0] if errors else "no triplet and no 'None'")
+    return triplets
+
+
+def parse_final(text: str) -> FinalOutput:
+    if not text or not text.strip():
+        raise ParseError("the output is empty")
+    keys, loose = _sections(text)
+    answer = _clean(keys.get("answer", ""))
+    if not answer:
+        raise ParseError("no 'Answer:' line")
+    return FinalOutput(thought=_clean(keys.get("thought", "")), answer=answer)
