@@ -26,3 +26,30 @@ def tiny_model_dir(tmp_path_factory, corpora) -> Path:
     from tests.tiny_model import build_tiny_model
 
     return build_tiny_model(tmp_path_factory.mktemp("tiny-model"), corpora)
+
+
+@pytest.fixture(scope="session")
+def corpora_params(corpora):
+    """Default params with the corpus files resolved against the shared corpora folder."""
+    from factory.config import Params
+
+    return Params(
+        corpora={
+            "hotpotqa": [str(corpora / "hotpotqa" / "dev_sample.json"), str(corpora / "hotpotqa" / "train_sample.json")],
+            "2wikimultihopqa": [str(corpora / "2wikimultihopqa" / "dev_sample.json")],
+            "musique": [str(corpora / "musique" / "dev_sample.jsonl"), str(corpora / "musique" / "train_sample.jsonl")],
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def ingested(corpora_params):
+    """All shared corpora ingested once per session (questions, passages, quarantine, counts)."""
+    from factory.corpora import ingest_sources
+
+    return ingest_sources(corpora_params)
+
+
+@pytest.fixture(scope="session")
+def questions_by_id(ingested) -> dict:
+    return {q["question_id"]: q for q in ingested.questions}
