@@ -1,4 +1,8 @@
-"""Where every artifact lives (the same paths dvc.yaml declares)."""
+"""Where every artifact lives (the same paths dvc.yaml declares).
+
+Bootstrapping artifacts are organised per *chain*: a variant repeated under one protocol seed
+(``bootstrap.seeds``), then per round: ``<root>/<variant>/seed_<seed>/round_<round>...``.
+"""
 
 from __future__ import annotations
 
@@ -15,21 +19,44 @@ REPORTS = Path("reports")
 MODELS = Path("models")
 
 
-def trajectories(variant: str, round_: int) -> Path:
-    return Path("data/trajectories") / variant / f"round_{round_}.parquet"
+def chain(variant: str, seed: int) -> Path:
+    return Path(variant) / f"seed_{seed}"
 
 
-def labels(variant: str, round_: int) -> Path:
-    return Path("data/labels") / variant / f"round_{round_}.parquet"
+def trajectories(variant: str, round_: int, seed: int = 0) -> Path:
+    return Path("data/trajectories") / chain(variant, seed) / f"round_{round_}.parquet"
 
 
-def supervision_dir(variant: str, round_: int) -> Path:
-    return Path("data/supervision") / variant / f"round_{round_}"
+def labels(variant: str, round_: int, seed: int = 0) -> Path:
+    return Path("data/labels") / chain(variant, seed) / f"round_{round_}.parquet"
 
 
-def adapter_dir(variant: str, round_: int) -> Path:
-    return MODELS / variant / f"round_{round_}"
+def supervision_dir(variant: str, round_: int, seed: int = 0) -> Path:
+    return Path("data/supervision") / chain(variant, seed) / f"round_{round_}"
 
 
-def eval_metrics(variant: str, round_: int, split: str) -> Path:
-    return METRICS / "eval" / variant / f"round_{round_}_{split}.json"
+def trace_dir(variant: str, round_: int, seed: int = 0) -> Path:
+    return Path("data/trace") / chain(variant, seed) / f"round_{round_}"
+
+
+def adapter_dir(variant: str, round_: int, seed: int = 0) -> Path:
+    """models/<variant>/seed_<s>/round_<r>/ holding adapter/, status.json, loss_curve.json, training_config.json."""
+    return MODELS / chain(variant, seed) / f"round_{round_}"
+
+
+def eval_data(variant: str, round_: int, split: str, seed: int = 0) -> Path:
+    return Path("data/eval") / chain(variant, seed) / f"round_{round_}_{split}.parquet"
+
+
+def stage_metrics(stage: str, variant: str, round_: int, seed: int = 0) -> Path:
+    """metrics/<stage>/<variant>/seed_<s>/round_<r>.json (trajectories, backtrace, variants, train, trace)."""
+    return METRICS / stage / chain(variant, seed) / f"round_{round_}.json"
+
+
+def eval_metrics(variant: str, round_: int, split: str, seed: int = 0) -> Path:
+    return METRICS / "eval" / chain(variant, seed) / f"round_{round_}_{split}.json"
+
+
+def decision(variant: str, round_: int, seed: int = 0) -> Path:
+    """The stopping decision taken after a round's held-out evaluation."""
+    return METRICS / "bootstrap" / chain(variant, seed) / f"round_{round_}.json"
