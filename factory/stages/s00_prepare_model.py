@@ -1,0 +1,17 @@
+"""Stage prepare-model: the base model as a normal transformers folder under models/base/."""
+
+from __future__ import annotations
+
+import logging
+
+from factory.config import Params
+from factory.model_prep import prepare_base_model
+
+COMMAND = "prepare-model"
+HELP = "convert the embedded SmolLM2 GGUF (or model.base) into a transformers model folder"
+log = logging.getLogger(__name__)
+
+
+def run(params: Params) -> None:
+    info = prepare_base_model(params.model.base, params.model.dir, params.model.dtype)
+    log.info("prepare-model: %s -> %s (%s params, %s)", params.model.base, params.model.dir, f"{info['parameters']:,}", info["dtype"])
