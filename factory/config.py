@@ -192,6 +192,10 @@ class BootstrapParams(Section):
 class TraceParams(Section):
     max_passages: int = Field(8, ge=1, description="Passages numbered in a TRACE prompt.")
     bonus_weight: float = Field(10.0, description="Bonus reward when format, accuracy and relevance are all perfect.")
+    reward_weights: dict[str, float] = Field(
+        {"format": 1.0, "accuracy": 1.0, "relevance": 1.0},
+        description="Weights of the format, accuracy and relevance rewards in trace_reward (the bonus has bonus_weight).",
+    )
 
 
 class RoutesParams(Section):
