@@ -1,0 +1,131 @@
+"""Grounding of triplets against real retrieved passages."""
+
+from __future__ import annotations
+
+import pytest
+
+from factory.agent.grounding import Grounding, best_sentence, ground_triplet, ground_trajectory
+from factory.errors import FactoryError
+from factory.text import content_tokens
+
+TOKAREV = "hotpotqa/5ae143ed55429920d5234360"  # "... university where Sergei Aleksandrovich Tokarev was a professor founded?"
+
+
+def _passage(question: dict, pid: str) -> dict:
+    return next(p for p in question["passages"] if p["pid"] == pid)
+
+
+def test_gold_sentences_ground_to_their_passage_and_sentence(questions_by_id):
+    q = questions_by_id[TOKAREV]
+    by_title = {s["title"]: s for s in q["supporting"]}
+    msu = by_title["Moscow State University"]
+    g = ground_triplet("Moscow State University", "founded on", "January 25, 1755", q["passages"])
+    assert g == Grounding(msu["pid"], msu["sent_idx"], 1.0)
+    tok = by_title["Sergei Aleksandrovich Tokarev"]
+    g = ground_triplet("Sergei Aleksandrovich Tokarev", "professor at", "Moscow State University", q["passages"])
+    assert (g.pid, g.sentence) == (tok["pid"], tok["sent_idx"])
+
+
+def test_made_up_triplets_are_ungrounded(questions_by_id):
+    pool = questions_by_id[TOKAREV]["passages"]
+    assert ground_triplet("Barack Obama", "born in", "Hawaii", pool).pid is None
+    # the subject is in the passages but the object is invented: still ungrounded
+    half = ground_triplet("Moscow State University", "founded on", "March 3, 1901 in Kyoto", pool)
+    assert half.pid is None and half.sentence is None and half.score < 0.5
+    # a side with no content token can never be found
+    assert ground_triplet("Moscow State University", "is", "the", pool).pid is None
+    assert ground_triplet("Moscow State University", "founded", "1755", []).pid is None
+
+
+def test_threshold_is_applied(questions_by_id):
+    pool = questions_by_id[TOKAREV]["passages"]
+    # 1 of 2 object tokens present (1755 yes, Kyoto no): score 0.5
+    g = ground_triplet("Moscow State University", "founded", "1755 Kyoto", pool, threshold=0.5)
+    assert g.pid is not None and g.score == pytest.approx(0.5)
+    assert ground_triplet("Moscow State University", "founded", "1755 Kyoto", pool, threshold=0.6).pid is None
+
+
+def test_ties_go_to_the_earlier_passage():
+    a = {"pid": "a", "title": "Alpha", "sentences": ["Alpha is in Beta."]}
+    b = {"pid": "b", "title": "Beta", "sentences": ["Alpha is in Beta.", "Beta is big."]}
+    assert ground_triplet("Alpha", "located in", "Beta", [a, b]).pid == "a"
+    assert ground_triplet("Alpha", "located in", "Beta", [b, a]).pid == "b"
+    # sentence: best object share, then subject share, then earliest
+    assert best_sentence("Beta", "big", b) == 1
+    assert best_sentence("Alpha", "Beta", b) == 0
+
+
+def test_subject_matched_by_title_only():
+    p = {"pid": "p", "title": "Scott Derrickson", "sentences": ["He is an American director.", "He was born in Denver."]}
+    g = ground_triplet("Scott Derrickson", "born in", "Denver", [p])
+    assert (g.pid, g.sentence, g.score) == ("p", 1, 1.0)
+
+
+@pytest.mark.parametrize("dataset", ["hotpotqa", "2wikimultihopqa"])
+def test_gold_facts_ground_at_sentence_level_on_real_questions(ingested, dataset):
+    """Triplets (title ; says ; words only the gold sentence has) ground to the gold passage and sentence."""
+    total = hits = 0
+    questions = [q for q in ingested.questions if q["dataset"] == dataset][:150]
+    for q in questions:
+        pool = {p["pid"]: p for p in q["passages"]}
+        for s in q["supporting"]:
+            p = pool[s["pid"]]
+            others = set(content_tokens(p["title"]))
+            for j, sent in enumerate(p["sentences"]):
+                if j != s["sent_idx"]:
+                    others |= set(content_tokens(sent))
+            own = [t for t in dict.fromkeys(content_tokens(p["sentences"][s["sent_idx"]])) if t not in others][-3:]
+            if not own:
+                continue
+            g = ground_triplet(p["title"], "says", " ".join(own), q["passages"])
+            total += 1
+            hits += (g.pid, g.sentence) == (p["pid"], s["sent_idx"])
+    assert total > 200
+    assert hits / total >= 0.9
+
+
+def test_musique_supporting_paragraph_grounds(ingested):
+    q = next(q for q in ingested.questions if q["dataset"] == "musique")
+    pool = {p["pid"]: p for p in q["passages"]}
+    for s in q["supporting"]:
+        p = pool[s["pid"]]
+        words = content_tokens(p["sentences"][0])
+        g = ground_triplet(p["title"], "mentions", " ".join(words[-4:]), q["passages"])
+        assert g.pid == p["pid"]
+
+
+def _trajectory(retrieved: list[str], triplets: list[tuple[str, str, str]]) -> dict:
+    return {
+        "trajectory_id": "t1",
+        "steps": [
+            {"index": 0, "kind": "explore", "retrieved": []},
+            {"index": 1, "kind": "complete", "retrieved": retrieved},
+        ],
+        "triplets": [
+            {"triplet_id": f"t1#t{i}", "step_index": 1, "pair_id": "t1#p0", "subject": s, "relation": r, "object": o,
+             "source_pid": None, "source_sentence": None, "grounding_score": None}
+            for i, (s, r, o) in enumerate(triplets)
+        ],
+    }
+
+
+def test_ground_trajectory_uses_each_steps_retrieved_passages(questions_by_id):
+    q = questions_by_id[TOKAREV]
+    by_pid = {p["pid"]: p for p in q["passages"]}
+    msu = next(s for s in q["supporting"] if s["title"] == "Moscow State University")
+    others = [pid for pid in by_pid if pid != msu["pid"]][:2]
+    traj = _trajectory(others + [msu["pid"]], [("Moscow State University", "founded", "1755"), ("Barack Obama", "born in", "Hawaii")])
+    out = ground_trajectory(traj, by_pid, 0.5)
+    assert traj["triplets"][0]["source_pid"] is None  # input untouched
+    t0, t1 = out["triplets"]
+    assert (t0["source_pid"], t0["source_sentence"], t0["grounding_score"]) == (msu["pid"], msu["sent_idx"], 1.0)
+    assert t1["source_pid"] is None and t1["source_sentence"] is None
+    # the same triplet is ungrounded when its step did not retrieve the passage
+    out = ground_trajectory(_trajectory(others, [("Moscow State University", "founded", "1755")]), by_pid, 0.5)
+    assert out["triplets"][0]["source_pid"] is None
+
+
+def test_ground_trajectory_names_missing_passages():
+    traj = _trajectory(["nowhere:1"], [("A", "r", "B")])
+    with pytest.raises(FactoryError, match="nowhere:1"):
+        ground_trajectory(traj, {}, 0.5)
