@@ -12,6 +12,7 @@ INTERIM = Path("data/interim")
 QUESTIONS = INTERIM / "questions.parquet"
 PASSAGES = INTERIM / "passages.parquet"
 QUARANTINE = INTERIM / "quarantine.jsonl"
+ROUTES_PREDICTED = INTERIM / "routes_predicted.parquet"
 INDEX_DIR = Path("data/index")
 CACHE_DIR = Path("data/cache")
 METRICS = Path("metrics")

@@ -181,6 +181,52 @@ ROUND_METRICS = pa.schema(
     ]
 )
 
+_TRACE_IDS = [
+    _req("record_id", S),  # "<variant>/seed_<s>/round_<r>/<trajectory_id>"
+    _req("variant", S),
+    _req("round", I32),
+    _req("seed", I64),  # protocol seed of the chain
+    _req("trajectory_id", S),
+    _req("question_id", S),
+    _req("dataset", S),
+    _req("qtype", S),
+    _req("route", S),
+    _req("policy", S),
+]
+_TRACE_GOLD = [
+    _req("passage_ids", pa.list_(S)),  # the numbered passages [1]..[n], in order
+    _req("gold_answers", pa.list_(S)),  # gold answer first, then aliases
+    _req("gold_relevant_indices", pa.list_(I32)),  # numbered passages that are gold supporting paragraphs
+    _req("gold_coverage", S),  # full | partial | none: share of gold paragraphs among the numbered passages
+]
+TRACE_SFT = pa.schema(
+    _TRACE_IDS
+    + [
+        _req("messages", pa.list_(MESSAGE)),  # system (protocol), user (question + passages), assistant (target)
+        _req("relevance", pa.list_(I32)),  # the target's <relevance> indices
+        _req("triplet_ids", pa.list_(S)),  # kept triplets stated in the analysis, in chain order
+        _req("answer", S),
+    ]
+    + _TRACE_GOLD
+    + [_req(f"reward_{c}", F64) for c in ("format", "accuracy", "relevance", "bonus")]  # what the target earns
+)
+TRACE_RL = pa.schema(
+    _TRACE_IDS + [_req("prompt", pa.list_(MESSAGE))] + _TRACE_GOLD  # prompt: system + user (TRL conversational)
+)
+
+ROUTE_PREDICTIONS = pa.schema(
+    [
+        _req("question_id", S),
+        _req("dataset", S),
+        _req("qtype", S),
+        _req("gold", S),  # the corpus-derived route
+        _req("predicted", S),  # parallel | chain | unknown
+        _req("raw", S),  # the model's reply
+        _opt("error", S),  # the LLM error when the call failed
+        _req("prompt_version", S),
+    ]
+)
+
 ARTIFACTS: dict[str, pa.Schema] = {
     "question": QUESTION,
     "passage": PASSAGE,
@@ -188,6 +234,9 @@ ARTIFACTS: dict[str, pa.Schema] = {
     "labels": LABELS,
     "supervision": SUPERVISION,
     "round_metrics": ROUND_METRICS,
+    "trace_sft": TRACE_SFT,
+    "trace_rl": TRACE_RL,
+    "route_predictions": ROUTE_PREDICTIONS,
 }
 
 
