@@ -122,6 +122,11 @@ TRAJECTORY = pa.schema(
         _req("rationalized", B),
         _req("steps", pa.list_(STEP)),
         _req("triplets", pa.list_(TRIPLET)),
+        _opt("stop_reason", S),  # sufficient | no_new_triplets | max_iterations | parse_error | llm_error
+        _opt("llm_calls", I32),  # every call, repairs included
+        _opt("prompt_tokens", I64),  # totals over every call, repairs included
+        _opt("completion_tokens", I64),
+        _opt("latency_s", F64),
     ]
 )
 
