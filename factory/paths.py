@@ -58,6 +58,16 @@ def eval_metrics(variant: str, round_: int, split: str, seed: int = 0) -> Path:
     return METRICS / "eval" / chain(variant, seed) / f"round_{round_}_{split}.json"
 
 
+def base_eval_metrics(split: str) -> Path:
+    """The base model's evaluation (shared by every chain)."""
+    return METRICS / "eval" / "base" / f"{split}.json"
+
+
 def decision(variant: str, round_: int, seed: int = 0) -> Path:
     """The stopping decision taken after a round's held-out evaluation."""
     return METRICS / "bootstrap" / chain(variant, seed) / f"round_{round_}.json"
+
+
+def init_decision(variant: str, seed: int = 0) -> Path:
+    """A chain's first decision (base model's held-out EM; round 0 may run)."""
+    return METRICS / "bootstrap" / chain(variant, seed) / "init.json"
