@@ -1,0 +1,47 @@
+"""Stage bootstrap: the stopping decision after a round's held-out evaluation (or at a chain's start)."""
+
+from __future__ import annotations
+
+import logging
+
+from factory import paths
+from factory.config import Params
+from factory.errors import FactoryError
+from factory.io import read_json, write_json
+from factory.rounds import decide
+
+COMMAND = "bootstrap"
+HELP = "decide after a round whether later rounds run (held-out EM, min_delta, patience, max_rounds)"
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--variant", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--round", dest="round_", type=int, default=-1, help="the round just evaluated (-1: chain start)")
+
+
+def heldout_em(path) -> float | None:
+    """Overall held-out EM from an evaluation metrics file; None when that round was skipped."""
+    if not path.exists():
+        raise FactoryError(f"{path} is missing: evaluate that policy on the held-out split first")
+    metrics = read_json(path)
+    if metrics.get("status") == "skipped":
+        return None
+    overall = metrics.get("overall", metrics)
+    if "em" not in overall:
+        raise FactoryError(f"{path} has no overall 'em'")
+    return float(overall["em"])
+
+
+def run(params: Params, variant: str, seed: int = 0, round_: int = -1) -> None:
+    b = params.bootstrap
+    base_em = heldout_em(paths.base_eval_metrics("heldout"))
+    if base_em is None:
+        raise FactoryError("the base model's held-out evaluation was skipped; it must run")
+    history = [heldout_em(paths.eval_metrics(variant, r, "heldout", seed)) for r in range(round_ + 1)]
+    decision = decide(base_em, history, min_delta=b.min_delta, patience=b.patience, max_rounds=b.max_rounds)
+    out = paths.decision(variant, round_, seed) if round_ >= 0 else paths.init_decision(variant, seed)
+    write_json(out, {"variant": variant, "seed": seed, **decision.as_dict(), "params": params.digest("bootstrap")["bootstrap"]})
+    verdict = f"stop ({decision.reason})" if decision.stop else "continue"
+    log.info("bootstrap %s seed %d after round %d: EM history %s, best round %d -> %s", variant, seed, round_, history, decision.best_round, verdict)
