@@ -8,12 +8,14 @@ shows the traceback.
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
 import logging
 import os
 import pkgutil
 import sys
 import traceback
+from pathlib import Path
 from types import ModuleType
 
 from factory.config import load_params, render_params_yaml
@@ -23,12 +25,30 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 
 
-def stage_modules() -> list[ModuleType]:
-    """Stage modules in data-flow order (their file names carry the order)."""
+def stage_names() -> dict[str, str]:
+    """command -> module name, in data-flow order ('s04_trajectories' -> 'trajectories')."""
     import factory.stages as pkg
 
     names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
-    return [importlib.import_module(f"factory.stages.{n}") for n in names]
+    return {n.split("_", 1)[1].replace("_", "-"): n for n in names}
+
+
+def _stage_help(module_name: str) -> str:
+    """A stage's HELP string read without importing it (imports of torch & co. are slow)."""
+    import factory.stages as pkg
+
+    tree = ast.parse((Path(pkg.__path__[0]) / f"{module_name}.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "HELP" for t in node.targets):
+            return ast.literal_eval(node.value)
+    return ""
+
+
+def load_stage(command: str) -> ModuleType:
+    module = importlib.import_module(f"factory.stages.{stage_names()[command]}")
+    if getattr(module, "COMMAND", command) != command:
+        raise RuntimeError(f"{module.__name__}: COMMAND {module.COMMAND!r} does not match its file name")
+    return module
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -40,15 +60,19 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
+    """All subcommands; only the selected stage's module is imported (for its own options)."""
     parser = argparse.ArgumentParser(prog="factory", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="<stage>")
-    for module in stage_modules():
-        p = sub.add_parser(module.COMMAND, help=module.HELP, description=module.HELP)
+    for command, module_name in stage_names().items():
+        help_text = _stage_help(module_name)
+        p = sub.add_parser(command, help=help_text, description=help_text)
         _common(p)
-        if hasattr(module, "add_arguments"):
-            module.add_arguments(p)
-        p.set_defaults(_module=module)
+        if command == selected:
+            module = load_stage(command)
+            if hasattr(module, "add_arguments"):
+                module.add_arguments(p)
+            p.set_defaults(_module=module)
     p = sub.add_parser("params", help="print a commented params.yaml with the current values")
     _common(p)
     p.set_defaults(_module=None)
@@ -56,7 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    selected = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(selected if selected in stage_names() else None)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

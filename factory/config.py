@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from factory.errors import FactoryError
 
@@ -181,12 +181,37 @@ class TrainParams(Section):
     seed: int = Field(31, description="Training seed.")
 
 
+class RoundSlot(Section):
+    round: int = Field(description="Round number (0 = trajectories from the base model).")
+    after: str = Field(description="The chain step before it: 'init' for round 0, else 'round_<round-1>'.")
+
+
 class BootstrapParams(Section):
     variants: list[str] = Field(list(VARIANTS), description="Supervision variants, each with its own chain of policies.")
-    max_rounds: int = Field(2, ge=1, description="R_max: bootstrapping rounds per variant.")
+    max_rounds: int = Field(2, ge=1, description="R_max: bootstrapping rounds per chain (rounds 0..R_max-1 run; later slots record 'skipped').")
+    rounds: list[RoundSlot] = Field(
+        default_factory=lambda: [RoundSlot(round=r, after="init" if r == 0 else f"round_{r - 1}") for r in range(3)],
+        description="Round stages in dvc.yaml (DVC needs a list and cannot compute r-1): entry i is "
+        "{round: i, after: init | round_<i-1>}. Keep at least max_rounds entries; extra ones record 'skipped', "
+        "so `dvc exp run -S bootstrap.max_rounds=N` runs only the new rounds.",
+    )
     seeds: list[int] = Field([0], description="Repeats of the whole protocol (mean +- std in the report).")
     min_delta: float = Field(0.0, ge=0, description="Held-out EM must improve by more than this to count as progress.")
     patience: int = Field(1, ge=1, description="Rounds without progress before later rounds are skipped.")
+
+
+    @model_validator(mode="after")
+    def _check_rounds(self) -> BootstrapParams:
+        for i, slot in enumerate(self.rounds):
+            want = "init" if i == 0 else f"round_{i - 1}"
+            if slot.round != i or slot.after != want:
+                raise ValueError(f"rounds[{i}] must be {{round: {i}, after: {want}}} (got {{round: {slot.round}, after: {slot.after}}})")
+        if len(self.rounds) < self.max_rounds:
+            raise ValueError(f"max_rounds={self.max_rounds} needs at least that many entries in bootstrap.rounds (has {len(self.rounds)})")
+        unknown = sorted(set(self.variants) - set(VARIANTS))
+        if unknown:
+            raise ValueError(f"unknown variants {unknown} (known: {list(VARIANTS)})")
+        return self
 
 
 class TraceParams(Section):

@@ -42,6 +42,10 @@ def run(params: Params, variant: str, seed: int = 0, round_: int = -1) -> None:
     history = [heldout_em(paths.eval_metrics(variant, r, "heldout", seed)) for r in range(round_ + 1)]
     decision = decide(base_em, history, min_delta=b.min_delta, patience=b.patience, max_rounds=b.max_rounds)
     out = paths.decision(variant, round_, seed) if round_ >= 0 else paths.init_decision(variant, seed)
-    write_json(out, {"variant": variant, "seed": seed, **decision.as_dict(), "params": params.digest("bootstrap")["bootstrap"]})
+    rule = {"min_delta": b.min_delta, "patience": b.patience, "max_rounds": b.max_rounds}
+    write_json(out, {"variant": variant, "seed": seed, **decision.as_dict(), "rule": rule})
+    if round_ < 0:
+        # the chain's starting point, so that round 0 depends on "the step before" like every other round
+        write_json(paths.adapter_dir(variant, 0, seed).parent / "init" / "status.json", {"status": "base", "adapter": None})
     verdict = f"stop ({decision.reason})" if decision.stop else "continue"
     log.info("bootstrap %s seed %d after round %d: EM history %s, best round %d -> %s", variant, seed, round_, history, decision.best_round, verdict)
