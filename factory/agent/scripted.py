@@ -1,0 +1,221 @@
+"""A SCRIPTED policy for tests and demos: it answers every agent prompt from the gold facts of real questions.
+
+``ScriptedPolicyLLM`` implements the LLM protocol (``backend = "scripted"``) without any model. It
+reads the question from the prompt, turns the corpus's gold annotations into hops
+``(entity ; relation ; object)`` — 2WikiMultihopQA ``evidences``, MuSiQue ``decomposition``, and for
+HotpotQA the supporting sentences (the bridge title or the answer they mention) — and then:
+
+- explore: asks for the hops whose entity is already known (in the question or in G); says
+  sufficient with the gold answer once every hop is in G;
+- complete: returns the hop triplets of the asked pair whose supporting passage is among the
+  shown passages (so they ground in the retrieved text), else ``None``;
+- final: the gold answer.
+
+It exists so that the agent loop, the stages' bookkeeping and backtracing can be tested end to
+end on ``../shared/corpora`` with known-good trajectories. It can never be chosen through params
+(``llm.backend`` allows only ``local`` and ``openai``), its trajectories are recorded with policy
+``scripted``, and ``factory.agent.loop.assert_trainable`` refuses them for training.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from factory.agent import prompts
+from factory.agent.format import render_complete, render_explore, render_final
+from factory.llm.base import ChatRequest, ChatResponse
+from factory.text import content_tokens, normalize_answer
+
+_HOP_REF = re.compile(r"#(\d+)")
+_HOTPOT_WORDS = 12  # fallback object: the first words of a supporting sentence
+
+
+@dataclass(frozen=True)
+class Hop:
+    """One gold fact of a question, as the scripted policy asks for it and states it."""
+
+    entity: str
+    relation: str
+    object: str
+    titles: tuple[str, ...]  # titles of the passages that state it
+
+
+def _share(part: str, whole: str) -> float:
+    tokens = set(content_tokens(part))
+    return len(tokens & set(content_tokens(whole))) / len(tokens) if tokens else 0.0
+
+
+def _contains(haystack: str, needle: str) -> bool:
+    n = normalize_answer(needle)
+    return bool(n) and f" {n} " in f" {normalize_answer(haystack)} "
+
+
+def _supporting_text(q: Mapping, passages: Mapping[str, Mapping]) -> dict[str, list[str]]:
+    """title -> gold supporting sentences (MuSiQue: the whole paragraph)."""
+    by_pid = {p["pid"]: p for p in q.get("passages") or []}
+    out: dict[str, list[str]] = {}
+    for s in q.get("supporting") or []:
+        p = by_pid.get(s.get("pid")) or passages.get(s.get("pid")) or {}
+        sentences = list(p.get("sentences") or [])
+        idx = s.get("sent_idx", -1)
+        chosen = sentences if idx is None or idx < 0 else sentences[idx: idx + 1]
+        out.setdefault(s["title"], []).extend(x.strip() for x in chosen)
+    return out
+
+
+def _twowiki_hops(q: Mapping, support: dict[str, list[str]]) -> list[Hop]:
+    hops = []
+    for e in q.get("evidences") or []:
+        titles = tuple(t for t, sents in support.items() if _share(e["subject"], t) >= 0.5 or _contains(" ".join(sents), e["object"]))
+        hops.append(Hop(e["subject"], e["relation"], e["object"], titles or tuple(support)))
+    return hops
+
+
+def _musique_hops(q: Mapping) -> list[Hop]:
+    hops: list[Hop] = []
+    pool = q.get("passages") or []
+    answers: dict[str, str] = {}
+    for i, step in enumerate(q.get("decomposition") or [], start=1):
+        text = step["question"]
+        idx = step.get("paragraph_support_idx")
+        title = pool[idx]["title"] if idx is not None and 0 <= idx < len(pool) else ""
+        resolve = lambda s: _HOP_REF.sub(lambda m: answers.get(m.group(1), m.group(0)), s)  # noqa: E731
+        if ">>" in text:
+            entity, relation = (x.strip() for x in text.split(">>", 1))
+            entity = resolve(entity)
+        else:
+            refs = _HOP_REF.findall(text)
+            entity = answers.get(refs[0], title) if refs else title
+            relation = resolve(text).rstrip("?").strip()
+        answers[str(i)] = step["answer"]
+        if entity and relation:
+            hops.append(Hop(entity, relation, step["answer"], (title,) if title else ()))
+    return hops
+
+
+def _hotpot_hops(q: Mapping, support: dict[str, list[str]]) -> list[Hop]:
+    answer = (q.get("answers") or [""])[0]
+    titles = sorted(support, key=lambda t: (_share(t, q["question"]) < 0.5, list(support).index(t)))
+    hops = []
+    for title in titles:
+        text = " ".join(support[title])
+        others = [t for t in titles if t != title and _contains(text, t)]
+        if answer and _contains(text, answer):
+            hops.append(Hop(title, "mentions", answer, (title,)))
+        elif others:
+            hops.append(Hop(title, "mentions", others[0], (title,)))
+        elif text:
+            hops.append(Hop(title, "described as", " ".join(text.split()[:_HOTPOT_WORDS]), (title,)))
+    return hops
+
+
+def gold_hops(q: Mapping, passages: Mapping[str, Mapping] | None = None) -> list[Hop]:
+    """The question's gold facts as hops, from whatever the corpus annotates."""
+    support = _supporting_text(q, passages or {})
+    if q["dataset"] == "2wikimultihopqa" and q.get("evidences"):
+        return _twowiki_hops(q, support)
+    if q["dataset"] == "musique" and q.get("decomposition"):
+        return _musique_hops(q)
+    return _hotpot_hops(q, support)
+
+
+class ScriptedPolicyLLM:
+    """The LLM protocol answered from gold facts (tests and demos only; never trainable)."""
+
+    backend = "scripted"
+    identity = "scripted-gold-policy"
+
+    def __init__(self, questions: Iterable[Mapping], passages: Iterable[Mapping] | Mapping[str, Mapping] | None = None):
+        by_pid = passages if isinstance(passages, Mapping) else {p["pid"]: p for p in passages or []}
+        self.questions: dict[str, Mapping] = {}
+        self.hops: dict[str, list[Hop]] = {}
+        for q in questions:
+            key = " ".join(q["question"].split())  # as the prompts show it
+            self.questions.setdefault(key, q)
+            self.hops.setdefault(q["question_id"], gold_hops(q, by_pid))
+        self.calls = 0
+
+    # ------------------------------------------------------------ LLM protocol
+
+    def generate(self, requests: list[ChatRequest]) -> list[ChatResponse]:
+        return [self._one(r) for r in requests]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------ the script
+
+    def _one(self, request: ChatRequest) -> ChatResponse:
+        self.calls += 1
+        messages = request.message_dicts()
+        kind = prompts.step_kind(messages)
+        user = messages[1]["content"] if len(messages) > 1 else ""
+        question = _field(user, "Question")
+        q = self.questions.get(question or "")
+        if kind is None or q is None:
+            return ChatResponse("", error=f"scripted policy: not a prompt about a known question (kind {kind}, question {question!r})",
+                                finish_reason="error")
+        if kind == "explore":
+            text = self._explore(q, _graph(user))
+        elif kind == "complete":
+            text = self._complete(q, user)
+        else:
+            text = render_final(f"From the graph, the answer is {q['answers'][0]}.", q["answers"][0])
+        return ChatResponse(
+            text, prompt_tokens=sum(self.count_tokens(m["content"]) for m in messages),
+            completion_tokens=self.count_tokens(text), finish_reason="stop",
+        )
+
+    def _explore(self, q: Mapping, graph: list[tuple[str, str, str]]) -> str:
+        hops = self.hops[q["question_id"]]
+        have = {normalize_answer(o) for _, _, o in graph}
+        missing = [h for h in hops if normalize_answer(h.object) not in have]
+        if not missing:
+            answer = q["answers"][0]
+            return render_explore(f"The graph links the question to {answer}.", [], sufficient=True, answer=answer)
+        known = " ".join([q["question"], *(f"{s} {o}" for s, _, o in graph)])
+        ready = [h for h in missing if _share(h.entity, known) >= 0.5] or missing[:1]
+        pairs = list(dict.fromkeys((h.entity, h.relation) for h in ready))
+        return render_explore("I need " + "; ".join(f"the {r} of {e}" for e, r in pairs) + ".", pairs)
+
+    def _complete(self, q: Mapping, user: str) -> str:
+        look = _field(user, "Look up") or ""
+        entity, _, relation = (x.strip() for x in look.partition("|"))
+        body = user.split("Passages:\n", 1)[-1]
+        titles = {p["title"] for p in q.get("passages") or []} | {t for h in self.hops[q["question_id"]] for t in h.titles}
+        shown = {t for t in titles if f"] {t}: " in body}
+        found = []
+        for h in self.hops[q["question_id"]]:
+            if normalize_answer(h.entity) != normalize_answer(entity) or normalize_answer(h.relation) != normalize_answer(relation):
+                continue
+            if any(t in shown for t in h.titles) or _contains(body, h.object):
+                found.append((h.entity, h.relation, h.object))
+        return render_complete(found)
+
+
+def _field(user: str, name: str) -> str | None:
+    prefix = f"{name}: "
+    for line in user.split("\n"):
+        if line.startswith(prefix):
+            return line[len(prefix):].strip()
+    return None
+
+
+def _graph(user: str) -> list[tuple[str, str, str]]:
+    from factory.agent.format import ParseError, parse_triplet
+
+    lines = user.split("Graph:\n", 1)[1].split("\n") if "Graph:\n" in user else []
+    out = []
+    for line in lines:
+        if line.startswith("Hint:") or line == prompts.EMPTY_GRAPH:
+            continue
+        try:
+            out.append(parse_triplet(line))
+        except ParseError:
+            continue
+    return out
