@@ -7,6 +7,7 @@ from these defaults, so the file and the code cannot drift apart. Unknown keys a
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any, Literal
 
@@ -320,13 +321,14 @@ def render_params_yaml(params: Params | None = None) -> str:
         for name, field in type(model).model_fields.items():
             value = getattr(model, name)
             if field.description:
-                out.append(f"{pad}# {field.description}")
+                out.extend(f"{pad}# {line}" for line in textwrap.wrap(field.description, width=100 - len(pad)))
             if isinstance(value, BaseModel):
                 out.append(f"{pad}{name}:")
                 emit(value, indent + 1)
             else:
                 plain = value.model_dump(mode="json") if isinstance(value, BaseModel) else _plain(value)
-                dumped = yaml.safe_dump({name: plain}, sort_keys=False, default_flow_style=None, width=1000).rstrip()
+                flow = None if isinstance(plain, (list, dict)) else False  # leaf lists inline, scalars as key: value
+                dumped = yaml.safe_dump({name: plain}, sort_keys=False, default_flow_style=flow, width=1000).rstrip()
                 out.extend(pad + line for line in dumped.splitlines())
         if indent == 0:
             return
