@@ -1,0 +1,49 @@
+"""Stage classify-routes (optional): the DTKG few-shot route classifier against the gold routes."""
+
+from __future__ import annotations
+
+import logging
+
+from factory import paths
+from factory.config import Params
+from factory.errors import FactoryError
+from factory.io import write_json
+from factory.routes import PROMPT_VERSION, classify_routes, route_metrics, sample_questions
+from schemas import read_rows, write_parquet
+
+COMMAND = "classify-routes"
+HELP = "ask the LLM whether sampled questions are parallel or chain (DTKG) and score it against the gold routes"
+log = logging.getLogger(__name__)
+
+
+def run(params: Params) -> None:
+    from factory.llm import make_llm
+
+    if not paths.QUESTIONS.exists():
+        raise FactoryError(f"{paths.QUESTIONS} is missing: run `factory ingest` first")
+    questions = read_rows(paths.QUESTIONS, columns=["question_id", "dataset", "qtype", "route", "question"])
+    sample = sample_questions(questions, params.routes.n_questions, params.routes.seed)
+    llm = make_llm(params)
+    try:
+        rows = classify_routes(sample, llm, max_new_tokens=params.routes.max_new_tokens)
+        identity = llm.identity
+        hits, misses = getattr(llm, "hits", 0), getattr(llm, "misses", 0)
+    finally:
+        llm.close()
+    write_parquet(rows, paths.ROUTES_PREDICTED, "route_predictions")
+    report = {
+        "status": "ok" if rows else "empty",
+        "model": identity,
+        "backend": params.llm.backend,
+        "prompt_version": PROMPT_VERSION,
+        "n_questions_per_dataset": params.routes.n_questions,
+        "seed": params.routes.seed,
+        **route_metrics(rows),
+    }
+    write_json(paths.METRICS / "routes.json", report)
+    overall = report["overall"]
+    log.info(
+        "classify-routes: %d questions, accuracy %s, unknown %d, LLM errors %d (cache hits %d, misses %d)",
+        overall["questions"], None if overall["accuracy"] is None else round(overall["accuracy"], 3),
+        overall["unknown"], overall["llm_errors"], hits, misses,
+    )
