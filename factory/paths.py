@@ -63,6 +63,11 @@ def base_eval_metrics(split: str) -> Path:
     return METRICS / "eval" / "base" / f"{split}.json"
 
 
+def base_eval_data(split: str) -> Path:
+    """The base model's evaluation trajectories (shared by every chain)."""
+    return Path("data/eval") / "base" / f"{split}.parquet"
+
+
 def decision(variant: str, round_: int, seed: int = 0) -> Path:
     """The stopping decision taken after a round's held-out evaluation."""
     return METRICS / "bootstrap" / chain(variant, seed) / f"round_{round_}.json"
