@@ -1,0 +1,103 @@
+"""Stage variants: a round's supervision set for one variant (backtrace | random | unfiltered).
+
+Reads the round's trajectories and backtrace labels (the params.backtrace.mode x target_mode rows),
+builds the examples (factory.variants), accumulates earlier rounds when params.variants.accumulate,
+gates the set (validators.supervision: unique ids, random matched to backtrace per trajectory, no
+held-out/test question by id or normalised text) and writes data/supervision/<V>/seed_<S>/round_<R>/
+train.parquet + train.jsonl (OpenAI chat fine-tuning format) + stats.json, and
+metrics/variants/<V>/seed_<S>/round_<R>.json. A skipped round (empty trajectory file) gives an empty
+set with status ``skipped``; a round without a correct trajectory gives status ``empty``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from factory import paths
+from factory.config import VARIANTS, Params
+from factory.errors import FactoryError
+from factory.io import write_json, write_jsonl
+from factory.rounds import skip_reason
+from factory.variants import accumulated, build_set, labels_index
+from schemas import read_rows, write_parquet
+
+COMMAND = "variants"
+HELP = "build a round's supervision set of a variant (backtrace | random | unfiltered): parquet, OpenAI JSONL, stats, leakage gate"
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--variant", required=True, choices=VARIANTS, help="supervision variant")
+    parser.add_argument("--round", dest="round_", type=int, required=True, help="bootstrapping round (1..max_rounds)")
+    parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
+
+
+def _write(out_dir, examples: list[dict], stats: dict, metrics_path) -> None:
+    write_parquet(examples, out_dir / "train.parquet", "supervision")
+    write_jsonl(out_dir / "train.jsonl", [{"messages": e["messages"]} for e in examples])
+    write_json(out_dir / "stats.json", stats)
+    write_json(metrics_path, stats)
+
+
+def _why_empty(variant: str, round_: int, seed: int) -> str:
+    try:
+        reason = skip_reason(variant, round_, seed)
+    except FactoryError:  # no decision recorded: the trajectories stage simply produced nothing
+        reason = None
+    return reason or "the round's trajectory file is empty"
+
+
+def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
+    from validators import run_suites
+    from validators.supervision import supervision_specs
+
+    if variant not in VARIANTS:
+        raise FactoryError(f"unknown variant {variant!r} (expected one of {', '.join(VARIANTS)})")
+    out_dir = paths.supervision_dir(variant, round_, seed)
+    metrics_path = paths.stage_metrics("variants", variant, round_, seed)
+    control_seed = params.variants.seed + 1000 * seed  # derived seed of this chain
+    mode, target_mode = params.backtrace.mode, params.backtrace.target_mode
+    head = {"variant": variant, "round": round_, "protocol_seed": seed, "seed": control_seed, "mode": mode, "target_mode": target_mode}
+
+    traj_path = paths.trajectories(variant, round_, seed)
+    if not traj_path.exists():
+        raise FactoryError(f"{traj_path} is missing: run `factory trajectories --variant {variant} --round {round_} --seed {seed}` first")
+    trajectories = read_rows(traj_path)
+    if not trajectories:
+        stats = {**head, "status": "skipped", "reason": _why_empty(variant, round_, seed), "trajectories": 0, "correct": 0,
+                 "examples": 0, "examples_in_set": 0, "accumulated_rounds": []}
+        _write(out_dir, [], stats, metrics_path)
+        log.info("variants %s round %d (seed %d): skipped: %s", variant, round_, seed, stats["reason"])
+        return stats
+
+    labels_path = paths.labels(variant, round_, seed)
+    if not labels_path.exists():
+        raise FactoryError(f"{labels_path} is missing: run `factory backtrace --variant {variant} --round {round_} --seed {seed}` first")
+    labels = read_rows(labels_path)
+    built = build_set(trajectories, labels, variant, round_, control_seed, mode, target_mode)
+    examples, rounds = built.examples, [round_]
+    if params.variants.accumulate:
+        examples, rounds = accumulated(built.examples, variant, round_, seed)
+
+    questions = read_rows(paths.QUESTIONS, columns=["question_id", "split", "question_norm"])
+    specs = supervision_specs(examples, questions, trajectories, labels_index(labels, mode, target_mode), control_seed)
+    gate = run_suites(f"variants-{variant}-seed_{seed}-round_{round_}", specs, docs_dir=paths.REPORTS / "gx")
+
+    status = "ok" if examples else "empty"
+    stats = {
+        **head,
+        **built.stats,
+        "status": status,
+        "examples_in_set": len(examples),
+        "accumulated_rounds": rounds,
+        "expectations_passed": gate.evaluated,
+    }
+    if not built.stats["correct"]:
+        stats["reason"] = "no correct trajectory in this round"
+    _write(out_dir, examples, stats, metrics_path)
+    log.info(
+        "variants %s round %d (seed %d): %d correct of %d trajectories -> %d examples (%d in the set, rounds %s); units kept %d/%d; FA %.3f",
+        variant, round_, seed, built.stats["correct"], len(trajectories), len(built.examples), len(examples), rounds,
+        built.stats["units"]["kept"], built.stats["units"]["total"], built.stats["fa_ratio"],
+    )
+    return stats

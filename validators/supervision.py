@@ -1,0 +1,93 @@
+"""Gate of the variants stage: a supervision set that may be trained on.
+
+- example ids are unique; every example ends with the assistant turn; kept units <= generated units;
+- the random control removes exactly as many pairs and triplets per trajectory as backtracing does
+  (both computed with ``factory.variants.kept_units`` for the round's correct trajectories, in every
+  variant's run, so a drift in either is caught wherever it shows);
+- leakage: no example comes from a held-out or test question, by question id AND by normalised question
+  text (an example whose question is unknown to data/interim/questions.parquet fails too).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from factory.variants import kept_units
+from validators import SuiteSpec
+
+EVAL_SPLITS = ("heldout", "test")
+
+
+def leakage_frame(examples: Sequence[Mapping], questions: Iterable[Mapping]) -> pd.DataFrame:
+    """Per example: its question's split (``unknown`` if absent) and whether its text is an eval question's."""
+    split_by_id: dict[str, str] = {}
+    eval_norms: set[str] = set()
+    for q in questions:
+        split_by_id[q["question_id"]] = q["split"]
+        if q["split"] in EVAL_SPLITS:
+            eval_norms.add(q["question_norm"])
+    return pd.DataFrame(
+        {
+            "example_id": pd.Series([e["example_id"] for e in examples], dtype=object),
+            "question_id": pd.Series([e["question_id"] for e in examples], dtype=object),
+            "question_split": pd.Series([split_by_id.get(e["question_id"], "unknown") for e in examples], dtype=object),
+            "text_of_eval_question": pd.Series([e["question_norm"] in eval_norms for e in examples], dtype=bool),
+            "ends_with_assistant": pd.Series([bool(e["messages"]) and e["messages"][-1]["role"] == "assistant" for e in examples], dtype=bool),
+            "units_consistent": pd.Series([0 <= e["units_kept"] <= e["units_total"] for e in examples], dtype=bool),
+        }
+    )
+
+
+def matching_frame(trajectories: Iterable[Mapping], labels_by_tid: Mapping[str, Mapping], seed: int) -> pd.DataFrame:
+    """Per correct trajectory: units removed by backtracing and by the random control (pairs, triplets)."""
+    rows = []
+    for t in trajectories:
+        if not t.get("correct"):
+            continue
+        row = labels_by_tid.get(t["trajectory_id"])
+        if row is None:
+            rows.append({"trajectory_id": t["trajectory_id"], "labelled": False, "pairs_matched": False, "triplets_matched": False,
+                         "backtrace_removed": -1, "random_removed": -1})
+            continue
+        bt = kept_units(t, row, "backtrace", seed)
+        rnd = kept_units(t, row, "random", seed)
+        rows.append({
+            "trajectory_id": t["trajectory_id"],
+            "labelled": True,
+            "pairs_matched": bt.removed_pairs == rnd.removed_pairs and len(bt.pair_ids) == len(rnd.pair_ids),
+            "triplets_matched": bt.removed_triplets == rnd.removed_triplets and len(bt.triplet_ids) == len(rnd.triplet_ids),
+            "backtrace_removed": bt.removed_units,
+            "random_removed": rnd.removed_units,
+        })
+    frame = pd.DataFrame(rows, columns=["trajectory_id", "labelled", "pairs_matched", "triplets_matched", "backtrace_removed", "random_removed"])
+    frame["removed_equal"] = (frame["backtrace_removed"] == frame["random_removed"]).astype(bool)
+    return frame
+
+
+def supervision_specs(
+    examples: Sequence[Mapping], questions: Iterable[Mapping], trajectories: Iterable[Mapping],
+    labels_by_tid: Mapping[str, Mapping], seed: int,
+) -> list[SuiteSpec]:
+    """The suites of the variants gate (see module doc)."""
+    import great_expectations as gx
+
+    E = gx.expectations
+    examples_suite = [
+        E.ExpectColumnValuesToBeUnique(column="example_id"),
+        E.ExpectColumnValuesToBeInSet(column="question_split", value_set=["train"]),
+        E.ExpectColumnValuesToBeInSet(column="text_of_eval_question", value_set=[False]),
+        E.ExpectColumnValuesToBeInSet(column="ends_with_assistant", value_set=[True]),
+        E.ExpectColumnValuesToBeInSet(column="units_consistent", value_set=[True]),
+    ]
+    matching_suite = [
+        E.ExpectColumnValuesToBeInSet(column="labelled", value_set=[True]),
+        E.ExpectColumnValuesToBeInSet(column="pairs_matched", value_set=[True]),
+        E.ExpectColumnValuesToBeInSet(column="triplets_matched", value_set=[True]),
+        E.ExpectColumnValuesToBeInSet(column="removed_equal", value_set=[True]),
+    ]
+    return [
+        SuiteSpec("examples", leakage_frame(examples, questions), examples_suite),
+        SuiteSpec("random_matching", matching_frame(trajectories, labels_by_tid, seed), matching_suite),
+    ]
