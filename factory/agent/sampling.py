@@ -1,0 +1,57 @@
+"""Seeded question samples for trajectory rounds and evaluations, spread evenly across datasets.
+
+A question's place in a sample is a hash of (seed, question id), so a sample depends only on the
+seed and on which questions exist, never on file order; adding other questions to a corpus moves a
+question only if the newcomer ranks before it. Quotas are even per dataset; a dataset with too
+few questions gives its remaining quota to the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from factory.errors import FactoryError
+from factory.splits import unit_hash
+
+
+def derived_seed(base_seed: int, protocol_seed: int = 0, round_: int | None = None) -> int:
+    """A stage's effective seed: its param seed + 1000 x the protocol seed (+ the round for a fresh draw)."""
+    return int(base_seed) + 1000 * int(protocol_seed) + (int(round_) if round_ is not None else 0)
+
+
+def even_quotas(available: dict[str, int], n: int) -> dict[str, int]:
+    """Split ``n`` over datasets as evenly as their sizes allow (leftover to the earlier names)."""
+    quotas = {name: 0 for name in available}
+    left = min(n, sum(available.values()))
+    while left > 0:
+        open_ = [name for name in sorted(available) if quotas[name] < available[name]]
+        share, extra = divmod(left, len(open_))
+        for i, name in enumerate(open_):
+            take = min(share + (1 if i < extra else 0), available[name] - quotas[name])
+            quotas[name] += take
+            left -= take
+    return quotas
+
+
+def sample_questions(
+    questions: Iterable[dict], n: int, *, seed: int, split: str, datasets: Sequence[str] | None = None
+) -> list[dict]:
+    """``n`` questions of ``split`` (from ``datasets``; None = all), even across datasets, in a seeded order.
+
+    The order interleaves datasets (a hash order over the whole sample), so every shard of a round
+    mixes datasets. Fewer than ``n`` questions available: all of them are returned.
+    """
+    wanted = set(datasets) if datasets is not None else None
+    pool: dict[str, list[dict]] = {}
+    for q in questions:
+        if q["split"] == split and (wanted is None or q["dataset"] in wanted):
+            pool.setdefault(q["dataset"], []).append(q)
+    if not pool:
+        names = ", ".join(sorted(wanted)) if wanted is not None else "any dataset"
+        raise FactoryError(f"no {split!r} questions from {names} in the ingested data (check trajectories.datasets and splits.*)")
+    quotas = even_quotas({name: len(rows) for name, rows in pool.items()}, n)
+    chosen: list[dict] = []
+    for name in sorted(pool):
+        ranked = sorted(pool[name], key=lambda q: (unit_hash("sample", seed, q["question_id"]), q["question_id"]))
+        chosen.extend(ranked[: quotas[name]])
+    return sorted(chosen, key=lambda q: (unit_hash("order", seed, q["question_id"]), q["question_id"]))

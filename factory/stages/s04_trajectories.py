@@ -1,0 +1,101 @@
+"""Stage trajectories: KnowTrace trajectories for one round of a variant's chain.
+
+Round R samples ``trajectories.n_questions`` training questions (seed = trajectories.seed + 1000 x
+protocol seed, + R when ``resample_each_round``), runs ``samples`` trajectories per question with the
+policy that generates round R (the base model for round 0, else the adapter trained on round R-1)
+and writes data/trajectories/<V>/seed_<S>/round_<R>.parquet: exactly one record per question x
+sample, with a status (+ one rationalization per all-wrong question when ``trajectories.rationalize``).
+Work is checkpointed per shard: killing the process and re-running continues where it stopped and
+writes the same file. A round after the stop point writes an empty file and a ``skipped`` record.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from factory import paths
+from factory.agent.generate import generate_trajectories
+from factory.agent.sampling import derived_seed, sample_questions
+from factory.agent.summary import summarize
+from factory.config import Params
+from factory.errors import FactoryError
+from factory.io import write_json
+from factory.llm.base import Sampling
+from factory.rounds import policy_for, skip_reason
+from schemas import read_rows, write_parquet
+
+COMMAND = "trajectories"
+HELP = "generate KnowTrace trajectories for one round of a variant's chain (sharded, resumable)"
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--variant", required=True, help="supervision variant whose chain this round belongs to")
+    parser.add_argument("--round", dest="round_", type=int, required=True, help="bootstrapping round (0 = the base model's trajectories)")
+    parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
+
+
+def make_policy_llm(params: Params, policy):
+    """The backend for ``policy`` (its adapter, served under the policy's unique name)."""
+    from factory.llm import make_llm
+
+    if policy.adapter is None:
+        return make_llm(params)
+    return make_llm(params, adapter_path=policy.adapter, adapter_name=policy.name)
+
+
+def load_inputs(params: Params):
+    """Questions, pid -> passage, and the retriever over the index."""
+    from factory.retrieval import load_retriever
+
+    for path in (paths.QUESTIONS, paths.PASSAGES):
+        if not path.exists():
+            raise FactoryError(f"{path} is missing: run `factory ingest` and `factory index` first")
+    questions = read_rows(paths.QUESTIONS)
+    passages = read_rows(paths.PASSAGES)
+    retriever = load_retriever(paths.INDEX_DIR, passages, params)
+    return questions, {p["pid"]: p for p in passages}, retriever
+
+
+def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
+    out = paths.trajectories(variant, round_, seed)
+    metrics_path = paths.stage_metrics("trajectories", variant, round_, seed)
+    head = {"variant": variant, "round": round_, "seed": seed}
+    reason = skip_reason(variant, round_, seed)
+    if reason is not None:
+        write_parquet([], out, "trajectory")
+        metrics = {**head, "status": "skipped", "reason": reason}
+        write_json(metrics_path, metrics)
+        log.info("trajectories %s round %d (seed %d): skipped (%s)", variant, round_, seed, reason)
+        return metrics
+
+    t = params.trajectories
+    policy = policy_for(variant, round_, seed)
+    gen_seed = derived_seed(t.seed, seed, round_ if t.resample_each_round else None)
+    questions, passages, retriever = load_inputs(params)
+    chosen = sample_questions(questions, t.n_questions, seed=gen_seed, split="train", datasets=t.datasets)
+    sampling = Sampling(temperature=t.temperature, top_p=t.top_p if t.temperature > 0 else 1.0,
+                        max_new_tokens=params.llm.max_new_tokens, seed=gen_seed)
+    llm = make_policy_llm(params, policy)
+    try:
+        records = generate_trajectories(
+            params, chosen, llm=llm, retriever=retriever, passages=passages, policy=policy, round_=round_,
+            samples=t.samples, sampling=sampling, out_path=out, run_id=f"{variant}/seed_{seed}/round_{round_}",
+            rationalize=t.rationalize, desc=f"trajectories {variant} r{round_}",
+        )
+        cache = {"hits": int(getattr(llm, "hits", 0)), "misses": int(getattr(llm, "misses", 0))}
+        identity = llm.identity
+    finally:
+        llm.close()
+    metrics = {
+        **head, "status": "done", "policy": policy.name, "model": identity, "prompt_version": params.agent.prompt_version,
+        "questions": len(chosen), "samples": t.samples, "generation_seed": gen_seed, "temperature": t.temperature,
+        "cache": cache, **summarize(records, breakdowns=("dataset", "qtype", "route")),
+    }
+    write_json(metrics_path, metrics)
+    o = metrics["overall"]
+    log.info(
+        "trajectories %s round %d (seed %d, policy %s): %d records, status %s, EM %.3f, cache %d hits / %d misses -> %s",
+        variant, round_, seed, policy.name, len(records), o["status"], o["em"] or 0.0, cache["hits"], cache["misses"], out,
+    )
+    return metrics
