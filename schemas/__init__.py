@@ -263,7 +263,7 @@ def _check_required(rows: Sequence[dict], schema: pa.Schema, artifact: str) -> N
 
 
 def _row_id(row: dict) -> str:
-    for key in ("question_id", "trajectory_id", "example_id", "pid"):
+    for key in ("example_id", "trajectory_id", "pid", "question_id"):  # most specific first
         if key in row:
             return f"{key}={row[key]!r}"
     return "no id"

@@ -1,0 +1,52 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from factory.config import Params, load_params, render_params_yaml
+from factory.errors import FactoryError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _fields(model, prefix=""):
+    from pydantic import BaseModel
+
+    for name, field in type(model).model_fields.items():
+        value = getattr(model, name)
+        yield prefix + name, field
+        if isinstance(value, BaseModel):
+            yield from _fields(value, prefix + name + ".")
+
+
+def test_every_param_is_documented():
+    missing = [name for name, field in _fields(Params()) if not field.description]
+    assert not missing
+
+
+def test_params_yaml_loads_and_comments_every_field():
+    text = (ROOT / "params.yaml").read_text()
+    load_params(ROOT / "params.yaml")
+    rendered = render_params_yaml(Params())
+    # every key of the typed config appears in the committed file, each preceded by a comment
+    lines = text.splitlines()
+    for name, _ in _fields(Params()):
+        key = name.split(".")[-1] + ":"
+        idx = [i for i, line in enumerate(lines) if line.strip().startswith(key)]
+        assert idx, f"{name} missing from params.yaml"
+        assert lines[idx[0] - 1].strip().startswith("#"), f"{name} has no comment"
+    assert yaml.safe_load(rendered) == yaml.safe_load(render_params_yaml(load_params(ROOT / "params.yaml")))
+
+
+def test_set_overrides_are_yaml_parsed_and_validated():
+    p = load_params(None, ["trajectories.n_questions=8", "bootstrap.variants=[backtrace]", "llm.base_urls=[http://a:8000/v1]"])
+    assert p.trajectories.n_questions == 8 and p.bootstrap.variants == ["backtrace"] and p.llm.base_urls == ["http://a:8000/v1"]
+    with pytest.raises(FactoryError, match="trajectories.n_questions"):
+        load_params(None, ["trajectories.n_questions=zero"])
+    with pytest.raises(FactoryError, match="bootstrap"):
+        load_params(None, ["bootstrap.variants=[backtrack]"])
+
+
+def test_round_slots_must_match_their_index():
+    with pytest.raises(FactoryError, match=r"rounds\[1\] must be"):
+        load_params(None, ["bootstrap.rounds=[{round: 0, after: init}, {round: 2, after: round_0}]"])
