@@ -1,0 +1,96 @@
+"""LLM backends behind one interface (factory.llm.base.LLM), built from params by ``make_llm``.
+
+- ``local``: transformers + PEFT in-process (factory.llm.local.LocalLLM);
+- ``openai``: OpenAI-compatible endpoints such as vLLM (factory.llm.openai_backend.OpenAILLM);
+- both optionally wrapped in the response cache (factory.llm.cache.CachedLLM).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from factory import paths
+from factory.config import Params
+from factory.errors import FactoryError
+from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
+
+__all__ = ["LLM", "ChatRequest", "ChatResponse", "Sampling", "make_llm", "server_adapter_path"]
+
+
+def server_adapter_path(adapter_path: str | Path, prefix: str | None) -> str:
+    """The adapter path as the server sees it: the local ``models`` prefix replaced by ``prefix``."""
+    path = Path(adapter_path)
+    if prefix is None:
+        return str(path)
+    if not path.is_absolute() and path.parts[:1] == (paths.MODELS.name,):
+        rest = Path(*path.parts[1:])
+    else:
+        try:
+            rest = path.resolve().relative_to((Path.cwd() / paths.MODELS).resolve())
+        except ValueError:
+            raise FactoryError(
+                f"adapter {adapter_path} is not under the local '{paths.MODELS}' folder, so llm.lora_path_prefix "
+                f"({prefix!r}) cannot be applied to it"
+            ) from None
+    return f"{prefix.rstrip('/')}/{rest.as_posix()}"
+
+
+def make_llm(params: Params, adapter_path: str | Path | None = None, adapter_name: str | None = None) -> LLM:
+    """The backend named by ``params.llm.backend`` (with an optional LoRA adapter), cached when ``llm.cache``.
+
+    ``local`` loads ``llm.model`` (a folder) plus ``adapter_path`` in-process. ``openai`` talks to
+    ``llm.base_urls``; with ``adapter_name`` and ``llm.load_lora`` it registers ``adapter_path`` on
+    the servers under that name (never re-used for other weights) and sends requests to it.
+    """
+    cfg = params.llm
+    if adapter_path is not None and not Path(adapter_path).is_dir():
+        raise FactoryError(f"adapter folder {adapter_path} does not exist (was the round trained?)")
+    if cfg.backend == "local":
+        from factory.llm.local import LocalLLM
+
+        if not Path(cfg.model).is_dir():
+            raise FactoryError(
+                f"model folder {cfg.model} does not exist: run `factory prepare-model` first "
+                "(or set llm.model to a local model folder)"
+            )
+        llm: LLM = LocalLLM(cfg.model, adapter_path=adapter_path, device=cfg.device, batch_size=cfg.batch_size)
+    elif cfg.backend == "openai":
+        llm = _make_openai(params, adapter_path, adapter_name)
+    else:  # pydantic already restricts the value; kept for direct callers
+        raise FactoryError(f"llm.backend {cfg.backend!r}: expected 'local' or 'openai'")
+    if cfg.cache:
+        from factory.llm.cache import CachedLLM, ResponseCache
+
+        llm = CachedLLM(llm, ResponseCache(paths.CACHE_DIR / "responses.sqlite"))
+    return llm
+
+
+def _make_openai(params: Params, adapter_path: str | Path | None, adapter_name: str | None) -> LLM:
+    from factory.llm.identity import adapter_hash
+    from factory.llm.openai_backend import OpenAILLM
+
+    cfg = params.llm
+    if not cfg.base_urls:
+        raise FactoryError("llm.backend is 'openai' but llm.base_urls is empty: set e.g. --set llm.base_urls=[http://host:8000/v1]")
+    tokenizer = params.model.dir if Path(params.model.dir).is_dir() else None
+    llm = OpenAILLM(
+        cfg.base_urls,
+        cfg.model,
+        api_key_env=cfg.api_key_env,
+        concurrency=cfg.concurrency,
+        timeout_s=cfg.timeout_s,
+        max_retries=cfg.max_retries,
+        backoff_s=cfg.backoff_s,
+        registry_path=paths.CACHE_DIR / "lora_names.json",
+        tokenizer_path=tokenizer,
+    )
+    if adapter_path is not None and adapter_name is None:
+        raise FactoryError("the openai backend serves an adapter by name: pass adapter_name (e.g. '<variant>-r<round>')")
+    if adapter_name is not None:
+        if adapter_path is None:
+            raise FactoryError(f"adapter {adapter_name!r}: the adapter folder is needed to hash its weights")
+        if cfg.load_lora:
+            llm.load_adapter(adapter_name, adapter_path, server_adapter_path(adapter_path, cfg.lora_path_prefix))
+        else:  # the operator registered it on the servers; we still name it by its weights
+            llm.use_model(adapter_name, adapter_hash(adapter_path))
+    return llm

@@ -1,0 +1,212 @@
+"""The in-process backend: transformers + PEFT on CPU (fp32) or CUDA (bf16).
+
+Requests with identical ``Sampling`` are generated together in batches of ``batch_size`` with
+LEFT padding (prompts end where generation starts), shortest-prompt-first within a group so a
+batch wastes little padding. Sampled batches seed torch from the batch's own content (messages,
+seeds, sample indices) inside ``torch.random.fork_rng``, so a batch is reproducible and the global
+RNG state of the caller is left untouched. A batch that fails (e.g. CUDA out of memory, after
+halving it down to single requests) yields error responses — never an exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from factory.errors import FactoryError
+from factory.llm.base import ChatRequest, ChatResponse, Sampling
+from factory.llm.identity import SHORT, adapter_hash, weights_hash
+
+log = logging.getLogger(__name__)
+
+
+def pick_device(device: str) -> str:
+    """'auto' -> 'cuda' when a GPU is visible, else 'cpu'; explicit 'cuda' without a GPU is an error."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise FactoryError("llm.device is 'cuda' but no CUDA device is visible (use 'auto' or 'cpu')")
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        raise FactoryError(f"llm.device {device!r}: expected auto, cpu or cuda")
+    return device
+
+
+def batch_seed(requests: list[ChatRequest]) -> int:
+    """A torch seed derived from the batch's content, seeds and sample indices."""
+    blob = json.dumps([[r.messages, r.sampling.seed, r.sample] for r in requests], ensure_ascii=False)
+    return int.from_bytes(hashlib.sha256(blob.encode()).digest()[:8], "big") & ((1 << 63) - 1)
+
+
+def trim_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
+    """Cut ``text`` at the earliest occurrence of any stop string; True when one was found."""
+    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return (text[: min(cuts)], True) if cuts else (text, False)
+
+
+class LocalLLM:
+    """A local model folder (plus an optional PEFT LoRA adapter folder) served in-process."""
+
+    backend = "local"
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        adapter_path: str | Path | None = None,
+        device: str = "auto",
+        batch_size: int = 16,
+    ):
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.model_path = Path(model_path)
+        if not (self.model_path / "config.json").is_file():
+            raise FactoryError(
+                f"model folder {self.model_path} not found or has no config.json "
+                "(run `factory prepare-model` first, or set llm.model to a local model folder)"
+            )
+        if batch_size < 1:
+            raise FactoryError(f"batch_size must be >= 1 (got {batch_size})")
+        self.device = pick_device(device)
+        self.batch_size = batch_size
+        self.dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        if not getattr(self.tokenizer, "chat_template", None):
+            raise FactoryError(f"{self.model_path}: the tokenizer has no chat template")
+        model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=self.dtype)
+        self.identity = f"local:{self.model_path.resolve().name}@{weights_hash(self.model_path)[:SHORT]}"
+        self.adapter_path = Path(adapter_path) if adapter_path is not None else None
+        if self.adapter_path is not None:
+            from peft import PeftModel
+
+            digest = adapter_hash(self.adapter_path)
+            model = PeftModel.from_pretrained(model, self.adapter_path)
+            self.identity += f"+{digest[:SHORT]}"
+        self.model = model.to(self.device).eval()
+        self.eos_ids = self._eos_ids()
+
+    def _eos_ids(self) -> set[int]:
+        ids: set[int] = set()
+        for source in (self.model.generation_config.eos_token_id, self.tokenizer.eos_token_id):
+            if isinstance(source, int):
+                ids.add(source)
+            elif source:
+                ids.update(int(i) for i in source)
+        if not ids:
+            raise FactoryError(f"{self.model_path}: neither the tokenizer nor the model defines an EOS token")
+        return ids
+
+    # ------------------------------------------------------------------ public API
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` under this model's tokenizer (no special tokens added)."""
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def generate(self, requests: list[ChatRequest]) -> list[ChatResponse]:
+        """One response per request, in order; identical Sampling -> the same batches."""
+        out: list[ChatResponse | None] = [None] * len(requests)
+        prompts = [self._prompt(r) for r in requests]
+        groups: dict[Sampling, list[int]] = defaultdict(list)
+        for i, r in enumerate(requests):
+            groups[r.sampling].append(i)
+        for sampling, idx in groups.items():
+            idx = sorted(idx, key=lambda i: (len(prompts[i]), i))  # less padding per batch
+            for start in range(0, len(idx), self.batch_size):
+                chunk = idx[start : start + self.batch_size]
+                results = self._generate_safely([requests[i] for i in chunk], [prompts[i] for i in chunk], sampling)
+                for i, resp in zip(chunk, results):
+                    out[i] = resp
+        return [r for r in out if r is not None]
+
+    def close(self) -> None:
+        """Free the model (and the CUDA cache)."""
+        import torch
+
+        self.model = None
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    # ------------------------------------------------------------------ internals
+    def _prompt(self, request: ChatRequest) -> list[int]:
+        text = self.tokenizer.apply_chat_template(request.message_dicts(), add_generation_prompt=True, tokenize=False)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _generate_safely(self, requests: list[ChatRequest], prompts: list[list[int]], sampling: Sampling) -> list[ChatResponse]:
+        import torch
+
+        try:
+            return self._generate_batch(requests, prompts, sampling)
+        except torch.cuda.OutOfMemoryError as exc:
+            torch.cuda.empty_cache()
+            if len(requests) > 1:
+                half = len(requests) // 2
+                log.warning("CUDA out of memory on a batch of %d; retrying as two halves", len(requests))
+                return self._generate_safely(requests[:half], prompts[:half], sampling) + self._generate_safely(
+                    requests[half:], prompts[half:], sampling
+                )
+            return [_error(f"CUDA out of memory: {exc}".splitlines()[0])]
+        except Exception as exc:  # one failed batch must not lose the caller's other records
+            log.warning("local generation failed for a batch of %d: %s", len(requests), exc)
+            return [_error(f"{type(exc).__name__}: {exc}".splitlines()[0]) for _ in requests]
+
+    def _generate_batch(self, requests: list[ChatRequest], prompts: list[list[int]], sampling: Sampling) -> list[ChatResponse]:
+        import torch
+        from transformers import GenerationConfig
+
+        t0 = time.perf_counter()
+        pad = self.tokenizer.pad_token_id
+        width = max(len(p) for p in prompts)
+        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
+        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        sampled = sampling.temperature > 0
+        config = GenerationConfig(
+            max_new_tokens=sampling.max_new_tokens,
+            do_sample=sampled,
+            temperature=sampling.temperature if sampled else None,
+            top_p=sampling.top_p if sampled else None,
+            top_k=0 if sampled else None,  # temperature + top_p only, as the OpenAI API means them
+            repetition_penalty=1.0,
+            eos_token_id=sorted(self.eos_ids),
+            pad_token_id=pad,
+            stop_strings=list(sampling.stop) or None,
+        )
+        extra = {"tokenizer": self.tokenizer} if sampling.stop else {}
+        with torch.inference_mode(), torch.random.fork_rng(devices=[self.device] if self.device.startswith("cuda") else []):
+            if sampled:
+                torch.manual_seed(batch_seed(requests))
+            generated = self.model.generate(
+                input_ids=input_ids, attention_mask=attention, generation_config=config, **extra
+            )
+        new_tokens = generated[:, width:].tolist()
+        elapsed = time.perf_counter() - t0
+        responses = []
+        for prompt, ids in zip(prompts, new_tokens):
+            end = next((j for j, t in enumerate(ids) if t in self.eos_ids), None)
+            kept = ids if end is None else ids[:end]
+            if end is None:  # no EOS: trailing pads (batch-mates finished later) are not output
+                while kept and kept[-1] == pad:
+                    kept = kept[:-1]
+            text = self.tokenizer.decode(kept, skip_special_tokens=True)
+            text, stopped = trim_at_stop(text, sampling.stop)
+            hit_budget = end is None and not stopped and len(kept) >= sampling.max_new_tokens
+            responses.append(
+                ChatResponse(
+                    text=text,
+                    prompt_tokens=len(prompt),
+                    completion_tokens=len(kept) + (0 if end is None else 1),
+                    latency_s=elapsed,
+                    finish_reason="length" if hit_budget else "stop",
+                )
+            )
+        return responses
+
+
+def _error(reason: str) -> ChatResponse:
+    return ChatResponse(text="", finish_reason="error", error=reason)
