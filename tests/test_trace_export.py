@@ -278,3 +278,30 @@ def test_stage_empty_round_writes_empty_files(tmp_path, monkeypatch, scripted, i
     assert stats["status"] == "skipped" and stats["reason"] == "max_rounds (1) reached"
     with pytest.raises(FactoryError, match="missing"):
         stage.run(Params(), variant="backtrace", round_=2, seed=0)
+
+
+def test_backtrace_variant_with_real_labels(scripted):
+    from factory.backtrace import backtrace
+    from factory.text import normalize_answer
+
+    trajectories = scripted["trajectories"]
+    labels = [backtrace(t) for t in trajectories]
+    by_tid = {r["trajectory_id"]: r for r in labels}
+    result = export(scripted, "backtrace", labels, mode="undirected_shortest", target_mode="thought_and_answer")
+    assert sum(1 for _ in result.statuses) == len(trajectories)
+    assert result.sft, "no trajectory kept a cited triplet"
+    for rec in result.sft:
+        row = by_tid[rec["trajectory_id"]]
+        assert set(rec["triplet_ids"]) <= set(row["kept_triplet_ids"])  # only S_q is stated
+        initial = [normalize_answer(e) for e in row["initial_entities"]]
+        triplets = {t["triplet_id"]: t for t in next(t for t in trajectories if t["trajectory_id"] == rec["trajectory_id"])["triplets"]}
+        subjects = [normalize_answer(triplets[i]["subject"]) for i in rec["triplet_ids"]]
+
+        def starts(name):
+            return any(name == e or f" {e} " in f" {name} " or f" {name} " in f" {e} " for e in initial)
+
+        if any(starts(s) for s in subjects):  # the chain starts at an initial entity
+            assert starts(subjects[0])
+    for tid, status in result.statuses.items():  # a trajectory whose S_q is empty gets an RL record only
+        if not by_tid[tid]["kept_triplet_ids"] and status != INCORRECT:
+            assert status == "no_cited_triplet"
