@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variant", required=True, choices=VARIANTS, help="supervision variant (chain)")
-    parser.add_argument("--round", dest="round_", type=int, required=True, help="round whose trajectories are exported (0 = from the base model)")
+    parser.add_argument("--round", dest="round_", metavar="R", type=int, required=True, help="round whose trajectories are exported (0 = from the base model)")
     parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (bootstrap.seeds)")
 
 
@@ -62,6 +62,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         "mode": params.backtrace.mode,
         "target_mode": params.backtrace.target_mode,
         "max_passages": params.trace.max_passages,
+        "passage_chars": params.agent.passage_chars,
         "bonus_weight": params.trace.bonus_weight,
         "variant_seed": variant_seed(params, seed),
     }
