@@ -18,6 +18,7 @@ CACHE_DIR = Path("data/cache")
 METRICS = Path("metrics")
 REPORTS = Path("reports")
 MODELS = Path("models")
+SIMULATED_DIR = Path("data/simulated")  # factory simulate: trajectories with known labels (never trained on)
 
 
 def chain(variant: str, seed: int) -> Path:
