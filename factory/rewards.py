@@ -124,7 +124,7 @@ def parse_trace(text: str) -> TraceOutput | None:
 
 def tag_body(text: str, name: str) -> str | None:
     """The content of the single ``<name>...</name>`` block, or None when there is not exactly one."""
-    blocks = re.findall(rf"<{name}>(.*?)</{name}>", text, flags=re.S)
+    blocks = re.findall(rf"<{name}>(.*?)</{name}>", text, flags=re.DOTALL)
     return blocks[0] if len(blocks) == 1 else None
 
 

@@ -79,8 +79,8 @@ _SYNONYMS = {
     "serial": "chain",
     "bridge": "chain",
 }
-_ROUTE_LINE = re.compile(r"route\s*[:=\-]?\s*[*_`'\"(\[]*\s*([a-z]+)", re.I)
-_LABEL_WORD = re.compile(r"\b(parallel|chain(?:ed)?)\b", re.I)
+_ROUTE_LINE = re.compile(r"route\s*[:=\-]?\s*[*_`'\"(\[]*\s*([a-z]+)", re.IGNORECASE)
+_LABEL_WORD = re.compile(r"\b(parallel|chain(?:ed)?)\b", re.IGNORECASE)
 
 
 def route_messages(question: str) -> list[dict]:

@@ -297,7 +297,7 @@ def test_backtrace_variant_with_real_labels(scripted):
         triplets = {t["triplet_id"]: t for t in next(t for t in trajectories if t["trajectory_id"] == rec["trajectory_id"])["triplets"]}
         subjects = [normalize_answer(triplets[i]["subject"]) for i in rec["triplet_ids"]]
 
-        def starts(name):
+        def starts(name, initial=initial):
             return any(name == e or f" {e} " in f" {name} " or f" {name} " in f" {e} " for e in initial)
 
         if any(starts(s) for s in subjects):  # the chain starts at an initial entity
