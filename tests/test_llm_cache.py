@@ -1,0 +1,151 @@
+"""The SQLite response cache: re-runs make no calls, adapters never share entries, failures are not kept."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+from factory.llm.base import ChatRequest, ChatResponse, Sampling
+from factory.llm.cache import CachedLLM, ResponseCache, cache_key
+from factory.llm.openai_backend import OpenAILLM
+from tests.mock_openai_server import FaultPlan, MockOpenAIServer
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def _requests(n: int, sampling: Sampling | None = None) -> list[ChatRequest]:
+    sampling = sampling or Sampling(max_new_tokens=16)
+    return [ChatRequest.of([{"role": "user", "content": f"q{i}"}], sampling) for i in range(n)]
+
+
+def _adapter(path, value: float):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    path.mkdir(parents=True)
+    save_file({"w": np.full((2,), value, dtype=np.float32)}, str(path / "adapter_model.safetensors"))
+    return path
+
+
+class Counting:
+    """A fake backend that counts what reaches it (for tests of the wrapper alone)."""
+
+    backend, identity = "fake", "fake:1"
+
+    def __init__(self):
+        self.batches: list[list[ChatRequest]] = []
+
+    def generate(self, requests):
+        self.batches.append(list(requests))
+        return [ChatResponse(text=f"{r.messages[-1][1]}#{r.sample}", prompt_tokens=3, completion_tokens=2, latency_s=0.25,
+                             finish_reason="stop", error="boom" if "fail" in r.messages[-1][1] else None) for r in requests]
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+    def close(self):
+        pass
+
+
+def test_rerun_makes_zero_calls_and_adapter_change_misses(tmp_path):
+    db = tmp_path / "cache" / "responses.sqlite"
+    requests = _requests(20)
+    with MockOpenAIServer(latency_s=0.01) as server:
+        first = CachedLLM(OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db))
+        out1 = first.generate(requests)
+        first.close()
+        assert (first.hits, first.misses, server.state.completions) == (0, 20, 20)
+
+        # A second run (new process in real life: new backend, new cache handle on the same file).
+        second = CachedLLM(OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db))
+        out2 = second.generate(requests)
+        assert server.state.completions == 20 and (second.hits, second.misses) == (20, 0)
+        assert [r.text for r in out2] == [r.text for r in out1] and all(r.cached for r in out2)
+        assert [(r.latency_s, r.prompt_tokens, r.completion_tokens) for r in out2] == [
+            (r.latency_s, r.prompt_tokens, r.completion_tokens) for r in out1
+        ]
+
+        second.load_adapter("bt-r1", _adapter(tmp_path / "a1", 1.0))
+        out3 = second.generate(requests)
+        assert server.state.completions == 40 and second.misses == 20 and not any(r.cached for r in out3)
+        assert all(r.text.startswith("echo[bt-r1]") for r in out3)
+
+        # A different adapter never hits another adapter's entries; its own entries do hit.
+        third = CachedLLM(OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db))
+        third.load_adapter("bt-r2", _adapter(tmp_path / "a2", 2.0))
+        third.generate(requests)
+        assert server.state.completions == 60 and third.hits == 0
+        third.inner.use_model("bt-r1", second.inner.adapter_digest)
+        assert [r.text for r in third.generate(requests)] == [r.text for r in out3] and third.hits == 20
+        assert server.state.completions == 60
+        second.close()
+        third.close()
+
+
+def test_key_covers_sampling_and_sample_index():
+    base = ChatRequest.of([{"role": "user", "content": "q"}], Sampling())
+    variants = [
+        ChatRequest(base.messages, Sampling(temperature=0.7)),
+        ChatRequest(base.messages, Sampling(top_p=0.9)),
+        ChatRequest(base.messages, Sampling(max_new_tokens=7)),
+        ChatRequest(base.messages, Sampling(seed=1)),
+        ChatRequest(base.messages, Sampling(stop=("\n",))),
+        ChatRequest(base.messages, Sampling(), sample=1),
+        ChatRequest((("system", "q"),), Sampling()),
+    ]
+    keys = {cache_key("local", "m@1", r) for r in [base, *variants]}
+    keys |= {cache_key("openai", "m@1", base), cache_key("local", "m@2", base)}
+    assert len(keys) == len(variants) + 3
+    assert cache_key("local", "m@1", base) == cache_key("local", "m@1", ChatRequest.of([{"role": "user", "content": "q"}], Sampling()))
+
+
+def test_failures_not_stored_and_duplicates_sent_once(tmp_path):
+    inner = Counting()
+    llm = CachedLLM(inner, ResponseCache(tmp_path / "c.sqlite"))
+    requests = [*_requests(3), ChatRequest.of([{"role": "user", "content": "fail"}], Sampling()), _requests(1)[0]]
+    out = llm.generate(requests)
+    assert [len(b) for b in inner.batches] == [4]  # the duplicate of q0 went out once
+    assert out[0].text == out[4].text == "q0#0" and out[3].error == "boom"
+    again = llm.generate(requests)
+    assert [len(b) for b in inner.batches] == [4, 1] and inner.batches[1][0].messages[-1][1] == "fail"
+    assert [r.cached for r in again] == [True, True, True, False, True]
+    assert len(llm.cache) == 3
+
+
+def test_concurrent_processes_share_the_file(tmp_path):
+    db = tmp_path / "shared.sqlite"
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from factory.llm.base import ChatRequest, ChatResponse, Sampling
+        from factory.llm.cache import ResponseCache, cache_key
+        cache = ResponseCache({str(db)!r})
+        tag = sys.argv[1]
+        for i in range(60):
+            r = ChatRequest.of([{{"role": "user", "content": f"{{tag}}-{{i}}"}}], Sampling())
+            cache.put_many([(cache_key("fake", "x", r), "fake", "x", ChatResponse(text=tag))])
+            assert cache.get_many([cache_key("fake", "x", r)])
+        """
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, tag], stderr=subprocess.PIPE) for tag in ("a", "b", "c")]
+    errors = [p.communicate(timeout=120)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], errors
+    assert len(ResponseCache(db)) == 180
+
+
+def test_cached_responses_survive_faulty_first_run(tmp_path):
+    """Entries from a run with failures: only the successes are cached; a re-run asks for the rest only."""
+    db = tmp_path / "responses.sqlite"
+    with MockOpenAIServer(faults=FaultPlan(permanent_rate=0.3, seed=2)) as server:
+        llm = CachedLLM(OpenAILLM([server.base_url], "mock-model", max_retries=1, backoff_s=0.0, registry_path=tmp_path / "r.json"),
+                        ResponseCache(db))
+        out = llm.generate(_requests(20))
+        failed = sum(not r.ok for r in out)
+        assert 0 < failed < 20
+        calls = server.state.completions
+        again = llm.generate(_requests(20))
+        assert server.state.completions - calls == 2 * failed  # each failure retried once more, nothing else sent
+        assert sum(r.cached for r in again) == 20 - failed
+        llm.close()
