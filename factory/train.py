@@ -26,7 +26,7 @@ from pathlib import Path
 from factory.config import TrainParams
 from factory.errors import FactoryError
 from factory.io import write_json
-from factory.train_data import PadCollator, data_hash, encode_examples
+from factory.train_data import IGNORE, PadCollator, data_hash, encode_examples
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +105,59 @@ def load_tokenizer(model_path: str | Path):
     return tokenizer
 
 
+# Config fields of models whose LM head output is scaled or soft-capped: they keep their own loss.
+_SCALED_LOGITS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+
+
+def project_labelled_positions_only(model) -> bool:
+    """Make the model's training loss run the LM head on labelled positions only.
+
+    The loss is the model's own (fp32 cross-entropy summed over labelled next tokens, divided by
+    the Trainer's ``num_items_in_batch``, else averaged), but without the (batch, seq, vocab)
+    logits: assistant tokens are a small share of an agent example, and the head plus the fp32
+    softmax over a large vocabulary are a large share of the step. Applied before PEFT wraps the
+    model (PEFT and DDP call this forward); inference (no labels, or eval mode) is unchanged.
+    Returns False, leaving the model as it is, for architectures this does not cover.
+    """
+    import functools
+
+    import torch
+    import torch.nn.functional as F
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    config = model.config.get_text_config()
+    backbone_name = getattr(model, "base_model_prefix", "")
+    if any(getattr(config, a, None) is not None for a in _SCALED_LOGITS):
+        return False
+    if not backbone_name or getattr(model, backbone_name, None) is None or model.get_output_embeddings() is None:
+        return False
+    original = model.forward
+
+    @functools.wraps(original)
+    def forward(*args, labels=None, num_items_in_batch=None, **kwargs):
+        if labels is None or not model.training:
+            if labels is not None:
+                kwargs["labels"] = labels
+            if num_items_in_batch is not None:
+                kwargs["num_items_in_batch"] = num_items_in_batch
+            return original(*args, **kwargs)
+        kwargs.pop("logits_to_keep", None)
+        kwargs["use_cache"] = False
+        # Looked up per call: PEFT may wrap the head's or the backbone's layers after this patch.
+        hidden = getattr(model, backbone_name)(*args, **kwargs).last_hidden_state
+        head = model.get_output_embeddings()
+        targets = labels[:, 1:].to(hidden.device)
+        mask = targets != IGNORE
+        logits = head(hidden[:, :-1][mask])
+        loss = F.cross_entropy(logits.float(), targets[mask], reduction="sum")
+        count = num_items_in_batch if num_items_in_batch is not None else mask.sum()
+        loss = loss / torch.as_tensor(count, device=loss.device).clamp(min=1)
+        return CausalLMOutputWithPast(loss=loss)
+
+    model.forward = forward
+    return True
+
+
 def build_model(model_path: str | Path, params: TrainParams, init_adapter: str | Path | None, dtype: str):
     """The base model with a trainable LoRA adapter: a fresh one (seeded) or ``init_adapter`` continued."""
     import torch
@@ -114,6 +167,8 @@ def build_model(model_path: str | Path, params: TrainParams, init_adapter: str |
     set_seed(params.seed)  # LoRA A matrices are drawn from torch's RNG
     model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=getattr(torch, dtype))
     model.config.use_cache = False
+    if not project_labelled_positions_only(model):
+        log.info("train: %s keeps its own loss (full logits)", type(model).__name__)
     if init_adapter is not None:
         _check_init_adapter(Path(init_adapter), params)
         return PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True)

@@ -184,3 +184,33 @@ def test_same_seed_same_adapter_bytes(tiny_model_dir, tmp_path, trained):
     assert (tmp_path / "again" / "loss_curve.json").read_bytes() == (out / "loss_curve.json").read_bytes()
     assert (tmp_path / "again" / "training_config.json").read_bytes() == (out / "training_config.json").read_bytes()
     assert (tmp_path / "other" / "adapter" / "adapter_model.safetensors").read_bytes() != first
+
+
+def test_labelled_positions_loss_equals_the_models_own(tiny_model_dir, tok):
+    from peft import get_peft_model
+
+    from factory.train import _lora_config, project_labelled_positions_only
+
+    encoded = encode_examples([EXAMPLES[0], chat(1, "Answer: Nile")], tok, 128).examples
+    batch = PadCollator(tok.pad_token_id)([{"input_ids": e.input_ids, "labels": e.labels} for e in encoded])
+    results = []
+    for patch in (False, True):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32)
+        if patch:
+            assert project_labelled_positions_only(model)
+        model = get_peft_model(model, _lora_config(PARAMS.model_copy(update={"lora_dropout": 0.0})))
+        for p in model.parameters():  # non-zero B so the adapter's gradients are all informative
+            if p.requires_grad:
+                torch.nn.init.normal_(p, std=0.02)
+        model.train()
+        out = model(**batch)
+        assert (out.logits is None) == patch  # the patched head never builds (batch, seq, vocab) logits
+        losses = [out.loss, model(**batch, num_items_in_batch=torch.tensor(7)).loss]
+        (losses[0] + losses[1]).backward()
+        grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.requires_grad}
+        results.append((torch.stack(losses).detach(), grads))
+    (plain_loss, plain_grads), (fast_loss, fast_grads) = results
+    assert torch.allclose(plain_loss, fast_loss, atol=1e-5, rtol=1e-5)
+    assert plain_grads.keys() == fast_grads.keys()
+    assert all(torch.allclose(plain_grads[n], fast_grads[n], atol=1e-6, rtol=1e-4) for n in plain_grads)
