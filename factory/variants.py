@@ -77,11 +77,9 @@ def steps_by_rule(trajectory: Mapping, pair_ids: Iterable[str], triplet_ids: Ite
     for step in trajectory.get("steps") or []:
         if step.get("status") != "ok":
             continue
-        if is_answer_step(step):
-            kept.append(step["index"])
-        elif step.get("kind") == "explore" and any(p["pair_id"] in kp for p in step.get("pairs") or []):
-            kept.append(step["index"])
-        elif step.get("kind") == "complete" and any(t in kt for t in step.get("triplet_ids") or []):
+        has_pair = step.get("kind") == "explore" and any(p["pair_id"] in kp for p in step.get("pairs") or [])
+        has_triplet = step.get("kind") == "complete" and any(t in kt for t in step.get("triplet_ids") or [])
+        if is_answer_step(step) or has_pair or has_triplet:
             kept.append(step["index"])
     return tuple(kept)
 

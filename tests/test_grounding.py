@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from factory.agent.grounding import Grounding, best_sentence, ground_triplet, ground_trajectory
+from factory.agent.grounding import Grounding, best_sentence, ground_trajectory, ground_triplet
 from factory.errors import FactoryError
 from factory.text import content_tokens
 

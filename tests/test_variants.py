@@ -106,11 +106,10 @@ def make_labels(trajectory: dict, kept_triplet_ids: list[str], mode: str = "undi
     for s in steps:
         if s["status"] != "ok":
             continue
-        if s["kind"] == "final" or s["sufficient"]:
-            kept_steps.append(s["index"])
-        elif s["kind"] == "explore" and any(p["pair_id"] in kept_pairs for p in s["pairs"]):
-            kept_steps.append(s["index"])
-        elif s["kind"] == "complete" and set(s["triplet_ids"]) & kt:
+        answer_step = s["kind"] == "final" or bool(s["sufficient"])
+        has_pair = s["kind"] == "explore" and any(p["pair_id"] in kept_pairs for p in s["pairs"])
+        has_triplet = s["kind"] == "complete" and bool(set(s["triplet_ids"]) & kt)
+        if answer_step or has_pair or has_triplet:
             kept_steps.append(s["index"])
     total = sum(s["completion_tokens"] for s in steps)
     return {

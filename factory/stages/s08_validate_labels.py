@@ -1,0 +1,80 @@
+"""Stage validate-labels: backtraced relevance labels vs the corpora's gold supporting facts.
+
+Reads every round of every chain that exists (data/trajectories/<V>/seed_<S>/round_<R>.parquet with
+its labels; empty files — skipped rounds — are left out and listed), scores S_q and the controls
+(factory.relevance) and writes metrics/relevance.json, reports/relevance.md and reports/relevance.png.
+With no trajectories at all it writes the three files saying so.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from factory import paths
+from factory.config import Params
+from factory.errors import FactoryError
+from factory.io import write_json, write_text
+from factory.relevance import Source, check_relevance
+from factory.relevance_report import render_figure, render_markdown
+from schemas import read_rows
+
+COMMAND = "validate-labels"
+HELP = "check backtraced relevance labels against gold supporting facts (P/R/F1 with bootstrap CIs vs controls)"
+log = logging.getLogger(__name__)
+_ROUND_FILE = re.compile(r"^round_(\d+)\.parquet$")
+_SEED_DIR = re.compile(r"^seed_(\d+)$")
+
+
+def discover_rounds(root: Path = Path("data/trajectories")) -> list[tuple[str, int, int]]:
+    """(variant, protocol seed, round) of every trajectory file, in a stable order."""
+    found = []
+    for path in root.glob("*/seed_*/round_*.parquet"):
+        m_round, m_seed = _ROUND_FILE.match(path.name), _SEED_DIR.match(path.parent.name)
+        if m_round and m_seed:
+            found.append((path.parent.parent.name, int(m_seed.group(1)), int(m_round.group(1))))
+    return sorted(found)
+
+
+def run(params: Params) -> dict:
+    sources: list[Source] = []
+    left_out: list[dict] = []
+    for variant, seed, round_ in discover_rounds():
+        name = f"{variant}/seed_{seed}/round_{round_}"
+        trajectories = read_rows(paths.trajectories(variant, round_, seed))
+        if not trajectories:
+            left_out.append({"source": name, "reason": "empty trajectory file (skipped round)"})
+            continue
+        labels_path = paths.labels(variant, round_, seed)
+        if not labels_path.exists():
+            left_out.append({"source": name, "reason": f"{labels_path} is missing (run `factory backtrace`)", "trajectories": len(trajectories)})
+            continue
+        sources.append(Source(name, trajectories, read_rows(labels_path)))
+
+    questions_by_id, passages_by_pid = {}, {}
+    if sources:
+        for path in (paths.QUESTIONS, paths.PASSAGES):
+            if not path.exists():
+                raise FactoryError(f"{path} is missing: run `factory ingest` first")
+        wanted = {t["question_id"] for s in sources for t in s.trajectories}
+        questions_by_id = {q["question_id"]: q for q in read_rows(paths.QUESTIONS, columns=["question_id", "supporting"]) if q["question_id"] in wanted}
+        pids = {p for s in sources for t in s.trajectories for st in t["steps"] for p in st["retrieved"]}
+        pids |= {x["source_pid"] for s in sources for t in s.trajectories for x in t["triplets"] if x["source_pid"]}
+        passages_by_pid = {p["pid"]: p for p in read_rows(paths.PASSAGES, columns=["pid", "title", "sentences"]) if p["pid"] in pids}
+
+    r = params.relevance
+    result = check_relevance(
+        sources, questions_by_id, passages_by_pid,
+        default_combo=(params.backtrace.mode, params.backtrace.target_mode), threshold=params.agent.grounding_threshold,
+        bootstrap_samples=r.bootstrap_samples, random_seeds=r.random_seeds, seed=r.seed, bar=r.bar,
+    )
+    result["left_out_sources"] = left_out
+    write_json(paths.METRICS / "relevance.json", result)
+    write_text(paths.REPORTS / "relevance.md", render_markdown(result))
+    render_figure(result, paths.REPORTS / "relevance.png")
+    if result["status"] != "ok":
+        log.warning("validate-labels: %s (%d sources, %d left out); wrote %s", result["status"], len(sources), len(left_out), paths.REPORTS / "relevance.md")
+    for verdict in result["verdicts"].values():
+        log.info("%s", verdict["line"])
+    return result
