@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import random
-import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,11 +32,18 @@ import numpy as np
 
 from factory.agent.grounding import best_sentence, ground_triplet
 from factory.errors import FactoryError
+from factory.relevance_stats import (
+    bootstrap_rng,
+    bootstrap_weights,
+    mean_over_seeds,
+    paired_difference,
+    ratio,
+    score,
+)
 from factory.text import normalize_answer
 
 LEVELS = ("paragraph", "sentence")
 KEEP_ALL, ANSWER_ENTITY, RANDOM = "keep_all", "answer_entity", "random_matched"
-METRICS = ("precision", "recall", "f1")
 
 
 def sq_method(mode: str, target_mode: str) -> str:
@@ -150,97 +156,54 @@ def prepare(
     return ev
 
 
-# ---------------------------------------------------------------- scores and bootstrap
+# ---------------------------------------------------------------- per-trajectory counts
 
 
-def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
-
-
-def _nanmean(x: np.ndarray, axis: int) -> np.ndarray:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return np.nanmean(x, axis=axis)
-
-
-def prf(tp: np.ndarray, kept: np.ndarray, rel: np.ndarray) -> dict[str, np.ndarray]:
-    """Micro and macro P/R/F1 over the last axis (trajectories); leading axes (seeds, resamples) are kept."""
-    TP, K, R = tp.sum(-1), kept.sum(-1), rel.sum(-1)
-    return {
-        "micro_precision": _ratio(TP, K),
-        "micro_recall": _ratio(TP, R),
-        "micro_f1": _ratio(2 * TP, K + R),
-        "macro_precision": _nanmean(_ratio(tp, kept), -1),
-        "macro_recall": _nanmean(_ratio(tp, rel), -1),
-        "macro_f1": _nanmean(_ratio(2 * tp, kept + rel), -1),
-    }
-
-
-def _num(x: float) -> float | None:
-    return None if x is None or not np.isfinite(x) else float(x)
-
-
-def _interval(boot: np.ndarray) -> list[float | None]:
-    finite = boot[np.isfinite(boot)]
-    if finite.size == 0:
-        return [None, None]
-    lo, hi = np.percentile(finite, [2.5, 97.5])
-    return [float(lo), float(hi)]
-
-
-def group_rng(seed: int, *names: str) -> np.random.Generator:
-    digest = hashlib.blake2b(":".join(("relevance-bootstrap", str(seed), *names)).encode(), digest_size=8).digest()
-    return np.random.default_rng(int.from_bytes(digest, "big"))
-
-
-def score_methods(
-    items: Sequence[Evaluated], level: str, methods: Sequence[str], idx: np.ndarray,
-) -> tuple[dict[str, dict], dict[str, dict[str, np.ndarray]]]:
-    """Per method: micro/macro P/R/F1 with CIs (bootstrap indices ``idx``: resamples x trajectories),
-    plus the raw bootstrap distributions (for paired differences)."""
-    rel = np.array([len(e.relevant(level)) for e in items], dtype=float)
-    relevant_sets = [e.relevant(level) for e in items]
-    out, boots = {}, {}
+def level_counts(items: Sequence[Evaluated], level: str, methods: Sequence[str]) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """relevant (trajectories) and, per method, (tp, kept) as seeds x trajectories."""
+    relevant = [e.relevant(level) for e in items]
+    rel = np.array([len(r) for r in relevant], dtype=float)
+    counts = {}
     for m in methods:
-        n_seeds = len(items[0].kept[m])
-        kept = np.array([[len(e.kept[m][s]) for e in items] for s in range(n_seeds)], dtype=float)
-        tp = np.array([[len(e.kept[m][s] & r) for e, r in zip(items, relevant_sets)] for s in range(n_seeds)], dtype=float)
-        point = {k: _nanmean(v, 0) for k, v in prf(tp, kept, rel).items()}  # mean over seeds
-        boot = {k: _nanmean(v, 0) for k, v in prf(tp[:, idx], kept[:, idx], rel[idx]).items()}
-        boots[m] = boot
-        res = {"kept": float(kept.sum(-1).mean()), "relevant": float(rel.sum())}
-        for scope in ("micro", "macro"):
-            res[scope] = {name: {"value": _num(point[f"{scope}_{name}"]), "ci": _interval(boot[f"{scope}_{name}"])} for name in METRICS}
-        out[m] = res
-    return out, boots
+        seeds = range(len(items[0].kept[m])) if items else range(1)
+        kept = np.array([[len(e.kept[m][s]) for e in items] for s in seeds], dtype=float).reshape(len(seeds), len(items))
+        tp = np.array([[len(e.kept[m][s] & r) for e, r in zip(items, relevant)] for s in seeds], dtype=float).reshape(len(seeds), len(items))
+        counts[m] = (tp, kept)
+    return rel, counts
 
 
-def extras(items: Sequence[Evaluated], methods: Sequence[str]) -> dict[str, dict]:
-    """Supporting-paragraph recall, ungrounded rate and mean kept size per method (means over seeds)."""
+def extra_counts(items: Sequence[Evaluated], methods: Sequence[str]) -> dict[str, dict[str, np.ndarray]]:
+    """Per method, seeds x trajectories: gold paragraphs covered by kept triplets, kept ungrounded, kept;
+    plus gold paragraphs per trajectory and, for S_q, whether no path was found."""
+    gold = np.array([len(e.gold_pids) for e in items], dtype=float)
     out = {}
     for m in methods:
-        rows = []
+        covered, ungrounded, kept = [], [], []
         for s in range(len(items[0].kept[m])):
-            covered = gold = ungrounded = kept = 0
-            per_traj = []
-            for e in items:
-                k = e.kept[m][s]
-                pids = {e.grounding[t][0] for t in k}
-                c = len(pids & e.gold_pids)
-                covered, gold = covered + c, gold + len(e.gold_pids)
-                if e.gold_pids:
-                    per_traj.append(c / len(e.gold_pids))
-                ungrounded += sum(e.grounding[t][0] is None for t in k)
-                kept += len(k)
-            rows.append((covered / gold if gold else np.nan, float(np.mean(per_traj)) if per_traj else np.nan,
-                         ungrounded / kept if kept else np.nan, kept / len(items)))
-        arr = np.array(rows, dtype=float)
-        means = _nanmean(arr, 0)
-        out[m] = {"support_recall_micro": _num(means[0]), "support_recall_macro": _num(means[1]),
-                  "ungrounded_rate": _num(means[2]), "mean_kept": _num(means[3])}
+            covered.append([len({e.grounding[t][0] for t in e.kept[m][s]} & e.gold_pids) for e in items])
+            ungrounded.append([sum(e.grounding[t][0] is None for t in e.kept[m][s]) for e in items])
+            kept.append([len(e.kept[m][s]) for e in items])
+        out[m] = {"covered": np.array(covered, dtype=float), "ungrounded": np.array(ungrounded, dtype=float),
+                  "kept": np.array(kept, dtype=float), "gold": gold}
         if m.startswith("sq/"):
-            out[m]["no_path_share"] = float(np.mean([e.no_path[m] for e in items]))
+            out[m]["no_path"] = np.array([e.no_path[m] for e in items], dtype=float)
+    return out
+
+
+def group_extras(counts: Mapping[str, dict[str, np.ndarray]], members: np.ndarray) -> dict[str, dict]:
+    """Supporting-paragraph recall (micro, macro), ungrounded rate, mean kept size, no-path share (means over seeds)."""
+    out = {}
+    for m, c in counts.items():
+        cov, ung, kept, gold = c["covered"][:, members], c["ungrounded"][:, members], c["kept"][:, members], c["gold"][members]
+        with_gold = gold > 0
+        out[m] = {
+            "support_recall_micro": mean_over_seeds(ratio(cov.sum(-1), gold.sum())),
+            "support_recall_macro": mean_over_seeds([np.mean(row[with_gold] / gold[with_gold]) if with_gold.any() else np.nan for row in cov]),
+            "ungrounded_rate": mean_over_seeds(ratio(ung.sum(-1), kept.sum(-1))),
+            "mean_kept": mean_over_seeds(kept.mean(-1)) if len(members) else None,
+        }
+        if "no_path" in c:
+            out[m]["no_path_share"] = float(c["no_path"][members].mean())
     return out
 
 
@@ -263,27 +226,25 @@ def evaluate(
     items: Sequence[Evaluated], methods: Sequence[str], default_method: str, *, bootstrap_samples: int, seed: int,
 ) -> dict[str, dict]:
     """Scores of every group and level; paired bootstrap differences S_q(default) - control."""
+    per_level = {level: level_counts(items, level, methods) for level in LEVELS}
+    extra = extra_counts(items, methods)
+    has_facts = np.array([e.gold_facts is not None for e in items], dtype=bool)
     results: dict[str, dict] = {}
-    for name, members in groups_of(items).items():
+    for name, member_list in groups_of(items).items():
+        members = np.array(member_list, dtype=int)
         group = {"trajectories": len(members), "levels": {}}
         for level in LEVELS:
-            subset = [items[i] for i in members if level == "paragraph" or items[i].gold_facts is not None]
-            if not subset:
+            subset = members if level == "paragraph" else members[has_facts[members]]
+            if not len(subset):
                 continue
-            idx = group_rng(seed, name, level).integers(0, len(subset), size=(bootstrap_samples, len(subset)))
-            scores, boots = score_methods(subset, level, methods, idx)
-            diffs = {}
-            for control in (ANSWER_ENTITY, KEEP_ALL, RANDOM):
-                d = {}
-                for metric in ("micro_f1", "micro_precision", "macro_f1"):
-                    point_a, point_b = scores[default_method], scores[control]
-                    scope, name_ = metric.split("_", 1)
-                    va, vb = point_a[scope][name_]["value"], point_b[scope][name_]["value"]
-                    d[metric] = {"value": None if va is None or vb is None else va - vb,
-                                 "ci": _interval(boots[default_method][metric] - boots[control][metric])}
-                diffs[control] = d
+            weights = bootstrap_weights(len(subset), bootstrap_samples, bootstrap_rng(seed, name, level))
+            rel, counts = per_level[level]
+            scores, boots = score(counts, rel, subset, weights)
+            diffs = {control: {metric: paired_difference(scores, boots, default_method, control, metric)
+                               for metric in ("micro_f1", "micro_precision", "macro_f1")}
+                     for control in (ANSWER_ENTITY, KEEP_ALL, RANDOM)}
             group["levels"][level] = {"trajectories": len(subset), "methods": scores, "sq_minus_control": diffs}
-        group["extras"] = extras([items[i] for i in members], methods)
+        group["extras"] = group_extras(extra, members)
         results[name] = group
     return results
 
