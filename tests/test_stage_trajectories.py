@@ -176,5 +176,5 @@ def test_tiny_model_round_end_to_end_with_cache(project, tiny_model_dir):
     assert m2["cache"]["misses"] == 0 and m2["cache"]["hits"] == m["cache"]["misses"] + m["cache"]["hits"]
     again = read_rows(out)
     assert all(s["cached"] for r in again for s in r["steps"]) and not any(s["cached"] for r in first for s in r["steps"])
-    uncached = lambda rows: [{**r, "steps": [{**s, "cached": None} for s in r["steps"]]} for r in rows]  # noqa: E731
+    uncached = lambda rows: [{**r, "steps": [{**s, "cached": None} for s in r["steps"]]} for r in rows]
     assert uncached(again) == uncached(first)  # same content, latency included; only the cache flag differs

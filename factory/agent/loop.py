@@ -18,7 +18,7 @@ result is one Trajectory record (``schemas.TRAJECTORY``) per question x sample, 
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from factory.agent import prompts
@@ -323,7 +323,8 @@ def run_trajectories(
     if passages is not None:
         pool = {**pool, **passages}
     ctx = _Context(params, retriever, pool, params.agent.prompt_version, ground_triplet)
-    prompts.prompt_set(ctx.version)  # unknown version: fail before any call
+    stop = prompts.prompt_set(ctx.version).stop  # unknown version: fail before any call
+    sampling = replace(sampling, stop=tuple(dict.fromkeys((*sampling.stop, *stop))))
     recorded_policy = "scripted" if getattr(llm, "backend", "") == "scripted" else policy.name
     run = run_id or f"{recorded_policy}/round_{round_}"
 

@@ -31,6 +31,7 @@ class PromptSet:
     final_system: str
     repair_user: str  # .format(error=...)
     hint_line: str  # .format(answer=...)
+    stop: tuple[str, ...] = ()  # generation stops here: a small model that starts a new example is cut off
 
 
 # ---------------------------------------------------------------- knowtrace-v1
@@ -68,8 +69,8 @@ _V1_COMPLETE_EXAMPLES = [
         [
             (
                 "Budapest",
-                "Budapest is the capital and most populous city of Hungary. The Danube flows through the city, "
-                "dividing Buda on its west bank from Pest on its east bank.",
+                ("Budapest is the capital and most populous city of Hungary. The Danube flows through the city, "
+                "dividing Buda on its west bank from Pest on its east bank."),
             )
         ],
         render_complete([("Budapest", "river", "Danube")]),
@@ -80,8 +81,8 @@ _V1_COMPLETE_EXAMPLES = [
         [
             (
                 "Space Needle",
-                "The Space Needle is an observation tower in Seattle, Washington. It is 184 m high and was built "
-                "for the 1962 World's Fair.",
+                ("The Space Needle is an observation tower in Seattle, Washington. It is 184 m high and was built "
+                "for the 1962 World's Fair."),
             ),
             ("Seattle Center", "Seattle Center is an arts and entertainment park in Seattle, Washington."),
         ],
@@ -176,6 +177,7 @@ PROMPTS: dict[str, PromptSet] = {
         final_system=_V1_FINAL_SYSTEM,
         repair_user="Your reply could not be read: {error}. Reply again in exactly the format shown, with nothing else.",
         hint_line="Hint: the correct answer is \"{answer}\". Find the facts that lead to it.",
+        stop=("\nQuestion:", "\nExample ", "\nGraph:", "\nPassages:", "\nOutput:"),
     ),
 }
 
