@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Self
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -216,7 +217,7 @@ class MockOpenAIServer:
     def chat_records(self) -> list[dict]:
         return [r for r in self.state.records if r["path"].endswith("/chat/completions")]
 
-    def start(self) -> MockOpenAIServer:
+    def start(self) -> Self:
         self._thread.start()
         deadline = time.monotonic() + 10
         while not self._server.started:
@@ -230,7 +231,7 @@ class MockOpenAIServer:
         self._thread.join(timeout=10)
         self._sock.close()
 
-    def __enter__(self) -> MockOpenAIServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -22,8 +22,8 @@ def _requests(n: int, sampling: Sampling | None = None) -> list[ChatRequest]:
 
 
 def _llm(server: MockOpenAIServer, tmp_path, **kw) -> OpenAILLM:
-    opts = dict(api_key_env=KEY_ENV, concurrency=8, timeout_s=0.5, max_retries=4, backoff_s=0.01, registry_path=tmp_path / "lora_names.json")
-    opts.update(kw)
+    opts = {"api_key_env": KEY_ENV, "concurrency": 8, "timeout_s": 0.5, "max_retries": 4, "backoff_s": 0.01,
+            "registry_path": tmp_path / "lora_names.json", **kw}
     return OpenAILLM([server.base_url, server.base_url], "mock-model", **opts)
 
 

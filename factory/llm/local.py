@@ -152,7 +152,7 @@ class LocalLLM:
                     requests[half:], prompts[half:], sampling
                 )
             return [_error(f"CUDA out of memory: {exc}".splitlines()[0])]
-        except Exception as exc:  # one failed batch must not lose the caller's other records
+        except Exception as exc:  # noqa: BLE001 — one failed batch must not lose the caller's other records
             log.warning("local generation failed for a batch of %d: %s", len(requests), exc)
             return [_error(f"{type(exc).__name__}: {exc}".splitlines()[0]) for _ in requests]
 
