@@ -38,17 +38,17 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "[UNK]"]
 
 CONFIGS = {
     # HuggingFaceTB/SmolLM2-135M-Instruct
-    "smollm2-135m": dict(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
-                         num_attention_heads=9, num_key_value_heads=3, head_dim=64, max_position_embeddings=8192,
-                         rope_theta=100000.0, tie_word_embeddings=True),
+    "smollm2-135m": {"vocab_size": 49152, "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+                         "num_attention_heads": 9, "num_key_value_heads": 3, "head_dim": 64, "max_position_embeddings": 8192,
+                         "rope_theta": 100000.0, "tie_word_embeddings": True},
     # meta-llama/Llama-3.2-1B
-    "llama-1b": dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-                     num_attention_heads=32, num_key_value_heads=8, head_dim=64, max_position_embeddings=8192,
-                     rope_theta=500000.0, tie_word_embeddings=True),
+    "llama-1b": {"vocab_size": 128256, "hidden_size": 2048, "intermediate_size": 8192, "num_hidden_layers": 16,
+                     "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 8192,
+                     "rope_theta": 500000.0, "tie_word_embeddings": True},
     # for a quick check on CPU
-    "tiny": dict(vocab_size=4096, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=2048,
-                 rope_theta=10000.0, tie_word_embeddings=True),
+    "tiny": {"vocab_size": 4096, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "max_position_embeddings": 2048,
+                 "rope_theta": 10000.0, "tie_word_embeddings": True},
 }
 
 ENTITIES = ["Scott Derrickson", "Ed Wood", "Kiss and Tell", "Shirley Temple", "the Laleli Mosque", "Esma Sultan Mansion",
