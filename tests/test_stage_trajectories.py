@@ -178,3 +178,11 @@ def test_tiny_model_round_end_to_end_with_cache(project, tiny_model_dir):
     assert all(s["cached"] for r in again for s in r["steps"]) and not any(s["cached"] for r in first for s in r["steps"])
     uncached = lambda rows: [{**r, "steps": [{**s, "cached": None} for s in r["steps"]]} for r in rows]
     assert uncached(again) == uncached(first)  # same content, latency included; only the cache flag differs
+
+
+def test_unknown_dataset_names_are_refused(project):
+    from factory.errors import FactoryError
+    from factory.stages import s04_trajectories
+
+    with pytest.raises(FactoryError, match=r"trajectories.datasets: unknown dataset\(s\) \['hotpot'\]"):
+        s04_trajectories.run(Params(trajectories={"datasets": ["hotpot", "musique"]}), "backtrace", 0)

@@ -17,7 +17,7 @@ from factory import paths
 from factory.agent.generate import generate_trajectories
 from factory.agent.sampling import derived_seed, sample_questions
 from factory.agent.summary import summarize
-from factory.config import Params
+from factory.config import DATASETS, Params
 from factory.errors import FactoryError
 from factory.io import write_json
 from factory.llm.base import Sampling
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser) -> None:
     parser.add_argument("--variant", required=True, help="supervision variant whose chain this round belongs to")
-    parser.add_argument("--round", dest="round_", type=int, required=True, help="bootstrapping round (0 = the base model's trajectories)")
+    parser.add_argument("--round", dest="round_", metavar="R", type=int, required=True, help="bootstrapping round (0 = the base model's trajectories)")
     parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
 
 
@@ -70,6 +70,9 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         return metrics
 
     t = params.trajectories
+    unknown = sorted(set(t.datasets) - set(DATASETS))
+    if unknown:
+        raise FactoryError(f"trajectories.datasets: unknown dataset(s) {unknown} (known: {', '.join(DATASETS)})")
     policy = policy_for(variant, round_, seed)
     gen_seed = derived_seed(t.seed, seed, round_ if t.resample_each_round else None)
     questions, passages, retriever = load_inputs(params)
@@ -98,4 +101,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         "trajectories %s round %d (seed %d, policy %s): %d records, status %s, EM %.3f, cache %d hits / %d misses -> %s",
         variant, round_, seed, policy.name, len(records), o["status"], o["em"] or 0.0, cache["hits"], cache["misses"], out,
     )
+    if o["status"]["llm_error"]:
+        log.warning("%d trajectories ended in llm_error (reasons in the 'error' column); re-running the stage retries "
+                    "them, with every successful call answered from the response cache", o["status"]["llm_error"])
     return metrics

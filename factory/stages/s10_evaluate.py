@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser) -> None:
     parser.add_argument("--variant", required=True, help="a supervision variant, or 'base' for the base model")
-    parser.add_argument("--round", dest="round_", type=int, default=0, help="evaluate the policy after this round (ignored for base)")
+    parser.add_argument("--round", dest="round_", metavar="R", type=int, default=0, help="evaluate the policy after this round (ignored for base)")
     parser.add_argument("--split", choices=("heldout", "test"), default="heldout", help="which split")
     parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
 
