@@ -15,7 +15,7 @@ V1 = "knowtrace-v1"
 
 
 def _example_outputs(system: str) -> list[str]:
-    return [m.strip() for m in re.findall(r"Output:\n(.*?)(?=\n\nExample \d+:|\Z)", system, flags=re.S)]
+    return [m.strip() for m in re.findall(r"Output:\n(.*?)(?=\n\nExample \d+:|\Z)", system, flags=re.DOTALL)]
 
 
 def test_default_version_exists_and_unknown_versions_fail():
