@@ -149,6 +149,36 @@ def bench_mock_server(n: int, samples: int, latency_s: float, concurrency: int, 
     return out
 
 
+def report_agent_loop(questions: int = 96, samples: int = 2, latency_s: float = 0.1, concurrency: int = 32, seed: int = 0,
+                      with_server: bool = True) -> None:
+    """Run (c1) and (c2) and print their tables (bench/trajectories.py calls this after its part (a))."""
+    from bench.trajectories import print_table
+    from factory.agent.scripted import ScriptedPolicyLLM
+
+    qs, passages = load_questions(questions, seed)
+    a = run_agent(qs, passages, ScriptedPolicyLLM(qs, passages), samples)
+    rows = lambda r: [
+        ("trajectories (ok / correct)", f"{r['trajectories']} ({r['ok']} / {r['correct']})", ""),
+        ("steps (LLM calls)", f"{r['steps']} ({r['calls']})", ""),
+        ("agent-loop CPU ms / step", f"{r['agent_cpu_ms_per_step']:.3f}", "target <= 2 ms"),
+        ("backend CPU ms / step", f"{r['backend_cpu_ms_per_step']:.3f}", ""),
+        ("total CPU ms / step", f"{r['total_cpu_ms_per_step']:.3f}", ""),
+        ("wall s", f"{r['wall_s']:.2f}", ""),
+    ]
+    print_table(f"(c1) agent loop in process, scripted policy: {questions} questions x {samples} samples", rows(a))
+    if not with_server:
+        return
+    b = bench_mock_server(questions, samples, latency_s, concurrency, seed)
+    print_table(
+        f"(c2) agent loop via the openai backend vs the mock server: {latency_s * 1000:.0f} ms latency, concurrency {concurrency}",
+        rows(b) + [
+            ("calls/s achieved (lockstep ticks)", f"{b['calls_per_s']:.1f}", f"ideal {b['ideal_calls_per_s']:.0f}/s"),
+            ("fraction of ideal", f"{b['fraction_of_ideal']:.3f}", "(a tick waits for its slowest call)"),
+            ("machine load (1 min) / cores", f"{os.getloadavg()[0]:.1f} / {os.cpu_count()}", ""),
+        ],
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--questions", type=int, default=96)
@@ -164,32 +194,7 @@ def main() -> None:
     if args.serve:
         serve(args.port, args.latency, args.questions, args.seed)
         return
-    from bench.trajectories import print_table
-    from factory.agent.scripted import ScriptedPolicyLLM
-
-    questions, passages = load_questions(args.questions, args.seed)
-    a = run_agent(questions, passages, ScriptedPolicyLLM(questions, passages), args.samples)
-    rows = lambda r: [
-        ("trajectories (ok / correct)", f"{r['trajectories']} ({r['ok']} / {r['correct']})", ""),
-        ("steps (LLM calls)", f"{r['steps']} ({r['calls']})", ""),
-        ("agent-loop CPU ms / step", f"{r['agent_cpu_ms_per_step']:.3f}", "target <= 2 ms"),
-        ("backend CPU ms / step", f"{r['backend_cpu_ms_per_step']:.3f}", ""),
-        ("total CPU ms / step", f"{r['total_cpu_ms_per_step']:.3f}", ""),
-        ("wall s", f"{r['wall_s']:.2f}", ""),
-    ]
-    print_table(f"(c1) agent loop in process, scripted policy: {args.questions} questions x {args.samples} samples", rows(a))
-    if args.skip_server:
-        return
-    b = bench_mock_server(args.questions, args.samples, args.latency, args.concurrency, args.seed)
-    print_table(
-        f"(c2) agent loop via the openai backend vs the mock server: {args.latency * 1000:.0f} ms latency, concurrency {args.concurrency}",
-        rows(b) + [
-            ("calls/s achieved (lockstep ticks)", f"{b['calls_per_s']:.1f}", f"ideal {b['ideal_calls_per_s']:.0f}/s"),
-            ("fraction of ideal", f"{b['fraction_of_ideal']:.3f}", "(a tick waits for its slowest call)"),
-            ("machine load (1 min) / cores", f"{os.getloadavg()[0]:.1f} / {os.cpu_count()}", ""),
-        ],
-    )
-
+    report_agent_loop(args.questions, args.samples, args.latency, args.concurrency, args.seed, with_server=not args.skip_server)
 
 if __name__ == "__main__":
     main()

@@ -196,6 +196,9 @@ def main() -> None:
             ("cache warm: CPU ms / call", f"{a['cache_warm_cpu_ms_per_call']:.3f}", ""),
         ],
     )
+    from bench.agent_loop import report_agent_loop  # the agent part: the factory's own CPU time per step
+
+    report_agent_loop(latency_s=args.latency, concurrency=args.concurrency)
     if args.skip_local:
         return
     if not (args.model / "config.json").exists():
