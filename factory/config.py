@@ -120,7 +120,11 @@ class TrajectoryParams(Section):
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling for training trajectories.")
     seed: int = Field(7, description="Seed of the question sample and of generation.")
     resample_each_round: bool = Field(True, description="Draw a fresh question sample each round (seed + round) instead of reusing round 0's.")
-    shard_size: int = Field(8, ge=1, description="Questions per checkpointed shard.")
+    shard_size: int = Field(
+        32, ge=1,
+        description="Questions per checkpointed shard. A shard's trajectories run in lockstep, so shard_size x samples "
+        "bounds the batch sent to the LLM: keep it >= llm.batch_size (local) or llm.concurrency (openai).",
+    )
     rationalize: bool = Field(False, description="STaR rationalization: for questions whose samples are all wrong, one more try with the gold answer as a hint (never shown in supervision).")
     datasets: list[str] = Field(list(DATASETS), description="Datasets the training questions are drawn from.")
 
