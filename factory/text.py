@@ -10,7 +10,7 @@ import re
 import string
 import unicodedata
 
-_PUNCT = set(string.punctuation)
+_PUNCT_TABLE = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset(
@@ -21,7 +21,7 @@ _STOP = frozenset(
 def normalize_answer(text: str) -> str:
     """Official SQuAD/HotpotQA answer normalisation."""
     text = (text or "").lower()
-    text = "".join(ch for ch in text if ch not in _PUNCT)
+    text = text.translate(_PUNCT_TABLE)
     text = _ARTICLES.sub(" ", text)
     return " ".join(text.split())
 

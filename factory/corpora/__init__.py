@@ -19,7 +19,7 @@ from factory.corpora.base import read_json_records
 from factory.errors import BadRecord, FactoryError
 from factory.splits import assign_splits
 
-BUILDERS: dict[str, Callable[..., tuple[dict, list[dict]]]] = {
+BUILDERS: dict[str, Callable[..., tuple[dict, list]]] = {
     hotpotqa.DATASET: hotpotqa.build,
     twowiki.DATASET: twowiki.build,
     musique.DATASET: musique.build,
@@ -49,7 +49,8 @@ def _sources(params: Params) -> Iterable[tuple[str, str, Iterable[tuple[str, obj
 def ingest_sources(params: Params, progress: Callable | None = None) -> IngestResult:
     result = IngestResult()
     seen_ids: set[str] = set()
-    passage_index: dict[str, int] = {}
+    passage_seen: set[str] = set()
+    paragraph_cache: dict = {}
     read: Counter = Counter()
     read_by_type: dict[str, Counter] = defaultdict(Counter)
     capped: Counter = Counter()
@@ -66,7 +67,7 @@ def ingest_sources(params: Params, progress: Callable | None = None) -> IngestRe
                 qtype = str(record.get("id", "")).split("__", 1)[0] or None
             read_by_type[dataset][str(qtype)] += 1
             try:
-                row, passages = build(record, where, source_name)
+                row, paragraphs = build(record, where, source_name, paragraph_cache)
                 if row["question_id"] in seen_ids:
                     raise BadRecord(dataset, row["source_id"], "_id" if dataset != "musique" else "id", "duplicate id (first occurrence kept)", where)
             except BadRecord as bad:
@@ -80,10 +81,10 @@ def ingest_sources(params: Params, progress: Callable | None = None) -> IngestRe
             seen_ids.add(row["question_id"])
             kept[dataset] += 1
             result.questions.append(row)
-            for p in passages:
-                if p["pid"] not in passage_index:
-                    passage_index[p["pid"]] = len(result.passages)
-                    result.passages.append(p)
+            for pid, title, text, sentences in paragraphs:
+                if pid not in passage_seen:
+                    passage_seen.add(pid)
+                    result.passages.append({"pid": pid, "dataset": dataset, "title": title, "text": text, "sentences": sentences})
             if progress:
                 progress(1)
     if not result.questions:

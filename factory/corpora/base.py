@@ -145,23 +145,31 @@ def make_question(
     decomposition: list[dict] | None = None,
     source_file: str,
     texts: list[str] | None = None,
-) -> tuple[dict, list[dict]]:
-    """Assemble a Question row and its passage rows; checks answers and supporting facts.
+    cache: dict | None = None,
+) -> tuple[dict, list[tuple[str, str, str, list[str]]]]:
+    """Assemble a Question row and its paragraphs as (pid, title, text, sentences); checks answers
+    and supporting facts.
 
     ``supporting`` gives (title, sentence index) facts; ``supporting_idx`` gives supporting
-    paragraph positions instead (MuSiQue, recorded with sent_idx = -1).
+    paragraph positions instead (MuSiQue, recorded with sent_idx = -1). ``cache`` maps a paragraph
+    to its (pid, text) across records: corpora repeat paragraphs in many questions' contexts.
     """
     dataset = reader.dataset
     answers = [a for a in answers if isinstance(a, str)]
     if not answers or not answers[0].strip():
         reader.fail("answer", "empty answer")
-    passages, refs = [], []
+    cache = {} if cache is None else cache
+    paragraphs, refs = [], []
     first_by_title: dict[str, int] = {}
     for i, (title, sentences) in enumerate(context):
-        text = texts[i] if texts is not None else join_sentences(sentences)
-        pid = pid_for(dataset, title, text)
-        passages.append({"pid": pid, "dataset": dataset, "title": title, "text": text, "sentences": sentences})
-        refs.append({"pid": pid, "title": title, "sentences": sentences})
+        # one joined string is cheaper to hash than a tuple of fresh strings (and join type-checks them)
+        key = (dataset, title, texts[i] if texts is not None else "\x1f".join(sentences))
+        hit = cache.get(key)
+        if hit is None:
+            text = texts[i] if texts is not None else join_sentences(sentences)
+            hit = cache[key] = (pid_for(dataset, title, text), text)
+        paragraphs.append((hit[0], title, hit[1], sentences))
+        refs.append({"pid": hit[0], "title": title, "sentences": sentences})
         first_by_title.setdefault(title, i)
     support_rows = []
     for title, idx in supporting or []:
@@ -196,4 +204,4 @@ def make_question(
         "decomposition": decomposition,
         "source_file": source_file,
     }
-    return row, passages
+    return row, paragraphs

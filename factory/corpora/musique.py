@@ -12,7 +12,7 @@ from factory.corpora.base import RecordReader, make_question, split_sentences
 DATASET = "musique"
 
 
-def build(record: dict, where: str, source_file: str) -> tuple[dict, list[dict]]:
+def build(record: dict, where: str, source_file: str, cache: dict | None = None) -> tuple[dict, list]:
     reader = RecordReader(DATASET, record, where, "id")
     if reader.get("answerable", bool, optional=True) is False:
         reader.fail("answerable", "unanswerable question (MuSiQue-Full); only answerable ones are ingested")
@@ -56,4 +56,5 @@ def build(record: dict, where: str, source_file: str) -> tuple[dict, list[dict]]
         supporting_idx=support_idx,
         decomposition=decomposition,
         source_file=source_file,
+        cache=cache,
     )

@@ -9,7 +9,7 @@ DATASET = "2wikimultihopqa"
 ROUTES = {"comparison": "parallel", "bridge_comparison": "parallel", "compositional": "chain", "inference": "chain"}
 
 
-def build(record: dict, where: str, source_file: str) -> tuple[dict, list[dict]]:
+def build(record: dict, where: str, source_file: str, cache: dict | None = None) -> tuple[dict, list]:
     reader = RecordReader(DATASET, record, where, "_id")
     qtype = reader.text("type")
     supporting = reader.pairs("supporting_facts", str, int)
@@ -29,4 +29,5 @@ def build(record: dict, where: str, source_file: str) -> tuple[dict, list[dict]]
         supporting=supporting,
         evidences=evidences,
         source_file=source_file,
+        cache=cache,
     )

@@ -7,8 +7,9 @@ import logging
 from factory import paths
 from factory.config import Params
 from factory.corpora import ingest_sources
-from factory.io import progress, write_json, write_jsonl
-from schemas import PASSAGE, QUESTION, to_table, write_parquet
+from factory.io import gc_paused, progress, write_json, write_jsonl
+from factory.corpora.table import questions_table
+from schemas import PASSAGE, to_table, write_parquet
 
 COMMAND = "ingest"
 HELP = "read the corpora (official formats or HF datasets), quarantine bad records, assign splits"
@@ -19,11 +20,13 @@ def run(params: Params) -> None:
     from validators import run_suites
     from validators.ingest import ingest_specs
 
-    with progress(desc="ingest", unit="rec") as bar:
-        result = ingest_sources(params, progress=bar.update)
-    questions = to_table(result.questions, QUESTION, "question")
-    passages = to_table(result.passages, PASSAGE, "passage")
-    gate = run_suites("ingest", ingest_specs(result.questions, result.passages), docs_dir=paths.REPORTS / "gx")
+    with gc_paused():
+        with progress(desc="ingest", unit="rec") as bar:
+            result = ingest_sources(params, progress=bar.update)
+        passages = to_table(result.passages, PASSAGE, "passage")
+        questions = questions_table(result.questions, passages)
+        specs = ingest_specs(result.questions, result.passages)
+    gate = run_suites("ingest", specs, docs_dir=paths.REPORTS / "gx")
     write_parquet(questions, paths.QUESTIONS, "question")
     write_parquet(passages, paths.PASSAGES, "passage")
     write_jsonl(paths.QUARANTINE, result.quarantine)
