@@ -7,10 +7,12 @@ chats, then trains the same LoRA round twice on the same data with the same sett
 ``completion_only_loss``), and prints tokens/s of both and their ratio (target >= 1.0).
 tokens/s = non-padding input tokens seen / the Trainer's train_runtime, the same for both.
 
-    python bench/gpu_train.py --out $OUT              # on a GPU: bf16, 135M model, 512 chats
-    python bench/gpu_train.py --tiny                  # anywhere (CPU): a tiny model, a few chats
+    python bench/gpu_train.py --out $OUT     # on a GPU: bf16, 135M model, 2048 chats, 2 runs per side
+    python bench/gpu_train.py --tiny         # anywhere (CPU): a tiny model, 16 chats, 1 run per side
 
-Writes gpu_train.json (all figures) under --out.
+On one H200 the GPU run should take a few minutes, most of it building the model and tokenising.
+Needs torch (CUDA build), transformers, peft, trl, datasets, pydantic, pyyaml; no network, no data
+files. Writes gpu_train.json (all figures: per run tokens/s, losses, peak memory; label agreement).
 """
 
 from __future__ import annotations
@@ -30,9 +32,9 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing the pack
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from factory.config import TrainParams  # noqa: E402
-from factory.train import _lora_config, device_and_dtype, load_tokenizer, train_lora, training_argument_values  # noqa: E402
-from factory.train_data import IGNORE, encode_example  # noqa: E402
+from factory.config import TrainParams
+from factory.train import device_and_dtype, load_tokenizer, lora_config, train_lora, training_argument_values
+from factory.train_data import IGNORE, encode_example
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
@@ -40,8 +42,8 @@ CHAT_TEMPLATE = (
 )
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # SmolLM2-135M(-Instruct)'s LlamaConfig; --tiny shrinks it to run on a laptop CPU in seconds.
-REAL_SHAPE = dict(hidden_size=576, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, intermediate_size=1536, vocab_size=49152)
-TINY_SHAPE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128, vocab_size=None)
+REAL_SHAPE = {"hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "intermediate_size": 1536, "vocab_size": 49152}
+TINY_SHAPE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": None}
 SYLLABLES = [a + b for a in "bdfgklmnprstvz" for b in ("a", "e", "i", "o", "u", "an", "er", "is", "on", "ul")]
 RELATIONS = ["born in", "director of", "capital of", "spouse of", "located in", "founded by", "member of", "author of"]
 
@@ -152,7 +154,7 @@ def run_trl(chats: list[dict], model_dir: Path, out: Path, params: TrainParams, 
     set_seed(params.seed)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype))
     model.config.use_cache = False
-    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer, peft_config=_lora_config(params))
+    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer, peft_config=lora_config(params))
     result = trainer.train()
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     runtime = float(result.metrics["train_runtime"])
@@ -188,18 +190,19 @@ def label_agreement(chats: list[dict], trl_rows, model_dir: Path, max_length: in
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tiny", action="store_true", help="tiny model and data (CPU check of the script)")
-    ap.add_argument("--examples", type=int, help="chats (default 512; --tiny 16)")
+    ap.add_argument("--examples", type=int, help="chats (default 2048; --tiny 16)")
     ap.add_argument("--max-length", type=int, help="tokens per example (default 1024; --tiny 256)")
     ap.add_argument("--batch-size", type=int, help="per-device batch (default params.train.batch_size: 8; --tiny 4)")
     ap.add_argument("--epochs", type=float, default=1.0)
-    ap.add_argument("--repeats", type=int, default=1, help="measured runs of each side (order alternates)")
+    ap.add_argument("--repeats", type=int, help="measured runs of each side, order alternating (default 2; --tiny 1)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="output folder (default: a temporary folder)")
     args = ap.parse_args(argv)
 
     import torch
 
-    n = args.examples or (16 if args.tiny else 512)
+    n = args.examples or (16 if args.tiny else 2048)
+    repeats = args.repeats or (1 if args.tiny else 2)
     max_length = args.max_length or (256 if args.tiny else 1024)
     defaults = TrainParams()
     params = TrainParams(
@@ -218,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
     runs: dict[str, list[dict]] = {"factory": [], "trl": []}
     trl_rows = None
-    for rep in range(args.repeats):
+    for rep in range(repeats):
         order = ["factory", "trl"] if rep % 2 == 0 else ["trl", "factory"]
         for side in order:
             if device == "cuda":

@@ -68,7 +68,8 @@ def write_status(out_dir: str | Path, status: str, reason: str | None = None) ->
     return record
 
 
-def _lora_config(params: TrainParams):
+def lora_config(params: TrainParams):
+    """PEFT LoraConfig from params.train (rank, alpha, dropout, target modules)."""
     from peft import LoraConfig
 
     return LoraConfig(
@@ -173,7 +174,7 @@ def build_model(model_path: str | Path, params: TrainParams, init_adapter: str |
         _check_init_adapter(Path(init_adapter), params)
         return PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True)
     try:
-        return get_peft_model(model, _lora_config(params))
+        return get_peft_model(model, lora_config(params))
     except ValueError as exc:  # e.g. target modules the architecture does not have
         raise FactoryError(f"cannot attach LoRA to {model_path}: {exc}") from None
 
@@ -329,8 +330,8 @@ def fit_lora(
 
 def load_adapter_model(model_path: str | Path, adapter_dir: str | Path):
     """Base model + saved adapter in eval mode (fp32 on CPU), e.g. to check a trained round."""
-    from peft import PeftModel
     import torch
+    from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
     base = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)

@@ -189,7 +189,7 @@ def test_same_seed_same_adapter_bytes(tiny_model_dir, tmp_path, trained):
 def test_labelled_positions_loss_equals_the_models_own(tiny_model_dir, tok):
     from peft import get_peft_model
 
-    from factory.train import _lora_config, project_labelled_positions_only
+    from factory.train import lora_config, project_labelled_positions_only
 
     encoded = encode_examples([EXAMPLES[0], chat(1, "Answer: Nile")], tok, 128).examples
     batch = PadCollator(tok.pad_token_id)([{"input_ids": e.input_ids, "labels": e.labels} for e in encoded])
@@ -199,7 +199,7 @@ def test_labelled_positions_loss_equals_the_models_own(tiny_model_dir, tok):
         model = AutoModelForCausalLM.from_pretrained(str(tiny_model_dir), dtype=torch.float32)
         if patch:
             assert project_labelled_positions_only(model)
-        model = get_peft_model(model, _lora_config(PARAMS.model_copy(update={"lora_dropout": 0.0})))
+        model = get_peft_model(model, lora_config(PARAMS.model_copy(update={"lora_dropout": 0.0})))
         for p in model.parameters():  # non-zero B so the adapter's gradients are all informative
             if p.requires_grad:
                 torch.nn.init.normal_(p, std=0.02)
