@@ -183,7 +183,10 @@ def training_arguments(params: TrainParams, output_dir: str, device: str, dtype:
     """TrainingArguments from params.train (also used by the bench for the TRL side, field for field)."""
     from transformers import TrainingArguments
 
-    return TrainingArguments(**training_argument_values(params, output_dir, device, dtype, progress))
+    try:
+        return TrainingArguments(**training_argument_values(params, output_dir, device, dtype, progress))
+    except ValueError as exc:  # e.g. an unknown lr_scheduler name
+        raise FactoryError(f"params.train does not make valid training arguments: {exc}") from None
 
 
 def training_argument_values(params: TrainParams, output_dir: str, device: str, dtype: str, progress: bool = True) -> dict:

@@ -214,3 +214,8 @@ def test_labelled_positions_loss_equals_the_models_own(tiny_model_dir, tok):
     assert torch.allclose(plain_loss, fast_loss, atol=1e-5, rtol=1e-5)
     assert plain_grads.keys() == fast_grads.keys()
     assert all(torch.allclose(plain_grads[n], fast_grads[n], atol=1e-6, rtol=1e-4) for n in plain_grads)
+
+
+def test_bad_scheduler_is_a_clear_error(tiny_model_dir, tmp_path):
+    with pytest.raises(FactoryError, match="params.train"):
+        train_lora(EXAMPLES[:2], tiny_model_dir, tmp_path, PARAMS.model_copy(update={"lr_scheduler": "sideways"}))
