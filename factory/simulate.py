@@ -66,11 +66,10 @@ P_VARIANT = 0.5
 _MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
 _DATE = re.compile(rf"\b(?:\d{{1,2}} {_MONTH},? \d{{3,4}}|{_MONTH} \d{{1,2}},? \d{{3,4}}|{_MONTH} \d{{3,4}})\b")
 _NUM = re.compile(r"(?<![\w.])\d[\d,.]*\d(?:\s+(?:million|billion|thousand|members|species|km|miles|people))?\b|(?<![\w.])\d\b")
-_NUM_WORDS = ("one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-              "seventeen eighteen nineteen twenty thirty forty fifty hundred thousand million dozen").split()
-_NUM_WORD = re.compile(r"\b(" + "|".join(_NUM_WORDS) + r")\b", re.I)
+_NUM_WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "hundred", "thousand", "million", "dozen"]
+_NUM_WORD = re.compile(r"\b(" + "|".join(_NUM_WORDS) + r")\b", re.IGNORECASE)
 _REF = re.compile(r"#(\d+)")
-_WH = frozenset("what who whom whose which where when why how is was are were did does do the a an of in on at to for by with and or from as that this".split())
+_WH = frozenset(["what", "who", "whom", "whose", "which", "where", "when", "why", "how", "is", "was", "are", "were", "did", "does", "do", "the", "a", "an", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "from", "as", "that", "this"])
 # derived relation names never use the DTKG administrative keywords ("open source roguelike" would be dropped)
 _ADMIN = frozenset(BacktraceParams().admin_relations)
 _CONNECT = frozenset({"of", "the", "de", "du", "la", "von", "van", "and", "for", "on", "da", "del", "le"})
@@ -101,9 +100,7 @@ def _caps_spans(text: str) -> list[str]:
     spans, run = [], []
     for n, tok in enumerate(tokens):
         word = tok.strip(".")
-        if word[:1].isupper() and not (n == 0 and word.lower() in _WH | {"it", "he", "she", "they", "his", "her", "its", "one"}):
-            run.append(word)
-        elif run and word.lower() in _CONNECT:
+        if word[:1].isupper() and not (n == 0 and word.lower() in _WH | {"it", "he", "she", "they", "his", "her", "its", "one"}) or run and word.lower() in _CONNECT:
             run.append(word)
         else:
             if run:

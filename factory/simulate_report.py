@@ -94,12 +94,12 @@ def render_markdown(metrics: dict) -> str:
     lines = [
         "# Backtracing sensitivity to trajectory noise (simulated trajectories)",
         "",
-        f"{metrics['trajectories']} simulated trajectories ({metrics['questions']} real questions x {len(noises)} noise levels; "
+        (f"{metrics['trajectories']} simulated trajectories ({metrics['questions']} real questions x {len(noises)} noise levels; "
         f"policy `simulated`, never trainable). Each trajectory looks up a question's gold facts (2Wiki evidences, MuSiQue "
         "decompositions, HotpotQA supporting sentences), so its true contributive triplets are known; noise level x adds "
         "distractor triplets, spurious edges, reversed relations, missing hops, surface variants of names and an unfaithful "
         "final thought (rules: `factory/simulate.py`). Cells: micro precision / recall over triplets, F1, and the share of "
-        "trajectories with no path found.",
+        "trajectories with no path found."),
         "",
         f"Seed {metrics['seed']}; questions per dataset: {metrics['questions_by_dataset']}.",
         "",
@@ -167,7 +167,7 @@ def plot(metrics: dict, path: str | Path) -> Path:
     for g in sorted({r["group"] for r in res if r["group"].startswith("dataset=")}):
         line = axes[2].plot(noises, series("precision", mode=dm, target_mode=dt, group=g), marker="o", label=f"{g[8:]} P")[0]
         axes[2].plot(noises, series("recall", mode=dm, target_mode=dt, group=g), marker="s", linestyle="--", color=line.get_color(), label=f"{g[8:]} R")
-    axes[2].set_title(f"Precision (solid) / recall (dashed) by dataset")
+    axes[2].set_title("Precision (solid) / recall (dashed) by dataset")
     for ax in axes:
         ax.set_xlabel("noise level x")
         ax.set_ylim(0, 1.02)

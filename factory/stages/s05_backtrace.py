@@ -1,0 +1,168 @@
+"""Stage backtrace: label every trajectory of a round under every mode x target mode (DESIGN §2).
+
+Reads data/trajectories/<V>/seed_<S>/round_<R>.parquet, writes data/labels/<V>/seed_<S>/round_<R>.parquet
+(``schemas.LABELS``, one row per trajectory x mode x target mode, sorted) and
+metrics/backtrace/<V>/seed_<S>/round_<R>.json: per mode x target mode the mean FA ratio over correct
+trajectories, the share with no path found, mean kept triplets and admin-dropped triplets, overall,
+by dataset and by route. Token counts use the policy's tokenizer (``llm.model``, else
+``model.dir``, loaded offline); without one, whitespace tokens, recorded as such. A skipped round
+(empty trajectory file) writes an empty labels file and status ``skipped``. Gated by
+``validators.labels`` (Great Expectations).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from factory import paths
+from factory.backtrace import BadTrajectory, TokenCounter, backtrace_modes
+from factory.config import BACKTRACE_MODES, TARGET_MODES, VARIANTS, Params
+from factory.errors import FactoryError
+from factory.io import progress, write_json
+from factory.rounds import skip_reason
+from schemas import read_rows, write_parquet
+
+COMMAND = "backtrace"
+HELP = "label a round's trajectories by knowledge backtracing (every mode x target mode), with FA ratios"
+log = logging.getLogger(__name__)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--variant", required=True, choices=VARIANTS, help="the chain whose trajectories are labelled")
+    parser.add_argument("--round", dest="round_", type=int, required=True, help="bootstrapping round")
+    parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
+
+
+def load_token_counter(params: Params) -> tuple[TokenCounter, str | None]:
+    """The policy's tokenizer (offline) as a TokenCounter, or whitespace with the reason why."""
+    tried = []
+    for folder in dict.fromkeys([params.llm.model, params.model.dir]):
+        if not folder or not Path(folder).is_dir():
+            tried.append(f"{folder}: not a local folder")
+            continue
+        try:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        except Exception as exc:  # noqa: BLE001 - any loading failure falls back, with the reason recorded
+            tried.append(f"{folder}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            continue
+        counter = TokenCounter(tokenizer)
+        counter.name = f"hf:{folder}"
+        return counter, None
+    return TokenCounter(None), "; ".join(tried) or "no tokenizer folder configured"
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _stats(rows: list[dict], triplets: dict[str, int]) -> dict[str, Any]:
+    correct = [r for r in rows if r["correct"]]
+    return {
+        "trajectories": len(rows),
+        "correct": len(correct),
+        "mean_fa_ratio_correct": _mean([r["fa_ratio"] for r in correct]),
+        "no_path_share": _mean([0.0 if r["path_found"] else 1.0 for r in rows]),
+        "no_path_share_correct": _mean([0.0 if r["path_found"] else 1.0 for r in correct]),
+        "mean_kept_triplets": _mean([float(len(r["kept_triplet_ids"])) for r in rows]),
+        "mean_triplets": _mean([float(triplets[r["trajectory_id"]]) for r in rows]),
+        "admin_dropped": sum(r["admin_dropped"] for r in rows),
+        "filtered_tokens_correct": sum(r["filtered_tokens"] for r in correct),
+        "total_tokens_correct": sum(r["total_tokens"] for r in correct),
+    }
+
+
+def summarise(trajectories: list[dict], labels: list[dict]) -> dict[str, Any]:
+    """Per 'mode/target_mode': stats overall, by dataset and by route."""
+    meta = {t["trajectory_id"]: (t["dataset"], t["route"]) for t in trajectories}
+    triplets = {t["trajectory_id"]: len(t["triplets"]) for t in trajectories}
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in labels:
+        groups[f"{r['mode']}/{r['target_mode']}"].append(r)
+    out = {}
+    for key, rows in sorted(groups.items()):
+        by_dataset, by_route = defaultdict(list), defaultdict(list)
+        for r in rows:
+            dataset, route = meta[r["trajectory_id"]]
+            by_dataset[dataset].append(r)
+            by_route[route].append(r)
+        out[key] = {
+            "all": _stats(rows, triplets),
+            "by_dataset": {k: _stats(v, triplets) for k, v in sorted(by_dataset.items())},
+            "by_route": {k: _stats(v, triplets) for k, v in sorted(by_route.items())},
+        }
+    return out
+
+
+def label_all(trajectories: list[dict], params: Params, counter: TokenCounter) -> list[dict]:
+    """Labels rows of every trajectory x params.backtrace.modes x target_modes, sorted."""
+    bp = params.backtrace
+    rows = []
+    for t in progress(trajectories, desc="backtrace", unit="traj"):
+        try:
+            rows.extend(
+                backtrace_modes(
+                    t, bp.modes, bp.target_modes, tokenizer=counter, simple_cutoff=bp.simple_cutoff,
+                    fuzzy_threshold=bp.fuzzy_threshold, containment=bp.containment, admin_relations=bp.admin_relations,
+                )
+            )
+        except BadTrajectory:
+            raise
+        except FactoryError as exc:
+            raise FactoryError(f"trajectory {t.get('trajectory_id')!r}: {exc}") from None
+    return sorted(rows, key=lambda r: (r["trajectory_id"], r["mode"], r["target_mode"]))
+
+
+def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
+    from validators import run_suites
+    from validators.labels import labels_specs
+
+    bp = params.backtrace
+    for name, values, allowed in (("modes", bp.modes, BACKTRACE_MODES), ("target_modes", bp.target_modes, TARGET_MODES)):
+        unknown = sorted(set(values) - set(allowed))
+        if unknown or not values:
+            raise FactoryError(f"backtrace.{name}: {unknown or 'empty'} (allowed: {', '.join(allowed)})")
+    src = paths.trajectories(variant, round_, seed)
+    out = paths.labels(variant, round_, seed)
+    metrics_path = paths.stage_metrics("backtrace", variant, round_, seed)
+    if not src.exists():
+        raise FactoryError(f"{src} is missing: run `factory trajectories --variant {variant} --round {round_} --seed {seed}` first")
+    trajectories = read_rows(src)
+    head = {"variant": variant, "round": round_, "protocol_seed": seed, "modes": list(bp.modes), "target_modes": list(bp.target_modes)}
+    if not trajectories:
+        try:
+            reason = skip_reason(variant, round_, seed)
+        except FactoryError:  # no decision recorded: the trajectories stage simply produced nothing
+            reason = None
+        metrics = {**head, "status": "skipped", "reason": reason or "the round's trajectory file is empty", "trajectories": 0, "labels": 0}
+        write_parquet([], out, "labels")
+        write_json(metrics_path, metrics)
+        log.info("backtrace %s round %d (seed %d): skipped: %s", variant, round_, seed, metrics["reason"])
+        return metrics
+    counter, fallback = load_token_counter(params)
+    if fallback:
+        log.warning("backtrace: no policy tokenizer (%s); counting whitespace tokens", fallback)
+    labels = label_all(trajectories, params, counter)
+    gate = run_suites("backtrace", labels_specs(trajectories, labels, bp.modes, bp.target_modes), docs_dir=paths.REPORTS / "gx")
+    write_parquet(labels, out, "labels")
+    metrics = {
+        **head,
+        "status": "ok",
+        "tokenizer": counter.name,
+        "tokenizer_fallback_reason": fallback,
+        "trajectories": len(trajectories),
+        "correct": sum(1 for t in trajectories if t["correct"]),
+        "labels": len(labels),
+        "expectations_passed": gate.evaluated,
+        "default": f"{bp.mode}/{bp.target_mode}",
+        "by_mode": summarise(trajectories, labels),
+    }
+    write_json(metrics_path, metrics)
+    d = metrics["by_mode"].get(metrics["default"], {}).get("all", {})
+    log.info("backtrace %s round %d (seed %d): %d trajectories, %d labels; default %s: FA %s, no path %s", variant, round_, seed,
+             len(trajectories), len(labels), metrics["default"], d.get("mean_fa_ratio_correct"), d.get("no_path_share"))
+    return metrics

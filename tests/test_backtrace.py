@@ -1,0 +1,315 @@
+"""Knowledge backtracing on hand-built graphs with a known S_q for every mode and target mode."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import random
+
+import networkx as nx
+import pytest
+
+from factory.agent.format import render_complete, render_explore
+from factory.backtrace import (
+    BadTrajectory,
+    backtrace,
+    backtrace_modes,
+    build_graph,
+    initial_entities,
+    is_admin_relation,
+    link,
+    supporting_subgraph,
+    target_entities,
+)
+from factory.config import BACKTRACE_MODES, TARGET_MODES
+from factory.errors import FactoryError
+from factory.simulate import build_trajectory
+from schemas import LABELS, to_table
+
+TID = "t1"
+
+
+def make(question: str, iterations, thought: str, answer: str, answers=None, **options) -> dict:
+    q = {"question_id": "test/q1", "question": question, "answers": answers or [answer], "dataset": "hotpotqa",
+         "route": "chain", "qtype": "bridge", "split": "train"}
+    return build_trajectory(q, iterations, thought, answer, trajectory_id=TID, dedupe=False, **options)
+
+
+def t(*ns: int) -> list[str]:
+    return [f"{TID}#t{n}" for n in ns]
+
+
+def p(*ns: int) -> list[str]:
+    return [f"{TID}#p{n}" for n in ns]
+
+
+def kept(traj: dict, mode: str = "undirected_shortest", target_mode: str = "thought_and_answer", **kw) -> list[str]:
+    return backtrace(traj, mode, target_mode, **kw)["kept_triplet_ids"]
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+# ---------------------------------------------------------------------- modes
+
+
+@pytest.fixture
+def cycle():
+    """Film X -director-> Jane Doe -born in-> Paris, plus Film X -shot in-> Paris (a cycle), an
+    off-path genre and a triplet beyond the target (Paris -capital of-> France)."""
+    return make(
+        "Where was the director of Film X born?",
+        [
+            [("Film X", "director", [("Film X", "director", "Jane Doe"), ("Film X", "genre", "Drama"), ("Film X", "shot in", "Paris")])],
+            [("Jane Doe", "birthplace", [("Jane Doe", "born in", "Paris"), ("Paris", "capital of", "France")])],
+        ],
+        "Film X was directed by Jane Doe, who was born in Paris.",
+        "Paris",
+    )
+
+
+def test_each_mode_on_a_cycle(cycle):
+    r = backtrace(cycle)
+    assert r["initial_entities"] == ["film x"] and r["target_entities"] == ["film x", "jane doe", "paris"]
+    # shortest: film x-jane doe (1 hop) and film x-paris (1 hop, via 'shot in'); born-in is a detour
+    assert r["kept_triplet_ids"] == t(0, 2)
+    # directed: born in (jane doe reachable, paris a target) is kept too; drama/france lead to no target
+    assert kept(cycle, "directed_reach") == t(0, 2, 3)
+    # simple paths up to 4 triplets: both routes around the cycle
+    assert kept(cycle, "undirected_simple") == t(0, 2, 3)
+    assert kept(cycle, "undirected_simple", simple_cutoff=1) == t(0, 2)
+    assert kept(cycle, "undirected_simple", simple_cutoff=None) == t(0, 2, 3)
+
+
+def test_step_labels_and_token_accounting(cycle):
+    r = backtrace(cycle)
+    steps = {s["index"]: s for s in cycle["steps"]}
+    # 0 explore(p0) 1 complete(p0: t0 t1 t2) 2 explore(p1) 3 complete(p1: t3 t4) 4 sufficient explore
+    assert r["kept_step_indices"] == [0, 1, 4] and r["kept_pair_ids"] == p(0)
+    total = sum(words(s["output"]) for s in cycle["steps"])
+    kept_render = render_complete([("Film X", "director", "Jane Doe"), ("Film X", "shot in", "Paris")])
+    filtered = words(steps[2]["output"]) + words(steps[3]["output"]) + words(steps[1]["output"]) - words(kept_render)
+    assert (r["total_tokens"], r["filtered_tokens"]) == (total, filtered)
+    assert r["fa_ratio"] == pytest.approx(filtered / total) and 0 < r["fa_ratio"] < 1
+    assert r["path_found"] and r["admin_dropped"] == 0 and r["tokenizer"] == "whitespace" and r["correct"]
+    to_table([r], LABELS, "labels")  # the labels contract
+
+
+def test_reversed_edges_break_only_the_directed_mode():
+    traj = make(
+        "Where was the director of Film X born?",
+        [[("Film X", "director", [("Jane Doe", "directed", "Film X")])], [("Jane Doe", "birthplace", [("Jane Doe", "born in", "Paris")])]],
+        "Film X was directed by Jane Doe, who was born in Paris.", "Paris",
+    )
+    assert kept(traj) == t(0, 1) and kept(traj, "undirected_simple") == t(0, 1)
+    r = backtrace(traj, "directed_reach")
+    assert r["kept_triplet_ids"] == [] and not r["path_found"]
+    assert r["kept_step_indices"] == [4] and r["kept_pair_ids"] == []
+    final_tokens = words(traj["steps"][4]["output"])
+    assert r["total_tokens"] - r["filtered_tokens"] == final_tokens  # only the answer step survives
+
+
+def test_disconnected_target_and_answer_not_in_graph():
+    traj = make(
+        "Which country is Alpha in?",
+        [[("Alpha", "country", [("Alpha", "country", "Spain")])], [("Berlin", "country", [("Berlin", "country", "Germany")])]],
+        "Alpha is in Spain; Berlin is irrelevant.", "Madrid", answers=["Spain"],
+    )
+    r = backtrace(traj)
+    assert "berlin" in r["target_entities"] and r["kept_triplet_ids"] == t(0)  # Berlin: no path from Alpha
+    none = backtrace(traj, target_mode="answer_only")  # 'Madrid' names no node
+    assert none["target_entities"] == [] and not none["path_found"] and none["kept_step_indices"] == [4]
+    assert kept(traj, target_mode="gold_answer") == t(0)  # the oracle target: Spain
+    assert kept(traj, target_mode="gold_answer", gold_answers=["Germany"]) == []  # gold given explicitly
+
+
+def test_several_initial_entities_yes_no_and_surface_variants():
+    traj = make(
+        "Are Alpha and Beta both in Spain?",
+        [[("Alpha", "country", [("Alpha", "country", "Spain")]), ("Beta", "country", [("BETA", "country", "spain.")])]],
+        "Alpha is in Spain and Beta is in Spain.", "yes",
+    )
+    r = backtrace(traj)
+    assert r["initial_entities"] == ["alpha", "beta"]  # 'BETA' and 'spain.' are the same nodes
+    assert r["kept_triplet_ids"] == t(0, 1) and r["kept_pair_ids"] == p(0, 1) and r["kept_step_indices"] == [0, 1, 2, 3]
+    # yes/no: the answer names no node; the compared entities' values named in the thought are the targets
+    only = backtrace(traj, target_mode="answer_only")
+    assert only["target_entities"] == ["spain"] and only["kept_triplet_ids"] == t(0, 1)
+    assert kept(traj, target_mode="gold_answer") == t(0, 1)
+    # question_only: the question names all three nodes, so the paths between them are kept
+    assert backtrace(traj, target_mode="question_only")["target_entities"] == ["alpha", "beta", "spain"]
+    assert kept(traj, target_mode="question_only") == t(0, 1)
+
+
+def test_comparison_answer_that_is_a_compared_entity():
+    traj = make(
+        "Which was founded first, Alpha or Beta?",
+        [[("Alpha", "founded", [("Alpha", "founded", "1990")]), ("Beta", "founded", [("Beta", "founded", "1985")])],
+         [("Gamma", "founded", [("Gamma", "founded", "1970")])]],
+        "Alpha was founded in 1990 and Beta in 1985, so Beta.", "Beta",
+    )
+    only = backtrace(traj, target_mode="answer_only")
+    assert only["target_entities"] == ["1985", "1990", "beta"] and only["kept_triplet_ids"] == t(0, 1)
+    assert kept(traj) == t(0, 1)  # thought and answer name the same values
+    # i == t: Beta is an initial entity and a target; nothing connects it to Alpha, so alone it keeps nothing
+    assert backtrace(traj, target_mode="question_only")["kept_triplet_ids"] == []
+
+
+def test_duplicates_case_punctuation_and_containment_links():
+    traj = make(
+        "Where was the director of Film X born?",
+        [[("Film X", "director", [("Film X", "director", "Jane Doe"), ("film x.", "Director", "JANE DOE")])],
+         [("Jane Doe", "birthplace", [("Doe", "born in", "Paris")])]],
+        "Jane Doe was born in Paris.", "Paris",
+    )
+    # duplicate triplets are parallel edges: both kept; 'Doe' is linked into 'Jane Doe' by containment
+    assert kept(traj) == t(0, 1, 2)
+    assert kept(traj, "directed_reach") == t(0, 1, 2)
+    assert kept(traj, containment=False) == t(0, 1)  # without containment 'doe' is another node: no path to Paris
+    g = build_graph(traj["triplets"])
+    assert sorted(g.nodes) == ["film x", "jane doe", "paris"] and link("Doe", g) == ["jane doe"]
+
+
+def test_admin_filter_drops_before_backtracing():
+    traj = make(
+        "Who directed Film X?",
+        [[("Film X", "director", [("Film X", "director", "Jane Doe"), ("Film X", "IMDb ID", "tt0123"),
+                                  ("Film X", "sourceURL", "example org")])]],
+        "Film X (tt0123, example org) was directed by Jane Doe.", "Jane Doe",
+    )
+    r = backtrace(traj)
+    assert r["admin_dropped"] == 2 and r["kept_triplet_ids"] == t(0)
+    assert backtrace(traj, admin_relations=())["kept_triplet_ids"] == t(0, 1, 2)
+    assert backtrace(traj, admin_relations=["id"])["admin_dropped"] == 1
+    for rel in ("imdb id", "source_url", "ISBN", "dataVersion", "metadata", "doi"):
+        assert is_admin_relation(rel), rel
+    for rel in ("identified by", "sourced from", "place of birth", "validity"):
+        assert not is_admin_relation(rel), rel
+
+
+def test_final_step_kind_and_explore_pairs_rerendered():
+    traj = make(
+        "Who directed Film X?",
+        [[("Film X", "director", [("Film X", "director", "Jane Doe")]), ("Film Y", "director", [("Film Y", "director", "Bob Roe")])]],
+        "Jane Doe directed Film X.", "Jane Doe", final_kind="final",
+    )
+    r = backtrace(traj)
+    assert [s["kind"] for s in traj["steps"]] == ["explore", "complete", "complete", "final"]
+    assert r["kept_step_indices"] == [0, 1, 3] and r["kept_pair_ids"] == p(0)
+    explore = traj["steps"][0]
+    rerendered = render_explore(explore["thought"], [("Film X", "director")])
+    expected = words(traj["steps"][2]["output"]) + words(explore["output"]) - words(rerendered)
+    assert r["filtered_tokens"] == expected
+
+
+def test_labels_for_every_mode_and_target_mode_share_the_work(cycle):
+    rows = backtrace_modes(cycle, BACKTRACE_MODES, TARGET_MODES)
+    assert [(r["mode"], r["target_mode"]) for r in rows] == [(m, tm) for tm in TARGET_MODES for m in BACKTRACE_MODES]
+    assert all(r == backtrace(cycle, r["mode"], r["target_mode"]) for r in rows)
+    to_table(rows, LABELS, "labels")
+    assert {r["total_tokens"] for r in rows} == {sum(words(s["output"]) for s in cycle["steps"])}
+
+
+def test_tokenizers_are_recorded(cycle):
+    class Chars:
+        name = "chars"
+
+        def count_tokens(self, text):
+            return len(text)
+
+    class HFLike:
+        name_or_path = "models/base"
+
+        def encode(self, text, add_special_tokens=False):
+            assert add_special_tokens is False
+            return text.split() + ["x"]
+
+    r = backtrace(cycle, tokenizer=Chars())
+    assert r["tokenizer"] == "chars" and r["total_tokens"] == sum(len(s["output"]) for s in cycle["steps"])
+    h = backtrace(cycle, tokenizer=HFLike())
+    assert h["tokenizer"] == "hf:models/base" and h["total_tokens"] == sum(words(s["output"]) + 1 for s in cycle["steps"])
+    with pytest.raises(FactoryError, match="count_tokens"):
+        backtrace(cycle, tokenizer=object())
+
+
+def test_pure_functions_compose(cycle):
+    before = copy.deepcopy(cycle)
+    g = build_graph(cycle["triplets"])
+    initial = initial_entities(cycle, g)
+    targets = target_entities(cycle, g, "answer_only", initial=initial)
+    assert initial == ["film x"] and targets == ["paris"]
+    assert supporting_subgraph(g, initial, targets) == set(t(2))
+    assert supporting_subgraph(g, initial, targets, "directed_reach") == set(t(0, 2, 3))
+    backtrace_modes(cycle, BACKTRACE_MODES, TARGET_MODES)
+    assert cycle == before  # pure: the record is not modified
+
+
+# ---------------------------------------------------------------------- against networkx brute force
+
+
+def _random_case(rng: random.Random):
+    names = [f"Node {c}" for c in "12345678"]
+    triplets = []
+    for n in range(rng.randint(3, 14)):
+        s, o = rng.sample(names, 2) if rng.random() > 0.1 else (rng.choice(names),) * 2
+        triplets.append({"triplet_id": f"x{n}", "step_index": 1, "pair_id": "p", "subject": s, "relation": rng.choice(["r", "q"]), "object": o})
+    initial = sorted({n.lower() for n in rng.sample(names, rng.randint(1, 2))})
+    targets = sorted({n.lower() for n in rng.sample(names, rng.randint(1, 3))})
+    return triplets, initial, targets
+
+
+def _brute(triplets, initial, targets, mode, cutoff=4):
+    edges = [(x["triplet_id"], x["subject"].lower(), x["object"].lower()) for x in triplets if x["subject"] != x["object"]]
+    keep = set()
+    if mode == "directed_reach":
+        d = nx.DiGraph([(s, o) for _, s, o in edges])
+        d.add_nodes_from(initial + targets)
+        from_i = set(initial).union(*(nx.descendants(d, i) for i in initial))
+        to_t = set(targets).union(*(nx.ancestors(d, x) for x in targets))
+        return {tid for tid, s, o in edges if s in from_i and o in to_t}
+    g = nx.Graph([(s, o) for _, s, o in edges])
+    for i, x in itertools.product(initial, targets):
+        if i == x or i not in g or x not in g or not nx.has_path(g, i, x):
+            continue
+        paths = nx.all_shortest_paths(g, i, x) if mode == "undirected_shortest" else nx.all_simple_paths(g, i, x, cutoff=cutoff)
+        for path in paths:
+            for a, b in itertools.pairwise(path):
+                keep |= {tid for tid, s, o in edges if {s, o} == {a, b}}
+    return keep
+
+
+@pytest.mark.parametrize("mode", BACKTRACE_MODES)
+def test_modes_match_networkx_brute_force_on_random_multigraphs(mode):
+    rng = random.Random(7)
+    for _ in range(150):
+        triplets, initial, targets = _random_case(rng)
+        g = build_graph(triplets, containment=False)
+        assert supporting_subgraph(g, initial, targets, mode) == _brute(triplets, initial, targets, mode), (triplets, initial, targets)
+
+
+# ---------------------------------------------------------------------- bad input
+
+
+def test_bad_records_name_the_trajectory_and_field(cycle):
+    broken = {**cycle, "triplets": [dict(cycle["triplets"][0], subject=None)] + cycle["triplets"][1:]}
+    with pytest.raises(BadTrajectory, match=r"'t1'.*triplets\[0\]\.subject"):
+        backtrace(broken)
+    dup = {**cycle, "triplets": cycle["triplets"] + [cycle["triplets"][0]]}
+    with pytest.raises(BadTrajectory, match="duplicate id"):
+        backtrace(dup)
+    orphan = {**cycle, "triplets": [dict(cycle["triplets"][0], step_index=99)]}
+    with pytest.raises(BadTrajectory, match=r"step_index.*99"):
+        backtrace(orphan)
+    with pytest.raises(BadTrajectory, match="'steps'"):
+        backtrace({"trajectory_id": "t9", "triplets": []})
+    with pytest.raises(BadTrajectory, match=r"steps\[0\]\.kind"):
+        backtrace({**cycle, "steps": [dict(cycle["steps"][0], kind="think")] + cycle["steps"][1:]})
+    no_entity = copy.deepcopy(cycle)
+    no_entity["steps"][0]["pairs"][0]["entity"] = None
+    with pytest.raises(BadTrajectory, match=r"steps\[0\]\.pairs\[0\]\.entity"):
+        backtrace(no_entity)
+    with pytest.raises(FactoryError, match="unknown backtrace mode"):
+        backtrace(cycle, mode="random_walk")
+    with pytest.raises(FactoryError, match="unknown target_mode"):
+        backtrace(cycle, target_mode="oracle")
