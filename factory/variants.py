@@ -293,13 +293,13 @@ def build_examples(
 
 
 def accumulated(examples: list[dict], variant: str, round_: int, protocol_seed: int = 0, root: Path | str = ".") -> tuple[list[dict], list[int]]:
-    """Round r's training set when sets accumulate: the examples of rounds 1..r-1 (read from their files,
+    """Round r's training set when sets accumulate: the examples of rounds 0..r-1 (read from their files,
     each round's own rows only) followed by ``examples``. Returns (examples, rounds included)."""
     from schemas import read_rows
 
     out: list[dict] = []
     rounds: list[int] = []
-    for r in range(1, round_):
+    for r in range(round_):  # rounds are numbered from 0 (round 0: the base model's trajectories)
         path = Path(root) / paths.supervision_dir(variant, r, protocol_seed) / "train.parquet"
         if not path.exists():
             raise FactoryError(f"{path} is missing: build round {r} of {variant} (seed {protocol_seed}) before round {round_}")

@@ -58,82 +58,88 @@ def _cli(variant: str, round_: int, *sets: str) -> int:
 def test_three_variants_two_rounds_accumulate(workdir, question_pool):
     train = question_pool["train"]
     for v in ("backtrace", "random", "unfiltered"):
-        _write_round(v, 1, [_traj(q, v, 1) for q in train[:3]] + [_traj(train[3], v, 1, correct=False)])
-        assert _cli(v, 1) == 0
-    stats = {v: json.loads((paths.supervision_dir(v, 1) / "stats.json").read_text()) for v in ("backtrace", "random", "unfiltered")}
+        _write_round(v, 0, [_traj(q, v, 0) for q in train[:3]] + [_traj(train[3], v, 0, correct=False)])
+        assert _cli(v, 0) == 0
+    stats = {v: json.loads((paths.supervision_dir(v, 0) / "stats.json").read_text()) for v in ("backtrace", "random", "unfiltered")}
     for v, st in stats.items():
-        assert (st["status"], st["trajectories"], st["correct"], st["accumulated_rounds"]) == ("ok", 4, 3, [1])
-        rows = read_rows(paths.supervision_dir(v, 1) / "train.parquet")
-        lines = (paths.supervision_dir(v, 1) / "train.jsonl").read_text().splitlines()
+        assert (st["status"], st["trajectories"], st["correct"], st["accumulated_rounds"]) == ("ok", 4, 3, [0])
+        rows = read_rows(paths.supervision_dir(v, 0) / "train.parquet")
+        lines = (paths.supervision_dir(v, 0) / "train.jsonl").read_text().splitlines()
         assert len(rows) == len(lines) == st["examples"] == st["examples_in_set"]
         assert json.loads(lines[0]) == {"messages": rows[0]["messages"]}
-        assert {r["variant"] for r in rows} == {v} and {r["round"] for r in rows} == {1}
-        assert json.loads(paths.stage_metrics("variants", v, 1).read_text()) == st
+        assert {r["variant"] for r in rows} == {v} and {r["round"] for r in rows} == {0}
+        assert json.loads(paths.stage_metrics("variants", v, 0).read_text()) == st
         assert st["expectations_passed"] > 0
     # the random control removes exactly what backtracing removes; unfiltered removes nothing
     assert stats["random"]["units"] == stats["backtrace"]["units"]
     assert stats["unfiltered"]["units"]["removed"] == 0
     assert stats["backtrace"]["examples"] < stats["unfiltered"]["examples"]
     assert stats["backtrace"]["seed"] == Params().variants.seed
-    # round 2: its own examples plus round 1's
-    _write_round("backtrace", 2, [_traj(q, "backtrace", 2) for q in train[4:6]])
-    assert _cli("backtrace", 2) == 0
-    st2 = json.loads((paths.supervision_dir("backtrace", 2) / "stats.json").read_text())
-    rows2 = read_rows(paths.supervision_dir("backtrace", 2) / "train.parquet")
-    assert st2["accumulated_rounds"] == [1, 2] and st2["examples_in_set"] == stats["backtrace"]["examples"] + st2["examples"]
-    assert sorted({r["round"] for r in rows2}) == [1, 2]
+    # round 1: its own examples plus round 0's
+    _write_round("backtrace", 1, [_traj(q, "backtrace", 1) for q in train[4:6]])
+    assert _cli("backtrace", 1) == 0
+    st2 = json.loads((paths.supervision_dir("backtrace", 1) / "stats.json").read_text())
+    rows2 = read_rows(paths.supervision_dir("backtrace", 1) / "train.parquet")
+    assert st2["accumulated_rounds"] == [0, 1] and st2["examples_in_set"] == stats["backtrace"]["examples"] + st2["examples"]
+    assert sorted({r["round"] for r in rows2}) == [0, 1]
     # without accumulation only the round's own examples
-    assert _cli("backtrace", 2, "variants.accumulate=false") == 0
-    rows2 = read_rows(paths.supervision_dir("backtrace", 2) / "train.parquet")
-    assert {r["round"] for r in rows2} == {2}
+    assert _cli("backtrace", 1, "variants.accumulate=false") == 0
+    rows2 = read_rows(paths.supervision_dir("backtrace", 1) / "train.parquet")
+    assert {r["round"] for r in rows2} == {1}
 
 
 def test_outputs_are_byte_identical_on_rerun(workdir, question_pool):
-    _write_round("random", 1, [_traj(q, "random", 1) for q in question_pool["train"][:4]])
-    out = paths.supervision_dir("random", 1)
-    assert _cli("random", 1) == 0
+    _write_round("random", 0, [_traj(q, "random", 0) for q in question_pool["train"][:4]])
+    out = paths.supervision_dir("random", 0)
+    assert _cli("random", 0) == 0
     first = {f: (out / f).read_bytes() for f in ("train.parquet", "train.jsonl", "stats.json")}
-    assert _cli("random", 1) == 0
+    assert _cli("random", 0) == 0
     assert first == {f: (out / f).read_bytes() for f in first}
 
 
 def test_skipped_and_empty_rounds_are_recorded_outcomes(workdir, question_pool):
-    write_parquet([], paths.trajectories("backtrace", 1, 0), "trajectory")
-    st = s06_variants.run(Params(), "backtrace", 1)
+    write_parquet([], paths.trajectories("backtrace", 0, 0), "trajectory")
+    st = s06_variants.run(Params(), "backtrace", 0)
     assert st["status"] == "skipped" and st["examples_in_set"] == 0
-    assert read_rows(paths.supervision_dir("backtrace", 1) / "train.parquet") == []
-    assert (paths.supervision_dir("backtrace", 1) / "train.jsonl").read_text() == ""
-    _write_round("unfiltered", 1, [_traj(q, "unfiltered", 1, correct=False) for q in question_pool["train"][:2]])
-    st = s06_variants.run(Params(), "unfiltered", 1)
+    assert read_rows(paths.supervision_dir("backtrace", 0) / "train.parquet") == []
+    assert (paths.supervision_dir("backtrace", 0) / "train.jsonl").read_text() == ""
+    # a round after a stop decision records the decision's reason
+    write_parquet([], paths.trajectories("backtrace", 1, 0), "trajectory")
+    paths.decision("backtrace", 0, 0).parent.mkdir(parents=True, exist_ok=True)
+    paths.decision("backtrace", 0, 0).write_text(json.dumps({"stop": True, "reason": "held-out EM did not improve"}))
+    st = s06_variants.run(Params(), "backtrace", 1)
+    assert (st["status"], st["reason"], st["examples_in_set"]) == ("skipped", "held-out EM did not improve", 0)
+    _write_round("unfiltered", 0, [_traj(q, "unfiltered", 0, correct=False) for q in question_pool["train"][:2]])
+    st = s06_variants.run(Params(), "unfiltered", 0)
     assert (st["status"], st["correct"], st["examples"]) == ("empty", 0, 0)
     assert "no correct trajectory" in st["reason"]
 
 
 def test_missing_inputs_and_untrainable_policies_fail_clearly(workdir, question_pool, capsys):
-    assert _cli("backtrace", 1) == 1
+    assert _cli("backtrace", 0) == 1
     assert "factory trajectories" in capsys.readouterr().err
-    write_parquet([_traj(question_pool["train"][0], "backtrace", 1)], paths.trajectories("backtrace", 1, 0), "trajectory")
+    write_parquet([_traj(question_pool["train"][0], "backtrace", 0)], paths.trajectories("backtrace", 0, 0), "trajectory")
     with pytest.raises(FactoryError, match="factory backtrace"):
-        s06_variants.run(Params(), "backtrace", 1)
-    _write_round("backtrace", 1, [_traj(question_pool["train"][0], "backtrace", 1, policy="scripted")])
+        s06_variants.run(Params(), "backtrace", 0)
+    _write_round("backtrace", 0, [_traj(question_pool["train"][0], "backtrace", 0, policy="scripted")])
     with pytest.raises(FactoryError, match="scripted"):
-        s06_variants.run(Params(), "backtrace", 1)
+        s06_variants.run(Params(), "backtrace", 0)
 
 
 def test_leakage_gate_fails_on_a_heldout_question(workdir, question_pool):
-    leaked = [_traj(question_pool["train"][0], "backtrace", 1), _traj(question_pool["heldout"], "backtrace", 1)]
-    _write_round("backtrace", 1, leaked)
+    leaked = [_traj(question_pool["train"][0], "backtrace", 0), _traj(question_pool["heldout"], "backtrace", 0)]
+    _write_round("backtrace", 0, leaked)
     with pytest.raises(GateFailed, match="question_split"):
-        s06_variants.run(Params(), "backtrace", 1)
-    assert not (paths.supervision_dir("backtrace", 1) / "train.parquet").exists()
+        s06_variants.run(Params(), "backtrace", 0)
+    assert not (paths.supervision_dir("backtrace", 0) / "train.parquet").exists()
 
 
 def test_leakage_gate_fails_on_a_test_questions_text_under_a_train_id(workdir, question_pool, capsys):
     train, test = question_pool["train"][0], question_pool["test"]
     # same words as the test question, different case/punctuation/articles: the normalised texts are equal
     disguised = "  " + test["question"].upper().replace("?", " ?!") + " "
-    _write_round("unfiltered", 1, [_traj(train, "unfiltered", 1, question=disguised)])
-    assert _cli("unfiltered", 1) == 1
+    _write_round("unfiltered", 0, [_traj(train, "unfiltered", 0, question=disguised)])
+    assert _cli("unfiltered", 0) == 1
     err = capsys.readouterr().err
     assert "text_of_eval_question" in err and "question_split" not in err
 
@@ -148,7 +154,7 @@ def test_matching_gate_catches_a_random_control_that_drifts(workdir, question_po
             return Kept(k.triplet_ids[1:], k.pair_ids, k.step_indices, k.removed_units + 1, k.removed_pairs, k.removed_triplets + 1)
         return k
 
-    _write_round("random", 1, [_traj(q, "random", 1) for q in question_pool["train"][:2]])
+    _write_round("random", 0, [_traj(q, "random", 0) for q in question_pool["train"][:2]])
     monkeypatch.setattr(vs, "kept_units", drifting)
     with pytest.raises(GateFailed, match="random_matching"):
-        s06_variants.run(Params(), "random", 1)
+        s06_variants.run(Params(), "random", 0)

@@ -268,11 +268,15 @@ def test_refuses_scripted_and_simulated_trajectories(policy):
 def test_accumulation_reads_earlier_rounds(tmp_path):
     from factory import paths
 
-    t1, t2 = make_trajectory("run/r1/q1", "hotpotqa/q1"), make_trajectory("run/r2/q2", "hotpotqa/q2", round_=2)
-    r1 = build_examples([t1], [], "unfiltered", 1, 3)
-    write_parquet(r1, tmp_path / paths.supervision_dir("unfiltered", 1, 0) / "train.parquet", "supervision")
-    r2 = build_examples([t2], [], "unfiltered", 2, 3)
+    t0, t1, t2 = (make_trajectory(f"run/r{r}/q{r}", f"hotpotqa/q{r}", round_=r) for r in range(3))
+    r0, r1, r2 = (build_examples([t], [], "unfiltered", r, 3) for r, t in enumerate((t0, t1, t2)))
+    write_parquet(r0, tmp_path / paths.supervision_dir("unfiltered", 0, 0) / "train.parquet", "supervision")
+    # round 1's file holds its accumulated set (rounds 0 and 1): only its own rows are taken from it
+    write_parquet(r0 + r1, tmp_path / paths.supervision_dir("unfiltered", 1, 0) / "train.parquet", "supervision")
     both, rounds = accumulated(r2, "unfiltered", 2, 0, root=tmp_path)
-    assert rounds == [1, 2] and [e["example_id"] for e in both] == [e["example_id"] for e in r1 + r2]
+    assert rounds == [0, 1, 2] and [e["example_id"] for e in both] == [e["example_id"] for e in r0 + r1 + r2]
+    assert accumulated(r0, "unfiltered", 0, 0, root=tmp_path) == (r0, [0])
     with pytest.raises(FactoryError, match="round 2 of unfiltered"):
         accumulated(r2, "unfiltered", 3, 0, root=tmp_path)
+    with pytest.raises(FactoryError, match="already used"):
+        accumulated(r1, "unfiltered", 2, 0, root=tmp_path)

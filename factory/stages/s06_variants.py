@@ -1,7 +1,7 @@
 """Stage variants: a round's supervision set for one variant (backtrace | random | unfiltered).
 
 Reads the round's trajectories and backtrace labels (the params.backtrace.mode x target_mode rows),
-builds the examples (factory.variants), accumulates earlier rounds when params.variants.accumulate,
+builds the examples (factory.variants), accumulates rounds 0..R-1 when params.variants.accumulate,
 gates the set (validators.supervision: unique ids, random matched to backtrace per trajectory, no
 held-out/test question by id or normalised text) and writes data/supervision/<V>/seed_<S>/round_<R>/
 train.parquet + train.jsonl (OpenAI chat fine-tuning format) + stats.json, and
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser) -> None:
     parser.add_argument("--variant", required=True, choices=VARIANTS, help="supervision variant")
-    parser.add_argument("--round", dest="round_", type=int, required=True, help="bootstrapping round (1..max_rounds)")
+    parser.add_argument("--round", dest="round_", type=int, required=True, help="bootstrapping round (0..max_rounds-1; round 0: the base model's trajectories)")
     parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
 
 
