@@ -154,7 +154,7 @@ class BacktraceParams(Section):
 
 class VariantParams(Section):
     seed: int = Field(17, description="Seed of the random-filtered control (recorded in every example).")
-    accumulate: bool = Field(True, description="Round r trains on the union of rounds 1..r of this variant.")
+    accumulate: bool = Field(True, description="Round r trains on the union of rounds 0..r of this variant.")
 
 
 class RelevanceParams(Section):
