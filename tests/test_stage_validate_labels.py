@@ -114,3 +114,53 @@ def test_without_trajectories_the_files_say_so(workdir):
     assert res["status"] == "no_trajectories"
     assert "No trajectories" in (paths.REPORTS / "relevance.md").read_text()
     assert (paths.REPORTS / "relevance.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.fixture(scope="module")
+def scripted_round(ingested):
+    """Trajectories of the scripted policy (real questions, grounded in retrieved passages) and their real labels."""
+    from factory.agent.loop import run_trajectories
+    from factory.agent.scripted import ScriptedPolicyLLM
+    from factory.backtrace import backtrace_modes
+    from factory.config import Params
+    from factory.llm.base import Sampling
+    from factory.retrieval.bm25 import BM25Retriever
+    from factory.rounds import Policy
+
+    questions = []
+    for d in DATASETS:
+        questions += [q for q in ingested.questions if q["dataset"] == d and q["split"] == "train"][:10]
+    seen, passages = set(), []
+    for q in questions:
+        for p in q["passages"]:
+            if p["pid"] not in seen:
+                seen.add(p["pid"])
+                passages.append({**p, "dataset": q["dataset"], "text": " ".join(p["sentences"])})
+    trajectories = run_trajectories(questions, ScriptedPolicyLLM(questions, ingested.passages), BM25Retriever.build(passages), Params(),
+                                    Policy("base", None, -1), 0, 1, Sampling(), run_id="backtrace/seed_0/round_0")
+    labels = [row for t in trajectories for row in backtrace_modes(t, ("undirected_shortest", "directed_reach"),
+                                                                    ("thought_and_answer", "gold_answer"), gold_answers=t["answers"])]
+    return trajectories, labels
+
+
+def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels(ingested, questions_by_id, scripted_round):
+    from factory.relevance import KEEP_ALL, Source, check_relevance
+    from factory.variants import labels_index
+    from validators.supervision import matching_frame
+
+    trajectories, labels = scripted_round
+    correct = sum(t["correct"] for t in trajectories)
+    assert correct >= 20
+    # the random control removes exactly what real backtracing removes, per trajectory
+    frame = matching_frame(trajectories, labels_index(labels, "undirected_shortest", "thought_and_answer"), 17)
+    assert len(frame) == correct and frame[["labelled", "pairs_matched", "triplets_matched", "removed_equal"]].all().all()
+    pids = {p["pid"]: p for p in ingested.passages}
+    res = check_relevance([Source("backtrace/seed_0/round_0", trajectories, labels)], questions_by_id, pids,
+                          default_combo=("undirected_shortest", "thought_and_answer"), bootstrap_samples=50, random_seeds=2)
+    assert res["status"] == "ok" and res["counts"]["evaluated"] == correct and len(res["combos"]) == 4
+    # the scripted policy states gold facts found in its retrieved passages: they ground, mostly to gold paragraphs
+    assert res["counts"]["ungrounded_rate_all_triplets"] <= 0.05
+    para = res["groups"]["all"]["levels"]["paragraph"]["methods"]
+    assert para[KEEP_ALL]["micro"]["recall"]["value"] == 1.0
+    assert para["sq/undirected_shortest/thought_and_answer"]["micro"]["precision"]["value"] >= 0.8
+    assert set(res["verdicts"]) == set(DATASETS)
