@@ -79,8 +79,7 @@ STEP = pa.struct(
         _req("attempts", I32),  # 1 + repair re-asks
         _req("prompt_tokens", I32),
         _req("completion_tokens", I32),
-        _req("latency_s", F64),
-        _req("cached", B),
+        _req("latency_s", F64),  # as first measured (the response cache replays it): reruns stay byte-identical
     ]
 )
 TRIPLET = pa.struct(

@@ -68,8 +68,7 @@ class Outcome:
     attempts: int
     prompt_tokens: int
     completion_tokens: int
-    latency_s: float
-    cached: bool
+    latency_s: float  # as first measured: a cache hit replays the recorded latency
 
 
 @dataclass
@@ -121,7 +120,6 @@ def _settle(call: _Call, response: ChatResponse, version: str, repair_attempts: 
         call.outcome = Outcome(
             status, parsed, text, error, call.current_recorded, call.attempts,
             int(response.prompt_tokens or 0), int(response.completion_tokens or 0), float(response.latency_s or 0.0),
-            bool(response.cached),
         )
 
     if response.error is not None:
@@ -176,7 +174,6 @@ def _step(index: int, kind: str, out: Outcome, **fields: Any) -> dict:
         "prompt_tokens": out.prompt_tokens,
         "completion_tokens": out.completion_tokens,
         "latency_s": out.latency_s,
-        "cached": out.cached,
     }
 
 

@@ -47,7 +47,6 @@ def trajectory_stats(records: Iterable[Mapping]) -> dict:
             "total": sum(float(r.get("latency_s") or 0.0) for r in rows),
             "mean_per_call": (sum(float(r.get("latency_s") or 0.0) for r in rows) / calls) if calls else None,
         },
-        "cached_steps": sum(1 for s in steps if s["cached"]),
     }
 
 
