@@ -50,9 +50,9 @@ def eval_data(variant: str, round_: int, split: str, seed: int = 0) -> Path:
     return Path("data/eval") / chain(variant, seed) / f"round_{round_}_{split}.parquet"
 
 
-def selected_test_data(variant: str) -> Path:
-    """Test-split trajectories of each chain's selected round (the test split is used only there)."""
-    return Path("data/eval") / variant / "selected_test.parquet"
+def selected_test_data(variant: str, seed: int) -> Path:
+    """Test-split trajectories of a chain's selected round (the test split is used only there)."""
+    return Path("data/eval") / variant / "selected" / f"seed_{seed}_test.parquet"
 
 
 def stage_metrics(stage: str, variant: str, round_: int, seed: int = 0) -> Path:

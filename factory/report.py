@@ -56,17 +56,16 @@ def chain_rounds(variant: str, seed: int, n_rounds: int) -> list[dict]:
     return rows
 
 
-def test_correctness(variant: str) -> dict[tuple[int, str], float]:
-    """(protocol seed, question id) -> EM of the selected round on the test split."""
+def test_correctness(variant: str, seeds: Sequence[int]) -> dict[tuple[int, str], float]:
+    """(protocol seed, question id) -> EM of the chain's selected round on the test split."""
     from schemas import read_rows
 
-    path = paths.selected_test_data(variant)
-    if not path.exists():
-        return {}
     out = {}
-    for row in read_rows(path, columns=["policy", "question_id", "em", "trajectory_id"]):
-        seed = int(row["trajectory_id"].split("/seed_")[1].split("/")[0]) if "/seed_" in row["trajectory_id"] else 0
-        out[(seed, row["question_id"])] = float(row["em"])
+    for seed in seeds:
+        path = paths.selected_test_data(variant, seed)
+        if path.exists():
+            for row in read_rows(path, columns=["question_id", "em"]):
+                out[(seed, row["question_id"])] = float(row["em"])
     return out
 
 
@@ -121,7 +120,7 @@ def build_summary(variants: Sequence[str], seeds: Sequence[int], n_rounds: int) 
             "test_em": _mean_std([(c.get("test") or {}).get("em") for c in selected.values()]),
             "test_f1": _mean_std([(c.get("test") or {}).get("f1") for c in selected.values()]),
         }
-        correctness[variant] = test_correctness(variant)
+        correctness[variant] = test_correctness(variant, seeds)
     if "backtrace" in variants:
         for other in (v for v in variants if v != "backtrace"):
             diff = paired_difference(correctness["backtrace"], correctness[other])

@@ -42,6 +42,35 @@ def output_paths(variant: str, round_: int, split: str, seed: int):
     return paths.eval_data(variant, round_, split, seed), paths.eval_metrics(variant, round_, split, seed)
 
 
+def evaluate_policy(params: Params, policy, *, split: str, seed: int, run_id: str, out_path=None, desc: str = "evaluate") -> tuple[dict, list[dict]]:
+    """Greedy inference of ``policy`` on ``evaluate.n_questions`` questions of ``split`` (the same
+    questions for every policy of a protocol seed); returns (metrics, trajectory records)."""
+    e = params.evaluate
+    eval_seed = derived_seed(e.seed, seed)
+    questions, passages, retriever = load_inputs(params)
+    chosen = sample_questions(questions, e.n_questions, seed=eval_seed, split=split)
+    sampling = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=params.llm.max_new_tokens, seed=eval_seed)
+    llm = make_policy_llm(params, policy)
+    try:
+        records = generate_trajectories(
+            params, chosen, llm=llm, retriever=retriever, passages=passages, policy=policy,
+            round_=max(policy.round, 0), samples=1, sampling=sampling, out_path=out_path, run_id=run_id, desc=desc,
+        )
+        cache = {"hits": int(getattr(llm, "hits", 0)), "misses": int(getattr(llm, "misses", 0))}
+        identity = llm.identity
+    finally:
+        llm.close()
+    summary = summarize(records, breakdowns=("dataset", "qtype", "route"))
+    summary.pop("rationalized", None)  # evaluation never rationalizes
+    overall = summary["overall"]
+    metrics = {
+        "status": "done", "policy": policy.name, "policy_round": policy.round, "model": identity,
+        "prompt_version": params.agent.prompt_version, "questions": len(chosen), "eval_seed": eval_seed,
+        "em": overall["em"], "f1": overall["f1"], "cache": cache, **summary,
+    }
+    return metrics, records
+
+
 def run(params: Params, variant: str, round_: int = 0, split: str = "heldout", seed: int = 0) -> dict:
     data_path, metrics_path = output_paths(variant, round_, split, seed)
     head = {"variant": variant, "round": round_ if variant != BASE else None, "seed": seed, "split": split}
@@ -53,33 +82,12 @@ def run(params: Params, variant: str, round_: int = 0, split: str = "heldout", s
         log.info("evaluate %s round %d (seed %d, %s): skipped (%s)", variant, round_, seed, split, reason)
         return metrics
 
-    e = params.evaluate
     policy = policy_after(variant, round_ if variant != BASE else -1, seed)
-    eval_seed = derived_seed(e.seed, seed)
-    questions, passages, retriever = load_inputs(params)
-    chosen = sample_questions(questions, e.n_questions, seed=eval_seed, split=split)
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=params.llm.max_new_tokens, seed=eval_seed)
     run_id = f"eval/{BASE}/{split}" if variant == BASE else f"eval/{variant}/seed_{seed}/round_{round_}/{split}"
-    llm = make_policy_llm(params, policy)
-    try:
-        records = generate_trajectories(
-            params, chosen, llm=llm, retriever=retriever, passages=passages, policy=policy,
-            round_=round_ if variant != BASE else 0, samples=1, sampling=sampling, out_path=data_path,
-            run_id=run_id, desc=f"evaluate {variant} r{round_} {split}",
-        )
-        cache = {"hits": int(getattr(llm, "hits", 0)), "misses": int(getattr(llm, "misses", 0))}
-        identity = llm.identity
-    finally:
-        llm.close()
-    summary = summarize(records, breakdowns=("dataset", "qtype", "route"))
-    summary.pop("rationalized", None)  # evaluation never rationalizes
-    overall = summary["overall"]
-    metrics = {
-        **head, "status": "done", "policy": policy.name, "policy_round": policy.round, "model": identity,
-        "prompt_version": params.agent.prompt_version, "questions": len(chosen), "eval_seed": eval_seed,
-        "em": overall["em"], "f1": overall["f1"], "cache": cache, **summary,
-    }
+    result, _ = evaluate_policy(params, policy, split=split, seed=seed, run_id=run_id, out_path=data_path,
+                                desc=f"evaluate {variant} r{round_} {split}")
+    metrics = {**head, **result}
     write_json(metrics_path, metrics)
     log.info("evaluate %s (policy %s) on %d %s questions: EM %.3f F1 %.3f -> %s",
-             variant, policy.name, len(chosen), split, overall["em"] or 0.0, overall["f1"] or 0.0, metrics_path)
+             variant, policy.name, metrics["questions"], split, metrics["em"] or 0.0, metrics["f1"] or 0.0, metrics_path)
     return metrics

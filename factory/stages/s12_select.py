@@ -3,7 +3,7 @@
 The best round comes from the chain's last stop decision (held-out EM; -1 = the base model stayed
 best). The test split is touched here only, once per chain, for that round. Writes the chain
 decisions and test numbers to metrics/bootstrap/<variant>.json and metrics/test/<variant>.json, and
-the test trajectories (all chains) to data/eval/<variant>/selected_test.parquet.
+the test trajectories to data/eval/<variant>/selected/seed_<s>_test.parquet.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import read_json, write_json
 from factory.rounds import policy_after
-from schemas import write_parquet
 
 COMMAND = "select"
 HELP = "pick each chain's best round by held-out EM and evaluate it once on the test split"
@@ -41,12 +40,12 @@ def last_decision(variant: str, seed: int, max_slots: int) -> dict:
 def run(params: Params, variant: str) -> dict:
     from factory.stages.s10_evaluate import evaluate_policy
 
-    chains, records = {}, []
+    chains = {}
     for seed in params.bootstrap.seeds:
         decision = last_decision(variant, seed, len(params.bootstrap.rounds))
         policy = policy_after(variant, decision["best_round"], seed)
-        metrics, rows = evaluate_policy(params, policy, split="test", seed=seed, run_id=f"test/{variant}/seed_{seed}/selected")
-        records.extend(rows)
+        metrics, _ = evaluate_policy(params, policy, split="test", seed=seed, run_id=f"test/{variant}/seed_{seed}/selected",
+                                     out_path=paths.selected_test_data(variant, seed), desc=f"test {variant} seed {seed}")
         chains[str(seed)] = {
             "decision": decision,
             "selected_round": decision["best_round"],
@@ -56,7 +55,6 @@ def run(params: Params, variant: str) -> dict:
         }
         log.info("select %s seed %d: round %d (%s), held-out EM %.3f, test EM %.3f", variant, seed,
                  decision["best_round"], policy.name, decision["best_em"], metrics["em"] or 0.0)
-    write_parquet(records, paths.selected_test_data(variant), "trajectory")
     write_json(paths.METRICS / "bootstrap" / f"{variant}.json", {
         "variant": variant,
         "rule": {"min_delta": params.bootstrap.min_delta, "patience": params.bootstrap.patience, "max_rounds": params.bootstrap.max_rounds},

@@ -1,0 +1,29 @@
+"""Stage report: the bootstrapping report (reports/bootstrap.md), metrics/summary.json, plots and figures."""
+
+from __future__ import annotations
+
+import logging
+
+from factory import paths
+from factory.config import Params
+from factory.io import read_json, write_json, write_text
+from factory.report import build_summary, render_markdown, write_plots
+
+COMMAND = "report"
+HELP = "write reports/bootstrap.md, metrics/summary.json and the EM / FA-ratio plots of every chain"
+log = logging.getLogger(__name__)
+
+
+def run(params: Params) -> dict:
+    b = params.bootstrap
+    summary = build_summary(b.variants, b.seeds, len(b.rounds))
+    relevance_path = paths.METRICS / "relevance.json"
+    relevance = read_json(relevance_path) if relevance_path.exists() else None
+    summary["relevance_verdicts"] = {k: {kk: vv for kk, vv in v.items() if kk != "difference"} for k, v in ((relevance or {}).get("verdicts") or {}).items()}
+    write_json(paths.METRICS / "summary.json", summary)
+    write_text(paths.REPORTS / "bootstrap.md", render_markdown(summary, relevance, b.seeds))
+    write_plots(summary, paths.REPORTS)
+    for verdict in summary["verdicts"].values():
+        log.info("report: %s", verdict["line"])
+    log.info("report: %s", paths.REPORTS / "bootstrap.md")
+    return summary
