@@ -361,7 +361,7 @@ def assemble_trajectory(
             "pairs": extra.get("pairs", []), "pair_id": extra.get("pair_id"), "retrieved": extra.get("retrieved", []),
             "triplet_ids": extra.get("triplet_ids", []), "attempts": 1,
             "prompt_tokens": sum(_words(m["content"]) for m in messages), "completion_tokens": _words(output),
-            "latency_s": 0.0, "cached": False,
+            "latency_s": 0.0,
         }
         steps.append(step)
         return step

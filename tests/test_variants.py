@@ -58,7 +58,7 @@ def make_trajectory(
             "sufficient": kw.pop("sufficient", None), "thought": kw.pop("thought", None), "answer": kw.pop("answer", None),
             "pairs": kw.pop("pairs", []), "pair_id": kw.pop("pair_id", None), "retrieved": kw.pop("retrieved", []),
             "triplet_ids": kw.pop("triplet_ids", []), "attempts": 1, "prompt_tokens": 50,
-            "completion_tokens": max(1, len(output.split())), "latency_s": 0.01, "cached": False,
+            "completion_tokens": max(1, len(output.split())), "latency_s": 0.01,
         }
         assert not kw
         steps.append(s)
