@@ -199,7 +199,7 @@ def build_set(
     datasets: Counter = Counter()
     units = Counter()
     tokens = Counter()
-    correct = failed_steps = 0
+    correct = failed_steps = ok_steps = 0
     for traj in trajectories:
         if not traj.get("correct"):
             continue
@@ -220,6 +220,7 @@ def build_set(
             if step.get("status") != "ok":
                 failed_steps += 1
                 continue
+            ok_steps += 1
             full, _, _ = _assistant_turn(step, triplets_by_id, everything)
             tokens["assistant_all"] += whitespace_tokens(full)
             if step["index"] not in keep_steps:
@@ -259,7 +260,10 @@ def build_set(
         "target_mode": target_mode,
         "trajectories": len(trajectories),
         "correct": correct,
+        "incorrect": len(trajectories) - correct,
         "examples": len(examples),
+        # steps of the correct trajectories: every one is an example, dropped by the variant, or failed (not ok)
+        "steps": {"ok": ok_steps, "kept": len(examples), "dropped": ok_steps - len(examples), "failed_excluded": failed_steps},
         "examples_by_step_kind": dict(sorted(kinds.items())),
         "examples_by_dataset": dict(sorted(datasets.items())),
         "failed_steps_excluded": failed_steps,

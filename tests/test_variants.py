@@ -252,6 +252,8 @@ def test_only_correct_trajectories_and_counts():
     assert st["units"]["total"] == 2 * (4 + 5) and st["units"]["kept"] == 2 * (1 + 1)
     assert st["units"]["removed"] == st["units"]["total"] - st["units"]["kept"]
     assert sum(st["examples_by_step_kind"].values()) == st["examples"] == len(built.examples)
+    assert st["steps"]["kept"] + st["steps"]["dropped"] == st["steps"]["ok"] == sum(len(t["steps"]) for t in (good, failed)) - 1
+    assert st["incorrect"] == 1
     assert 0 < st["fa_ratio"] < 1 and st["backtrace_labels_fa_ratio"] == pytest.approx(labels[0]["fa_ratio"], abs=0.05)
     assert len({e["example_id"] for e in built.examples}) == len(built.examples)
     with pytest.raises(FactoryError, match="no backtrace labels"):
