@@ -237,6 +237,7 @@ def build_graph(
     containment: bool = True,
     fuzzy_threshold: float = 88.0,
     embedder: Embedder | None = None,
+    embedding_threshold: float = 0.8,
 ) -> Graph:
     """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged."""
     admin = _admin_set(admin_relations if isinstance(admin_relations, tuple) else tuple(admin_relations))
@@ -250,7 +251,8 @@ def build_graph(
     unique = sorted({n for _, s, o in keys for n in (s, o)})
     node_of = _merge(unique, containment, ((s, o) for _, s, o in keys))  # pairs read only if a merge is proposed
     edges = [(tid, node_of[s], node_of[o]) for tid, s, o in keys]
-    linker = Linker(node_of, containment=containment, fuzzy_threshold=fuzzy_threshold, embedder=embedder)
+    linker = Linker(node_of, containment=containment, fuzzy_threshold=fuzzy_threshold, embedder=embedder,
+                    embedding_threshold=embedding_threshold)
     return Graph(edges, linker, len(dropped), dropped)
 
 
@@ -631,6 +633,7 @@ def backtrace_modes(
     admin_relations: Iterable[str] = ADMIN_RELATIONS,
     gold_answers: Sequence[str] | None = None,
     embedder: Embedder | None = None,
+    embedding_threshold: float = 0.8,
 ) -> list[dict]:
     """Labels rows for every (mode, target mode), sharing the graph, links and token counts."""
     for m in modes:
@@ -642,19 +645,19 @@ def backtrace_modes(
     counter = tokenizer if isinstance(tokenizer, TokenCounter) else TokenCounter(tokenizer)
     try:
         return _label(trajectory, modes, target_modes, counter, simple_cutoff, fuzzy_threshold, containment,
-                      admin_relations, gold_answers, embedder)
+                      admin_relations, gold_answers, embedder, embedding_threshold)
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         tid = check_trajectory(trajectory)  # names the bad field; if it finds none, report the raw error
         raise BadTrajectory(tid, "record", f"cannot be backtraced ({type(exc).__name__}: {exc})") from None
 
 
 def _label(trajectory, modes, target_modes, counter, simple_cutoff, fuzzy_threshold, containment, admin_relations,
-           gold_answers, embedder) -> list[dict]:
+           gold_answers, embedder, embedding_threshold) -> list[dict]:
     accounting = _Accounting(trajectory, counter)  # validates the cross-record ids first
     tid = trajectory["trajectory_id"]
     graph = build_graph(
         trajectory["triplets"], admin_relations=admin_relations, containment=containment,
-        fuzzy_threshold=fuzzy_threshold, embedder=embedder,
+        fuzzy_threshold=fuzzy_threshold, embedder=embedder, embedding_threshold=embedding_threshold,
     )
     initial = initial_entities(trajectory, graph)
     texts = final_text(trajectory)
@@ -702,15 +705,17 @@ def backtrace(
     admin_relations: Iterable[str] = DEFAULT,
     gold_answers: Sequence[str] | None = None,
     embedder: Embedder | None = None,
+    embedding_threshold: float = 0.8,
 ) -> dict:
     """Backtrace one trajectory: the ``schemas.LABELS`` row for one mode and target mode.
 
     ``tokenizer``: None (whitespace tokens), an object with ``count_tokens(text)``, a HF tokenizer
     or a ``TokenCounter``; its name is recorded. ``gold_answers`` overrides the trajectory's
-    ``answers`` for ``target_mode="gold_answer"``. ``embedder`` enables embedding-similarity linking.
+    ``answers`` for ``target_mode="gold_answer"``. ``embedder`` (e.g. ``factory.linking.sentence_embedder()``)
+    enables embedding-similarity linking at ``embedding_threshold``.
     """
     return backtrace_modes(
         trajectory, (mode,), (target_mode,), tokenizer=tokenizer, simple_cutoff=simple_cutoff,
         fuzzy_threshold=fuzzy_threshold, containment=containment, admin_relations=admin_relations,
-        gold_answers=gold_answers, embedder=embedder,
+        gold_answers=gold_answers, embedder=embedder, embedding_threshold=embedding_threshold,
     )[0]

