@@ -16,6 +16,8 @@ round 0 included, depends on "the decision after the previous step" in the same 
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -24,6 +26,20 @@ from factory.errors import FactoryError
 
 BASE = "base"
 INIT = "init"
+UNTRAINABLE_POLICIES = ("scripted", "simulated")  # test/analysis generators: never trained on
+
+
+def is_untrainable(policy: str) -> bool:
+    """True for the scripted and simulated generators (also with a suffix, e.g. ``scripted-x``)."""
+    return policy in UNTRAINABLE_POLICIES or policy.startswith(tuple(p + "-" for p in UNTRAINABLE_POLICIES))
+
+
+def assert_trainable(records: Iterable[Mapping], what: str = "supervision") -> None:
+    """Refuse trajectories or examples of the scripted or simulated policies: they must never be trained on."""
+    bad = Counter(str(r.get("policy")) for r in records if is_untrainable(str(r.get("policy") or "")))
+    if bad:
+        found = ", ".join(f"{n} record(s) of policy {p!r} (field 'policy')" for p, n in sorted(bad.items()))
+        raise FactoryError(f"refusing to build {what} from {found}: scripted and simulated trajectories are for tests and analysis only")
 
 
 @dataclass(frozen=True)

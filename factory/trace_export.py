@@ -169,7 +169,7 @@ def render_target(relevance: Sequence[int], statements: Sequence[str], answer: s
 def assert_exportable(trajectories: Iterable[Mapping[str, Any]], allow_synthetic: bool = False) -> None:
     """Refuse trajectories of the scripted/simulated policies (test fixtures, not model behaviour)
     unless ``allow_synthetic`` (tests and demos only)."""
-    from factory.variants import is_untrainable
+    from factory.rounds import is_untrainable
 
     if allow_synthetic:
         return

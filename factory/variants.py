@@ -33,9 +33,8 @@ from factory import paths
 from factory.agent.format import render_complete, render_explore
 from factory.config import VARIANTS
 from factory.errors import FactoryError
+from factory.rounds import assert_trainable
 from factory.text import normalize_question
-
-UNTRAINABLE_POLICIES = ("scripted", "simulated")
 
 
 @dataclass(frozen=True)
@@ -126,19 +125,6 @@ def kept_units(trajectory: Mapping, labels_row: Mapping | None, variant: str, se
     kp = tuple(p for p in pairs if p not in drop_pairs)
     kt = tuple(t for t in triplets if t not in drop_triplets)
     return Kept(kt, kp, steps_by_rule(trajectory, kp, kt), removed_pairs + removed_triplets, removed_pairs, removed_triplets)
-
-
-def is_untrainable(policy: str) -> bool:
-    """True for the scripted and simulated generators (also with a suffix, e.g. ``scripted-x``)."""
-    return policy in UNTRAINABLE_POLICIES or policy.startswith(tuple(p + "-" for p in UNTRAINABLE_POLICIES))
-
-
-def assert_trainable(trajectories: Iterable[Mapping]) -> None:
-    """Refuse trajectories of the scripted or simulated policies: they must never be trained on."""
-    bad = Counter(str(t.get("policy")) for t in trajectories if is_untrainable(str(t.get("policy") or "")))
-    if bad:
-        what = ", ".join(f"{n} of policy {p!r}" for p, n in sorted(bad.items()))
-        raise FactoryError(f"refusing to build supervision from {what}: scripted and simulated trajectories are for tests and analysis only")
 
 
 def whitespace_tokens(text: str) -> int:

@@ -278,7 +278,7 @@ def test_pair_limit_and_query_with_question(questions, retriever):
 
 def test_scripted_trajectories_are_refused_for_training(questions, retriever):
     records = run(questions[:2], ScriptedPolicyLLM(questions), retriever)
-    with pytest.raises(FactoryError, match="never be used for training"):
+    with pytest.raises(FactoryError, match="policy 'scripted'.*tests and analysis only"):
         assert_trainable(records)
     assert_trainable([{**r, "policy": "backtrace-r1"} for r in records])
     with pytest.raises(FactoryError):

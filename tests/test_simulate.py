@@ -42,7 +42,7 @@ def test_gold_facts_per_dataset(questions_by_id):
 
 
 def test_records_follow_the_contract_and_are_never_trainable(sample):
-    from factory.variants import assert_trainable
+    from factory.rounds import assert_trainable
 
     sims = simulate(sample[:30], [0.0, 0.5, 1.0], seed=1)
     records = [s.trajectory for s in sims]

@@ -17,7 +17,7 @@ result is one Trajectory record (``schemas.TRAJECTORY``) per question x sample, 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -27,11 +27,11 @@ from factory.corpora.base import join_sentences
 from factory.errors import FactoryError
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
 from factory.metrics import exact_match, f1
+from factory.rounds import assert_trainable  # noqa: F401 - re-exported for notebooks and tests
 from factory.text import normalize_answer
 
 STATUSES = ("ok", "max_iterations", "parse_error", "llm_error")
 STOP_REASONS = ("sufficient", "no_new_triplets", "max_iterations", "parse_error", "llm_error")
-UNTRAINABLE_POLICIES = ("scripted", "simulated")
 
 
 # ---------------------------------------------------------------- ids and guards
@@ -40,17 +40,6 @@ UNTRAINABLE_POLICIES = ("scripted", "simulated")
 def trajectory_id(run: str, question_id: str, sample: int, rationalized: bool = False) -> str:
     """Stable id: the run (e.g. ``backtrace/seed_0/round_1``), the question, the sample index."""
     return f"{run}/{question_id}/k{sample}" + ("/rationalized" if rationalized else "")
-
-
-def assert_trainable(trajectories: Iterable[Mapping]) -> None:
-    """Refuse trajectories that no model wrote (scripted policy, simulator): they must never be trained on."""
-    for t in trajectories:
-        policy = str(t.get("policy", ""))
-        if policy in UNTRAINABLE_POLICIES or policy.startswith(tuple(p + "-" for p in UNTRAINABLE_POLICIES)):
-            raise FactoryError(
-                f"trajectory {t.get('trajectory_id')!r} has policy {policy!r}: scripted or simulated trajectories "
-                "exist for tests and demos and must never be used for training"
-            )
 
 
 # ---------------------------------------------------------------- calls and outcomes

@@ -17,13 +17,12 @@ from factory import paths
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import write_json
-from factory.rounds import policy_for, skip_reason
+from factory.rounds import is_untrainable, policy_for, skip_reason
 from factory.train import SKIPPED, is_main_process, reset_output, train_lora, write_status
 from schemas import read_rows
 
 COMMAND = "train"
 HELP = "LoRA fine-tuning of a variant's round on its supervision set (loss on assistant tokens only)"
-UNTRAINABLE_POLICIES = ("scripted", "simulated")  # test/demo generators: never trained on
 log = logging.getLogger(__name__)
 
 
@@ -44,7 +43,7 @@ def base_model_path(params: Params) -> Path:
 def check_trainable(rows: list[dict], variant: str, source: Path) -> None:
     """Refuse sets from scripted/simulated generators or from another variant's chain."""
     for row in rows:
-        if row["policy"] in UNTRAINABLE_POLICIES:
+        if is_untrainable(row["policy"]):
             raise FactoryError(
                 f"{source}: example {row['example_id']!r} comes from the {row['policy']!r} policy (field 'policy'); "
                 "scripted and simulated trajectories are for tests and demos and are never trained on"
