@@ -235,7 +235,7 @@ class TraceParams(Section):
 
 
 class RoutesParams(Section):
-    n_questions: int = Field(30, ge=1, description="Questions per dataset classified by the LLM.")
+    n_questions: int = Field(10, ge=1, description="Questions per dataset classified by the LLM.")
     seed: int = Field(37, description="Seed of the sample.")
     max_new_tokens: int = Field(48, ge=1, description="Generation budget of one route reply ('Route: ...' and a short reason).")
 

@@ -18,6 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from factory.io import progress
 from factory.llm.base import LLM, ChatRequest, Sampling
 from factory.splits import unit_hash
 
@@ -121,8 +122,8 @@ def sample_questions(questions: Iterable[dict], n_per_dataset: int, seed: int) -
     return sorted(chosen, key=lambda q: q["question_id"])
 
 
-def classify_routes(questions: Sequence[dict], llm: LLM, max_new_tokens: int = 48) -> list[dict]:
-    """Ask ``llm`` (one batch, greedy) for the route of every question.
+def classify_routes(questions: Sequence[dict], llm: LLM, max_new_tokens: int = 48, chunk: int = 16) -> list[dict]:
+    """Ask ``llm`` (greedy, in batches of ``chunk`` with a progress bar) for the route of every question.
 
     Returns one row per question, in input order: question_id, dataset, qtype, gold (the corpus's
     route), predicted (parallel | chain | unknown), raw reply, error (the LLM error, if the call
@@ -130,7 +131,11 @@ def classify_routes(questions: Sequence[dict], llm: LLM, max_new_tokens: int = 4
     """
     sampling = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=0)
     requests = [ChatRequest.of(route_messages(q["question"]), sampling) for q in questions]
-    responses = llm.generate(requests) if requests else []
+    responses = []
+    with progress(total=len(requests), desc="classify-routes", unit="q") as bar:
+        for start in range(0, len(requests), chunk):
+            responses.extend(llm.generate(requests[start : start + chunk]))
+            bar.update(min(chunk, len(requests) - start))
     if len(responses) != len(requests):
         raise RuntimeError(f"LLM returned {len(responses)} responses for {len(requests)} requests")
     rows = []
