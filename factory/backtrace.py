@@ -11,7 +11,7 @@ Pure functions over a trajectory record (``schemas.TRAJECTORY`` as ``read_rows``
 - ``supporting_subgraph``: the triplets S_q on paths between I and T, per mode:
   ``undirected_shortest`` (default) — union of all shortest paths between every (i, t) on the
   undirected multigraph view, computed exactly from BFS distances (an edge u-v lies on a shortest
-  i-t path iff d(i,u) + 1 + d(v,t) == d(i,t)); ``directed_reach`` — s->o kept iff s is reachable
+  i-t path iff d(i,u) + 1 + d(v,t) == d(i,t); tested against networkx); ``directed_reach`` — s->o kept iff s is reachable
   from I (or in I) and some t in T is reachable from o (or o in T); ``undirected_simple`` — all
   simple paths of at most ``simple_cutoff`` triplets (networkx ``all_simple_paths``; ``None`` = no
   cutoff, the naive baseline).
@@ -34,10 +34,13 @@ Rules this module chooses (and tests):
 - Yes/no and comparison answers (the rule DESIGN §2 asks for): the *compared entities* C are the
   initial entities plus every entity the agent looked up (all explore pairs). When the answer is
   yes/no, or all its nodes are compared entities ("Which film is newer, A or B?" -> "B"), the answer
-  names no evidence; the targets are then the compared entities' attribute values named in the final
-  thought: nodes mentioned in the thought that are not in C and are connected to a member of C in G
-  ("A came out in 1990, B in 1985" -> 1990, 1985). This applies to ``answer_only`` and
-  ``gold_answer``; ``thought_and_answer`` already contains those nodes.
+  names no evidence; the targets then include the compared entities' attribute values named in the
+  final thought: nodes mentioned in the thought that are not in C and are connected to a member of C
+  in G ("A came out in 1990, B in 1985" -> 1990, 1985). When the thought names no such value
+  ("The answer is B."), the values are the ends of the compared entities' chains: nodes reachable
+  from C along the triplets' direction that have no outgoing triplet (film -> director -> date of
+  death: the dates). The rule applies in every answer-based target mode (``thought_and_answer``,
+  ``answer_only``, ``gold_answer``).
 - Labels: a triplet is contributive iff in S_q; a complete step iff it produced >= 1 S_q triplet;
   an explore pair iff its completion produced one; an explore step is kept iff >= 1 contributive pair
   (keeping only those); the final answer step (the ``final`` step, else the last sufficient explore
@@ -194,29 +197,11 @@ class Graph:
     admin_dropped: int
     admin_dropped_ids: list[str] = field(default_factory=list)
     _adjacency: dict[str, set[str]] | None = None
-    _component: dict[str, int] | None = None
+    _explored: dict[Any, list[str]] = field(default_factory=dict)  # per trajectory id (see explored_entities)
 
     @property
     def nodes(self) -> list[str]:
         return sorted({n for _, s, o in self.edges for n in (s, o)})
-
-    def component(self) -> dict[str, int]:
-        """Connected component (undirected) of every node."""
-        if self._component is None:
-            adj = self.adjacency()
-            comp: dict[str, int] = {}
-            for n, start in enumerate(adj):
-                if start in comp:
-                    continue
-                comp[start] = n
-                stack = [start]
-                while stack:
-                    for v in adj[stack.pop()]:
-                        if v not in comp:
-                            comp[v] = n
-                            stack.append(v)
-            self._component = comp
-        return self._component
 
     def adjacency(self) -> dict[str, set[str]]:
         """Undirected adjacency without self-loops."""
@@ -329,23 +314,36 @@ def answer_nodes(answer: str, graph: Graph) -> list[str]:
 
 def explored_entities(trajectory: dict, graph: Graph) -> list[str]:
     """Nodes linked from the entities of every explore pair (what the agent looked up). Sorted."""
+    key = trajectory.get("trajectory_id")
+    cached = graph._explored.get(key)
+    if cached is not None:
+        return cached
     found: set[str] = set()
     for s in trajectory["steps"]:
         if s["kind"] == "explore":
             for pair in s.get("pairs") or ():
                 found.update(graph.linker.link(_text(pair["entity"])))
-    return sorted(found)
+    graph._explored[key] = out = sorted(found)
+    return out
 
 
 def comparison_targets(trajectory: dict, graph: Graph, initial: Sequence[str], thought: str | None = None) -> list[str]:
-    """The compared entities' attribute values named in the final thought: thought mentions that are
-    not compared entities (the initial entities and every entity the agent looked up) and that are
-    connected to one of them in G."""
+    """The compared entities' attribute values: the nodes named in the final thought that are not
+    compared entities (the initial entities and every entity the agent looked up) and are connected to
+    one of them in G; when the thought names none, the values at the end of the compared entities'
+    chains (nodes reachable from them along the triplets' direction that have no outgoing triplet)."""
     if thought is None:
         thought = final_text(trajectory)[0]
     compared = set(initial) | set(explored_entities(trajectory, graph))
     connected = _reach(graph.adjacency(), compared)
-    return sorted(n for n in graph.linker.mentions(thought) if n not in compared and n in connected)
+    named = sorted(n for n in graph.linker.mentions(thought) if n not in compared and n in connected)
+    if named:
+        return named
+    succ: dict[str, set[str]] = defaultdict(set)
+    for _, s, o in graph.edges:
+        if s != o:
+            succ[s].add(o)
+    return sorted(n for n in _reach(succ, compared) if n not in compared and not succ.get(n))
 
 
 def _is_comparison_answer(answer: str, nodes: Sequence[str], compared: set[str]) -> bool:
@@ -368,7 +366,11 @@ def target_entities(
         initial = initial_entities(trajectory, graph)
     thought, answer = final_text(trajectory) if texts is None else texts
     if target_mode == "thought_and_answer":
-        return sorted(set(linker.mentions(thought)) | set(answer_nodes(answer, graph)))
+        nodes = answer_nodes(answer, graph)
+        found = set(linker.mentions(thought)) | set(nodes)
+        if answer and _is_comparison_answer(answer, nodes, set(initial) | set(explored_entities(trajectory, graph))):
+            found.update(comparison_targets(trajectory, graph, initial, thought))
+        return sorted(found)
     if target_mode == "question_only":
         return sorted(set(linker.mentions(trajectory.get("question") or "")))
     if target_mode == "answer_only":
@@ -388,22 +390,6 @@ def target_entities(
 # ---------------------------------------------------------------------- supporting subgraph
 
 
-def _bfs(adj: dict[str, set[str]], source: str) -> dict[str, int]:
-    dist = {source: 0}
-    frontier = [source]
-    d = 0
-    while frontier:
-        d += 1
-        nxt = []
-        for u in frontier:
-            for v in adj.get(u, ()):
-                if v not in dist:
-                    dist[v] = d
-                    nxt.append(v)
-        frontier = nxt
-    return dist
-
-
 def _reach(adj: dict[str, set[str]], sources: Iterable[str]) -> set[str]:
     seen = set(sources)
     queue = deque(seen)
@@ -417,11 +403,11 @@ def _reach(adj: dict[str, set[str]], sources: Iterable[str]) -> set[str]:
 
 
 def _undirected_shortest(graph: Graph, initial: Sequence[str], targets: Sequence[str]) -> set[str]:
-    # Per initial entity i: BFS distances d (stopped once every target is reached, else at the end of
-    # i's component),
-    # then walk back from the targets along edges that go one step closer to i. The nodes reached lie
-    # on a shortest i-t path for some t; an edge is on one iff both ends were reached and their
-    # distances differ by one (parallel edges all qualify, self-loops never).
+    # Per initial entity i: BFS distances d from i (stopped once every target is reached), then a walk
+    # back from the targets along edges that come one step closer to i. The nodes reached lie on a
+    # shortest i-t path for some t; an edge is on one iff both its ends were reached and their
+    # distances differ by one (parallel edges all qualify, self-loops never). Equivalent to the union
+    # of networkx all_shortest_paths over every (i, t), in O(|I| * (V + E)).
     adj = graph.adjacency()
     ends = {t for t in targets if t in adj}
     if not ends:
@@ -536,18 +522,19 @@ class _Accounting:
 
     def __init__(self, trajectory: dict, counter: TokenCounter):
         steps = trajectory["steps"]
-        if any(steps[n]["index"] >= steps[n + 1]["index"] for n in range(len(steps) - 1)):
+        order = [s["index"] for s in steps]
+        if order != sorted(order):
             steps = sorted(steps, key=_by_index)
         self.steps = steps
         triplets = trajectory["triplets"]
         # triplet id -> (position in G, step index, pair id)
         self.where = {t["triplet_id"]: (n, t["step_index"], t.get("pair_id")) for n, t in enumerate(triplets)}
         self.triplets = triplets
-        indices = {s["index"] for s in steps}
+        indices = set(order)
         # the cross-record conditions that would not raise by themselves; anything else malformed
         # raises while labelling and is then diagnosed by check_trajectory
         if (len(self.where) != len(triplets) or len(indices) != len(steps)
-                or not all(w[1] in indices for w in self.where.values())
+                or not {w[1] for w in self.where.values()} <= indices
                 or not {s["kind"] for s in steps} <= _KINDS or not isinstance(trajectory["trajectory_id"], str)):
             check_trajectory(trajectory)
         final = final_step(trajectory)

@@ -334,3 +334,19 @@ def test_embedding_linking_is_an_optional_last_tier():
     on = backtrace(traj, embedder=fake_embedder, embedding_threshold=0.9)
     assert on["initial_entities"] == ["new york city"] and on["kept_triplet_ids"] == t(0)
     assert backtrace(traj, embedder=fake_embedder, embedding_threshold=0.999)["initial_entities"] == []
+
+
+def test_comparison_answer_without_values_in_the_thought_targets_the_chain_ends():
+    traj = make(
+        "Which film has the director who died later, Film A or Film B?",
+        [[("Film A", "director", [("Film A", "director", "Ann Lee")]), ("Film B", "director", [("Film B", "director", "Bo Kim")])],
+         [("Ann Lee", "date of death", [("Ann Lee", "date of death", "1975")]), ("Bo Kim", "date of death", [("Bo Kim", "date of death", "1987")]),
+          ("Film C", "genre", [("Genre X", "genre of", "Film C")])]],
+        "The graph links the question to Film B.", "Film B",
+    )
+    for mode in ("thought_and_answer", "answer_only", "gold_answer"):
+        r = backtrace(traj, target_mode=mode)
+        assert r["target_entities"] == ["1975", "1987", "film b"], mode  # the ends of the compared films' chains
+        assert r["kept_triplet_ids"] == t(0, 1, 2, 3), mode  # not Film C's triplet
+    # the directed view matters: the values are what the compared entities lead to
+    assert kept(traj, "directed_reach") == t(0, 1, 2, 3)
