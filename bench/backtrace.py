@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5, help="passes per side (the best is reported)")
     parser.add_argument("--baseline-repeats", type=int, default=5, help="passes of the naive baseline")
     parser.add_argument("--seed", type=int, default=3)
+    parser.add_argument("--cpu", type=int, help="the CPU to pin to (default: the last one available)")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
     if hasattr(os, "sched_setaffinity"):

@@ -227,12 +227,14 @@ def build_graph(
     """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged."""
     admin = _admin_set(admin_relations if isinstance(admin_relations, tuple) else tuple(admin_relations))
     words, key = _relation_words, node_key
-    keys, dropped = [], []
-    for t in triplets:
-        if admin.isdisjoint(words(t["relation"])):
-            keys.append((t["triplet_id"], key(t["subject"]), key(t["object"])))
-        else:
-            dropped.append(t["triplet_id"])
+    ok = [admin.isdisjoint(words(t["relation"])) for t in triplets]
+    if all(ok):
+        dropped: list[str] = []
+        kept = triplets
+    else:
+        dropped = [t["triplet_id"] for t, good in zip(triplets, ok) if not good]
+        kept = [t for t, good in zip(triplets, ok) if good]
+    keys = [(t["triplet_id"], key(t["subject"]), key(t["object"])) for t in kept]
     unique = sorted({n for _, s, o in keys for n in (s, o)})
     node_of = _merge(unique, containment, ((s, o) for _, s, o in keys))  # pairs read only if a merge is proposed
     edges = [(tid, node_of[s], node_of[o]) for tid, s, o in keys]

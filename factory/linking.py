@@ -168,7 +168,8 @@ class Linker:
     def _padded_by_length(self) -> list[tuple[str, str]]:
         """(" name ", node) for every non-empty name, longest first, then alphabetical."""
         if self._by_length is None:
-            self._by_length = [(f" {n} ", self.node_of[n]) for n in sorted(self.node_of, key=lambda n: (-len(n), n)) if n.strip()]
+            # sorted() is stable: equal lengths stay in alphabetical order
+            self._by_length = [(f" {n} ", self.node_of[n]) for n in sorted(self.names, key=len, reverse=True) if n.strip()]
         return self._by_length
 
     @classmethod
