@@ -1,6 +1,8 @@
 """Knowledge backtracing (DESIGN §2): which generations of a trajectory contributed to its answer.
 
-Pure functions over a trajectory record (``schemas.TRAJECTORY`` as ``read_rows`` gives it):
+Pure functions over a trajectory record (``schemas.TRAJECTORY`` as ``read_rows`` gives it), all
+importable from here (the graph and path search live in ``factory.backtrace_graph``, the entity
+choices in ``factory.backtrace_targets``):
 
 - ``build_graph``: the DTKG rule filter drops triplets whose relation contains an administrative
   keyword as a word (``id``, ``source``, ``url`` ...); the rest form the graph G whose nodes are
@@ -54,25 +56,42 @@ Rules this module chooses (and tests):
 
 from __future__ import annotations
 
-import itertools
-import re
-from collections import defaultdict, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from functools import lru_cache
+from dataclasses import dataclass
 from typing import Any
 
 from factory.agent.format import render_complete, render_explore
-from factory.config import BACKTRACE_MODES, TARGET_MODES, BacktraceParams
+from factory.backtrace_graph import (
+    ADMIN_RELATIONS,
+    MODES,
+    Graph,
+    build_graph,
+    is_admin_relation,
+    link,
+    supporting_subgraph,
+)
+from factory.backtrace_targets import (
+    YES_NO,
+    answer_nodes,
+    comparison_targets,
+    explored_entities,
+    final_step,
+    final_text,
+    first_explore_step,
+    initial_entities,
+    target_entities,
+)
+from factory.config import TARGET_MODES
 from factory.errors import FactoryError
-from factory.linking import Embedder, Linker, _merge, node_key, normalize_entity
+from factory.linking import Embedder
 
-ADMIN_RELATIONS: tuple[str, ...] = tuple(BacktraceParams().admin_relations)
 DEFAULT = ADMIN_RELATIONS  # the brief's name for the default keyword list
-MODES = BACKTRACE_MODES
-YES_NO = frozenset({"yes", "no"})
-_WORD = re.compile(r"[a-z0-9]+")
-_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+__all__ = [
+    "ADMIN_RELATIONS", "DEFAULT", "MODES", "YES_NO", "BadTrajectory", "Graph", "StepLabels", "TokenCounter",
+    "answer_nodes", "backtrace", "backtrace_modes", "build_graph", "check_trajectory", "comparison_targets",
+    "explored_entities", "final_step", "final_text", "first_explore_step", "initial_entities", "is_admin_relation",
+    "link", "step_labels", "supporting_subgraph", "target_entities",
+]
 
 
 class BadTrajectory(FactoryError):
@@ -167,345 +186,6 @@ def check_trajectory(trajectory: Any) -> str:
         if trajectory.get(key) is not None and not isinstance(trajectory[key], str):
             raise BadTrajectory(tid, key, "not a string")
     return tid
-
-
-# ---------------------------------------------------------------------- graph
-
-
-@lru_cache(maxsize=1 << 14)
-def _relation_words(relation: str) -> frozenset[str]:
-    return frozenset(_WORD.findall(_CAMEL.sub(r"\1 \2", relation).lower()))
-
-
-def is_admin_relation(relation: str, admin_relations: Iterable[str] = ADMIN_RELATIONS) -> bool:
-    """DTKG rule filter: the relation contains an administrative keyword as a word
-    ("imdb id", "source_url", "ISBN", "dataVersion" match; "identified by", "sourced" do not)."""
-    return not _relation_words(relation or "").isdisjoint(_admin_set(tuple(admin_relations)))
-
-
-@lru_cache(maxsize=64)
-def _admin_set(admin_relations: tuple[str, ...]) -> frozenset[str]:
-    return frozenset(w.lower() for w in admin_relations)
-
-
-@dataclass
-class Graph:
-    """The graph G of one trajectory after the rule filter."""
-
-    edges: list[tuple[str, str, str]]  # (triplet_id, subject node, object node), creation order
-    linker: Linker
-    admin_dropped: int
-    admin_dropped_ids: list[str] = field(default_factory=list)
-    _adjacency: dict[str, set[str]] | None = None
-    _explored: dict[Any, list[str]] = field(default_factory=dict)  # per trajectory id (see explored_entities)
-
-    @property
-    def nodes(self) -> list[str]:
-        return sorted({n for _, s, o in self.edges for n in (s, o)})
-
-    def adjacency(self) -> dict[str, set[str]]:
-        """Undirected adjacency without self-loops."""
-        if self._adjacency is None:
-            adj: dict[str, set[str]] = defaultdict(set)
-            for _, s, o in self.edges:
-                if s != o:
-                    adj[s].add(o)
-                    adj[o].add(s)
-            self._adjacency = adj
-        return self._adjacency
-
-
-def build_graph(
-    triplets: Sequence[dict],
-    *,
-    admin_relations: Iterable[str] = ADMIN_RELATIONS,
-    containment: bool = True,
-    fuzzy_threshold: float = 88.0,
-    embedder: Embedder | None = None,
-    embedding_threshold: float = 0.8,
-) -> Graph:
-    """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged."""
-    admin = _admin_set(admin_relations if isinstance(admin_relations, tuple) else tuple(admin_relations))
-    words, key = _relation_words, node_key
-    ok = [admin.isdisjoint(words(t["relation"])) for t in triplets]
-    if all(ok):
-        dropped: list[str] = []
-        kept = triplets
-    else:
-        dropped = [t["triplet_id"] for t, good in zip(triplets, ok) if not good]
-        kept = [t for t, good in zip(triplets, ok) if good]
-    keys = [(t["triplet_id"], key(t["subject"]), key(t["object"])) for t in kept]
-    unique = sorted({n for _, s, o in keys for n in (s, o)})
-    node_of = _merge(unique, containment, ((s, o) for _, s, o in keys))  # pairs read only if a merge is proposed
-    edges = [(tid, node_of[s], node_of[o]) for tid, s, o in keys]
-    linker = Linker(node_of, containment=containment, fuzzy_threshold=fuzzy_threshold, embedder=embedder,
-                    embedding_threshold=embedding_threshold)
-    return Graph(edges, linker, len(dropped), dropped)
-
-
-def link(mention: str, graph: Graph) -> list[str]:
-    """Nodes of G a mention refers to (exact, containment, fuzzy, [embedding]); [] if none."""
-    return graph.linker.link(mention)
-
-
-# ---------------------------------------------------------------------- initial and target entities
-
-
-def _text(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError(f"expected a string, got {type(value).__name__}")
-    return value
-
-
-def first_explore_step(trajectory: dict) -> dict | None:
-    """The explore step with the lowest index (None when there is none)."""
-    best = None
-    for s in trajectory["steps"]:
-        if s["kind"] == "explore" and (best is None or s["index"] < best["index"]):
-            best = s
-    return best
-
-
-def final_step(trajectory: dict) -> dict | None:
-    """The final answer step: the last ``final`` step, else the last sufficient explore step."""
-    final = sufficient = None
-    for s in trajectory["steps"]:
-        kind = s["kind"]
-        if kind == "final":
-            if final is None or s["index"] > final["index"]:
-                final = s
-        elif kind == "explore" and s.get("sufficient") and (sufficient is None or s["index"] > sufficient["index"]):
-            sufficient = s
-    return final if final is not None else sufficient
-
-
-def final_text(trajectory: dict) -> tuple[str, str]:
-    """(final thought, answer): the trajectory's fields, else the final answer step's."""
-    thought, answer = trajectory.get("final_thought"), trajectory.get("answer")
-    if not thought or not answer:
-        step = final_step(trajectory) or {}
-        thought = thought or step.get("thought") or ""
-        answer = answer or step.get("answer") or ""
-    return thought, answer
-
-
-def initial_entities(trajectory: dict, graph: Graph) -> list[str]:
-    """Nodes linked from the entities of the first explore step's pairs; fallback: nodes named in
-    the question. Sorted."""
-    first = first_explore_step(trajectory)
-    found: set[str] = set()
-    if first is not None:
-        for pair in first.get("pairs") or ():
-            found.update(graph.linker.link(_text(pair["entity"])))
-    if not found:
-        found.update(graph.linker.mentions(trajectory.get("question") or ""))
-    return sorted(found)
-
-
-def answer_nodes(answer: str, graph: Graph) -> list[str]:
-    """Nodes an answer names: nodes mentioned in it, plus nodes containing it as whole words; when
-    that finds nothing, the answer linked as a mention. Yes/no answers name no node."""
-    if not answer or normalize_entity(answer) in YES_NO:
-        return []
-    linker = graph.linker
-    found = set(linker.mentions(answer)) | set(linker.containing(answer))
-    if not found:
-        found.update(linker.link(answer))
-    return sorted(found)
-
-
-def explored_entities(trajectory: dict, graph: Graph) -> list[str]:
-    """Nodes linked from the entities of every explore pair (what the agent looked up). Sorted."""
-    key = trajectory.get("trajectory_id")
-    cached = graph._explored.get(key)
-    if cached is not None:
-        return cached
-    found: set[str] = set()
-    for s in trajectory["steps"]:
-        if s["kind"] == "explore":
-            for pair in s.get("pairs") or ():
-                found.update(graph.linker.link(_text(pair["entity"])))
-    graph._explored[key] = out = sorted(found)
-    return out
-
-
-def comparison_targets(trajectory: dict, graph: Graph, initial: Sequence[str], thought: str | None = None) -> list[str]:
-    """The compared entities' attribute values: the nodes named in the final thought that are not
-    compared entities (the initial entities and every entity the agent looked up) and are connected to
-    one of them in G; when the thought names none, the values at the end of the compared entities'
-    chains (nodes reachable from them along the triplets' direction that have no outgoing triplet)."""
-    if thought is None:
-        thought = final_text(trajectory)[0]
-    compared = set(initial) | set(explored_entities(trajectory, graph))
-    connected = _reach(graph.adjacency(), compared)
-    named = sorted(n for n in graph.linker.mentions(thought) if n not in compared and n in connected)
-    if named:
-        return named
-    succ: dict[str, set[str]] = defaultdict(set)
-    for _, s, o in graph.edges:
-        if s != o:
-            succ[s].add(o)
-    return sorted(n for n in _reach(succ, compared) if n not in compared and not succ.get(n))
-
-
-def _is_comparison_answer(answer: str, nodes: Sequence[str], compared: set[str]) -> bool:
-    return normalize_entity(answer) in YES_NO or (bool(nodes) and set(nodes) <= compared)
-
-
-def target_entities(
-    trajectory: dict,
-    graph: Graph,
-    target_mode: str = "thought_and_answer",
-    *,
-    initial: Sequence[str] | None = None,
-    gold_answers: Sequence[str] | None = None,
-    texts: tuple[str, str] | None = None,
-) -> list[str]:
-    """Target entities T for a target mode (see the module docstring). Sorted. ``texts``: the
-    (final thought, answer) when already known."""
-    linker = graph.linker
-    if initial is None:
-        initial = initial_entities(trajectory, graph)
-    thought, answer = final_text(trajectory) if texts is None else texts
-    if target_mode == "thought_and_answer":
-        nodes = answer_nodes(answer, graph)
-        found = set(linker.mentions(thought)) | set(nodes)
-        if answer and _is_comparison_answer(answer, nodes, set(initial) | set(explored_entities(trajectory, graph))):
-            found.update(comparison_targets(trajectory, graph, initial, thought))
-        return sorted(found)
-    if target_mode == "question_only":
-        return sorted(set(linker.mentions(trajectory.get("question") or "")))
-    if target_mode == "answer_only":
-        answers = [answer] if answer else []
-    elif target_mode == "gold_answer":
-        answers = list(gold_answers if gold_answers is not None else trajectory.get("answers") or [])
-    else:
-        raise FactoryError(f"unknown target_mode {target_mode!r}; expected one of {', '.join(TARGET_MODES)}")
-    found = set()
-    for a in answers:
-        found.update(answer_nodes(a, graph))
-    if answers and _is_comparison_answer(answers[0], sorted(found), set(initial) | set(explored_entities(trajectory, graph))):
-        found.update(comparison_targets(trajectory, graph, initial, thought))
-    return sorted(found)
-
-
-# ---------------------------------------------------------------------- supporting subgraph
-
-
-def _reach(adj: dict[str, set[str]], sources: Iterable[str]) -> set[str]:
-    seen = set(sources)
-    queue = deque(seen)
-    while queue:
-        u = queue.popleft()
-        for v in adj.get(u, ()):
-            if v not in seen:
-                seen.add(v)
-                queue.append(v)
-    return seen
-
-
-def _undirected_shortest(graph: Graph, initial: Sequence[str], targets: Sequence[str]) -> set[str]:
-    # Per initial entity i: BFS distances d from i (stopped once every target is reached), then a walk
-    # back from the targets along edges that come one step closer to i. The nodes reached lie on a
-    # shortest i-t path for some t; an edge is on one iff both its ends were reached and their
-    # distances differ by one (parallel edges all qualify, self-loops never). Equivalent to the union
-    # of networkx all_shortest_paths over every (i, t), in O(|I| * (V + E)).
-    adj = graph.adjacency()
-    ends = {t for t in targets if t in adj}
-    if not ends:
-        return set()
-    on_path: list[tuple[dict[str, int], set[str]]] = []
-    for i in set(initial):
-        if i not in adj:
-            continue
-        left = ends - {i}
-        if not left:
-            continue
-        dist = {i: 0}
-        frontier = [i]
-        d = 0
-        while frontier and left:
-            d += 1
-            nxt = []
-            for u in frontier:
-                for v in adj[u]:
-                    if v not in dist:
-                        dist[v] = d
-                        nxt.append(v)
-                        left.discard(v)
-            frontier = nxt
-        reached = [t for t in ends if t != i and t in dist]
-        if not reached:
-            continue
-        back = set(reached)
-        stack = reached
-        while stack:
-            v = stack.pop()
-            dv = dist[v] - 1
-            for u in adj[v]:
-                if u not in back and dist.get(u) == dv:
-                    back.add(u)
-                    stack.append(u)
-        on_path.append((dist, back))
-    kept: set[str] = set()
-    for dist, back in on_path:
-        for tid, s, o in graph.edges:
-            if s in back and o in back and (dist[s] - dist[o]) in (1, -1):
-                kept.add(tid)
-    return kept
-
-
-def _directed_reach(graph: Graph, initial: Sequence[str], targets: Sequence[str]) -> set[str]:
-    succ: dict[str, set[str]] = defaultdict(set)
-    pred: dict[str, set[str]] = defaultdict(set)
-    for _, s, o in graph.edges:
-        if s != o:
-            succ[s].add(o)
-            pred[o].add(s)
-    if not initial or not targets:
-        return set()
-    from_i = _reach(succ, initial)
-    to_t = _reach(pred, targets)
-    return {tid for tid, s, o in graph.edges if s != o and s in from_i and o in to_t}
-
-
-def _undirected_simple(graph: Graph, initial: Sequence[str], targets: Sequence[str], cutoff: int | None) -> set[str]:
-    import networkx as nx
-
-    by_pair: dict[tuple[str, str], list[str]] = defaultdict(list)
-    g = nx.Graph()
-    for tid, s, o in graph.edges:
-        if s != o:
-            by_pair[(s, o) if s < o else (o, s)].append(tid)
-            g.add_edge(s, o)
-    pairs: set[tuple[str, str]] = set()
-    for i in sorted(set(initial)):
-        if i not in g:
-            continue
-        ends = sorted({t for t in targets if t != i and t in g})
-        if not ends:
-            continue
-        for path in nx.all_simple_paths(g, i, ends, cutoff=cutoff):
-            for a, b in itertools.pairwise(path):
-                pairs.add((a, b) if a < b else (b, a))
-    return {tid for pair in pairs for tid in by_pair[pair]}
-
-
-def supporting_subgraph(
-    graph: Graph,
-    initial: Sequence[str],
-    targets: Sequence[str],
-    mode: str = "undirected_shortest",
-    simple_cutoff: int | None = 4,
-) -> set[str]:
-    """S_q: ids of the triplets on paths between the initial and the target entities (see module doc)."""
-    if mode == "undirected_shortest":
-        return _undirected_shortest(graph, initial, targets)
-    if mode == "directed_reach":
-        return _directed_reach(graph, initial, targets)
-    if mode == "undirected_simple":
-        return _undirected_simple(graph, initial, targets, simple_cutoff)
-    raise FactoryError(f"unknown backtrace mode {mode!r}; expected one of {', '.join(MODES)}")
 
 
 # ---------------------------------------------------------------------- step labels and tokens
