@@ -35,10 +35,16 @@ from factory.linking import contains_words, is_specific, merge_variants, node_ke
 _MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
 _DATE = re.compile(rf"\b(?:\d{{1,2}} {_MONTH},? \d{{3,4}}|{_MONTH} \d{{1,2}},? \d{{3,4}}|{_MONTH} \d{{3,4}})\b")
 _NUM = re.compile(r"(?<![\w.])\d[\d,.]*\d(?:\s+(?:million|billion|thousand|members|species|km|miles|people))?\b|(?<![\w.])\d\b")
-_NUM_WORDS = ["one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty", "thirty", "forty", "fifty", "hundred", "thousand", "million", "dozen"]
-_NUM_WORD = re.compile(r"\b(" + "|".join(_NUM_WORDS) + r")\b", re.IGNORECASE)
+_NUM_WORD = re.compile(
+    r"\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|"
+    r"eighteen|nineteen|twenty|thirty|forty|fifty|hundred|thousand|million|dozen)\b",
+    re.IGNORECASE,
+)
 _REF = re.compile(r"#(\d+)")
-_WH = frozenset(["what", "who", "whom", "whose", "which", "where", "when", "why", "how", "is", "was", "are", "were", "did", "does", "do", "the", "a", "an", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "from", "as", "that", "this"])
+_WH = frozenset([
+    "what", "who", "whom", "whose", "which", "where", "when", "why", "how", "is", "was", "are", "were", "did", "does",
+    "do", "the", "a", "an", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "from", "as", "that", "this",
+])
 # derived relation names never use the DTKG administrative keywords ("open source roguelike" would be dropped)
 _ADMIN = frozenset(BacktraceParams().admin_relations)
 _CONNECT = frozenset({"of", "the", "de", "du", "la", "von", "van", "and", "for", "on", "da", "del", "le"})
