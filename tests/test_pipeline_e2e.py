@@ -1,0 +1,92 @@
+"""The whole DVC pipeline in a temporary copy of the project, with the tiny test model.
+
+The tiny model (random weights) never answers correctly, so every round's supervision set is
+empty and training records ``empty``; held-out EM stays at the base model's, so the stop rule
+ends every chain after round 1 (patience 2) and the third round slot records ``skipped``. The
+report and the published (empty) sets are produced, and a second ``dvc repro`` does nothing.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from factory.config import Params, render_params_yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def _copy_project(dst: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for name in ("factory", "schemas", "validators"):
+        shutil.copytree(ROOT / name, dst / name, ignore=ignore)
+    shutil.copy(ROOT / "dvc.yaml", dst / "dvc.yaml")
+
+
+def _params(tiny_model_dir: Path) -> Params:
+    p = Params()
+    overrides = {
+        "model": {"base": str(tiny_model_dir)},
+        "ingest": {"max_per_dataset": 40},
+        "llm": {"max_new_tokens": 16, "batch_size": 16},
+        "agent": {"max_iterations": 2, "repair_attempts": 0},
+        "trajectories": {"n_questions": 6, "shard_size": 6},
+        "evaluate": {"n_questions": 3},
+        "routes": {"n_questions": 2},
+        "simulate": {"n_questions": 4, "noise_levels": [0.0, 1.0]},
+        "relevance": {"bootstrap_samples": 20, "random_seeds": 2},
+        "train": {"epochs": 1.0, "max_length": 128},
+        "bootstrap": {"max_rounds": 2, "patience": 2},
+    }
+    data = p.model_dump(mode="json")
+    for section, values in overrides.items():
+        data[section].update(values)
+    return Params.model_validate(data)
+
+
+def _dvc(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "FACTORY_NO_PROGRESS": "1", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def test_dvc_pipeline_end_to_end(tmp_path, tiny_model_dir, corpora):
+    work = tmp_path / "work"
+    repo = work / "repo"
+    repo.mkdir(parents=True)
+    (work / "shared").symlink_to(corpora.parent)  # dvc.yaml reads ../shared/corpora
+    _copy_project(repo)
+    (repo / "params.yaml").write_text(render_params_yaml(_params(tiny_model_dir)))
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    assert _dvc(["init", "-q"], repo).returncode == 0
+
+    first = _dvc(["repro"], repo)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+
+    for variant in ("backtrace", "random", "unfiltered"):
+        for r in (0, 1):
+            status = json.loads((repo / f"models/{variant}/seed_0/round_{r}/status.json").read_text())
+            assert status["status"] == "empty"  # no correct trajectory: a recorded outcome, not a crash
+            assert json.loads((repo / f"metrics/eval/{variant}/seed_0/round_{r}_heldout.json").read_text())["status"] == "done"
+        skipped = json.loads((repo / f"metrics/trajectories/{variant}/seed_0/round_2.json").read_text())
+        assert skipped["status"] == "skipped" and "patience" in skipped["reason"]
+        final = json.loads((repo / f"metrics/bootstrap/{variant}.json").read_text())
+        assert final["chains"]["0"]["selected_round"] == -1  # the base model stayed best
+        card = (repo / f"data/published/{variant}/README.md").read_text()
+        assert yaml.safe_load(card.split("---")[1])["license"]
+    report = (repo / "reports/bootstrap.md").read_text()
+    assert "## Verdict" in report and "backtrace vs random" in report or "backtrace" in report
+    summary = json.loads((repo / "metrics/summary.json").read_text())
+    assert set(summary["variants"]) == {"backtrace", "random", "unfiltered"}
+    assert (repo / "reports/relevance.md").exists() and (repo / "reports/backtrace_sensitivity.md").exists()
+
+    second = _dvc(["repro"], repo)
+    assert second.returncode == 0
+    assert "Running stage" not in second.stdout, second.stdout[-2000:]
+    status = _dvc(["status", "--json"], repo)
+    assert json.loads(status.stdout or "{}") == {}
