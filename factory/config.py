@@ -101,6 +101,9 @@ class LLMParams(Section):
     max_new_tokens: int = Field(160, ge=1, description="Generation budget per call.")
     batch_size: int = Field(16, ge=1, description="local backend: prompts generated together (left padding).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="local backend device; 'auto' picks CUDA when present.")
+    dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
+        "auto", description="local backend precision; 'auto' = bf16 on CUDA and on CPUs with native bf16 (AMX/AVX512-BF16), else fp32."
+    )
     cache: bool = Field(True, description="Use the response cache under data/cache/ (content-addressed, SQLite).")
 
 

@@ -53,7 +53,7 @@ def make_llm(params: Params, adapter_path: str | Path | None = None, adapter_nam
                 f"model folder {cfg.model} does not exist: run `factory prepare-model` first "
                 "(or set llm.model to a local model folder)"
             )
-        llm: LLM = LocalLLM(cfg.model, adapter_path=adapter_path, device=cfg.device, batch_size=cfg.batch_size)
+        llm: LLM = LocalLLM(cfg.model, adapter_path=adapter_path, device=cfg.device, batch_size=cfg.batch_size, dtype=cfg.dtype)
     elif cfg.backend == "openai":
         llm = _make_openai(params, adapter_path, adapter_name)
     else:  # pydantic already restricts the value; kept for direct callers

@@ -1,4 +1,4 @@
-"""The in-process backend: transformers + PEFT on CPU (fp32) or CUDA (bf16).
+"""The in-process backend: transformers + PEFT on CPU or CUDA (bf16 where the hardware has it, else fp32).
 
 Requests with identical ``Sampling`` are generated together in batches of ``batch_size`` with
 LEFT padding (prompts end where generation starts), shortest-prompt-first within a group so a
@@ -37,6 +37,19 @@ def pick_device(device: str) -> str:
     return device
 
 
+def pick_dtype(device: str, dtype: str = "auto"):
+    """'auto': bf16 on CUDA and on CPUs with native bf16 matmuls (AMX / AVX512-BF16: about 2.5x faster
+    than fp32 there), else fp32. Part of the model identity, so cached answers never mix precisions."""
+    import torch
+
+    if dtype != "auto":
+        return {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[dtype]
+    if device.startswith("cuda"):
+        return torch.bfloat16
+    native = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)() or getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)()
+    return torch.bfloat16 if native else torch.float32
+
+
 def batch_seed(requests: list[ChatRequest]) -> int:
     """A torch seed derived from the batch's content, seeds and sample indices."""
     blob = json.dumps([[r.messages, r.sampling.seed, r.sample] for r in requests], ensure_ascii=False)
@@ -60,6 +73,7 @@ class LocalLLM:
         adapter_path: str | Path | None = None,
         device: str = "auto",
         batch_size: int = 16,
+        dtype: str = "auto",
     ):
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -74,7 +88,7 @@ class LocalLLM:
             raise FactoryError(f"batch_size must be >= 1 (got {batch_size})")
         self.device = pick_device(device)
         self.batch_size = batch_size
-        self.dtype = torch.bfloat16 if self.device.startswith("cuda") else torch.float32
+        self.dtype = pick_dtype(self.device, dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
@@ -82,7 +96,8 @@ class LocalLLM:
         if not getattr(self.tokenizer, "chat_template", None):
             raise FactoryError(f"{self.model_path}: the tokenizer has no chat template")
         model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=self.dtype)
-        self.identity = f"local:{self.model_path.resolve().name}@{weights_hash(self.model_path)[:SHORT]}"
+        precision = str(self.dtype).removeprefix("torch.")
+        self.identity = f"local:{self.model_path.resolve().name}@{weights_hash(self.model_path)[:SHORT]}:{precision}"
         self.adapter_path = Path(adapter_path) if adapter_path is not None else None
         if self.adapter_path is not None:
             from peft import PeftModel
