@@ -102,7 +102,8 @@ class LLMParams(Section):
     batch_size: int = Field(16, ge=1, description="local backend: prompts generated together (left padding).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="local backend device; 'auto' picks CUDA when present.")
     dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
-        "auto", description="local backend precision; 'auto' = bf16 on CUDA and on CPUs with native bf16 (AMX/AVX512-BF16), else fp32."
+        "auto", description="local backend precision; 'auto' = bf16 on CUDA, fp32 on CPU (batch-invariant, so resumed runs reproduce). "
+        "bfloat16 is faster on CPUs with AMX but a request's text then depends on its batch-mates."
     )
     cache: bool = Field(True, description="Use the response cache under data/cache/ (content-addressed, SQLite).")
 

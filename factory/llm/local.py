@@ -1,4 +1,4 @@
-"""The in-process backend: transformers + PEFT on CPU or CUDA (bf16 where the hardware has it, else fp32).
+"""The in-process backend: transformers + PEFT on CPU (fp32) or CUDA (bf16).
 
 Requests with identical ``Sampling`` are generated together in batches of ``batch_size`` with
 LEFT padding (prompts end where generation starts), shortest-prompt-first within a group so a
@@ -38,16 +38,15 @@ def pick_device(device: str) -> str:
 
 
 def pick_dtype(device: str, dtype: str = "auto"):
-    """'auto': bf16 on CUDA and on CPUs with native bf16 matmuls (AMX / AVX512-BF16: about 2.5x faster
-    than fp32 there), else fp32. Part of the model identity, so cached answers never mix precisions."""
+    """'auto': bf16 on CUDA, fp32 on CPU. fp32 keeps CPU generation batch-invariant (a request's text does
+    not depend on its batch-mates), which resumed runs rely on to reproduce an uninterrupted one; bf16 on
+    a CPU with AMX is faster but not batch-invariant. Part of the model identity, so cached answers never
+    mix precisions."""
     import torch
 
     if dtype != "auto":
         return {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[dtype]
-    if device.startswith("cuda"):
-        return torch.bfloat16
-    native = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)() or getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)()
-    return torch.bfloat16 if native else torch.float32
+    return torch.bfloat16 if device.startswith("cuda") else torch.float32
 
 
 def batch_seed(requests: list[ChatRequest]) -> int:
