@@ -88,6 +88,19 @@ def timed(label: str, fn, trajectories: list[dict], repeats: int, chunk: int = 5
             "rate_plain_pass": n / plain, "us_per_trajectory_wall": best_wall / n * 1e6}
 
 
+def machine_reference() -> float:
+    """CPU seconds of a fixed pure-Python loop (best of 3): the interpreter speed of this core, so
+    that rates measured on different (or shared) machines can be compared."""
+    best = float("inf")
+    for _ in range(3):
+        c0 = time.process_time()
+        s = 0
+        for i in range(10_000_000):
+            s += i
+        best = min(best, time.process_time() - c0)
+    return best
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trajectories", type=int, default=1200, help="trajectories labelled per pass")
@@ -118,15 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     agree = sum(backtrace(t)["kept_triplet_ids"] == backtrace(t, mode="undirected_simple", simple_cutoff=None)["kept_triplet_ids"]
                 for t in trajectories) / len(trajectories)
     ratio = factory["rate_wall"] / baseline["rate_wall"]
+    reference = machine_reference()
     for side in (factory, baseline):
         print(f"{side['label']:38s} {side['rate_wall']:7.0f} trajectories/s ({side['us_per_trajectory_wall']:.0f} us each; "
               f"CPU time {side['rate_cpu']:.0f}/s; one plain pass {side['rate_plain_pass']:.0f}/s)")
     print(f"ratio factory / naive: {ratio:.1f}x; same S_q in {agree:.1%} of trajectories; "
           f"{len(trajectories)} trajectories of {args.triplets} triplets on one core; target >= 5,000/s: "
           f"{'met' if factory['rate_wall'] >= 5000 else 'NOT met'}")
+    print(f"machine reference: a 10-million-step pure-Python loop (s += i) takes {reference:.2f} s CPU on this core")
     if args.json:
         args.json.write_text(json.dumps({"factory": factory, "baseline": baseline, "ratio": ratio, "same_sq_share": agree,
-                                         "triplets": args.triplets}, indent=2, sort_keys=True) + "\n")
+                                         "triplets": args.triplets, "reference_loop_s": reference}, indent=2, sort_keys=True) + "\n")
     return 0
 
 

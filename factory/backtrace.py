@@ -220,11 +220,28 @@ class _Accounting:
                 or not {s["kind"] for s in steps} <= _KINDS or not isinstance(trajectory["trajectory_id"], str)):
             check_trajectory(trajectory)
         final = final_step(trajectory)
-        self.final_index = final["index"] if final is not None else None
+        final_index = final["index"] if final is not None else None
         self.counter = counter
-        self.tokens = counter.many([s.get("output") for s in steps])
-        self.total = sum(self.tokens)
+        tokens = counter.many([s.get("output") for s in steps])
+        self.total = sum(tokens)
         self._by_id: dict[str, dict] | None = None
+        # per step, what labelling needs, in step order; the final answer step is always kept and a
+        # superseded 'final' step (not the last) is always dropped
+        self.final_index = final_index
+        self.always_filtered = 0
+        self.completes: list[tuple[int, int, dict]] = []  # (index, tokens, step)
+        self.explores: list[tuple[int, int, dict]] = []
+        for step, n in zip(steps, tokens):
+            idx = step["index"]
+            if idx == final_index:
+                continue
+            kind = step["kind"]
+            if kind == "complete":
+                self.completes.append((idx, n, step))
+            elif kind == "explore":
+                self.explores.append((idx, n, step))
+            else:
+                self.always_filtered += n
 
     def order(self, kept: set[str]) -> list[str]:
         """Kept triplet ids in creation order."""
@@ -237,43 +254,37 @@ class _Accounting:
         return self._by_id[tid]
 
     def labels(self, kept: set[str]) -> StepLabels:
-        where = self.where
+        where, count = self.where, self.counter
         good_steps = {where[t][1] for t in kept}
         good_pairs = {where[t][2] for t in kept}
-        for step in self.steps:  # a complete step answers its pair: its contributive triplets make the pair contributive
-            if step["kind"] == "complete" and step["index"] in good_steps and step.get("pair_id"):
-                good_pairs.add(step["pair_id"])
-        kept_pairs: list[str] = []
-        kept_steps: list[int] = []
-        filtered = 0
-        for step, n in zip(self.steps, self.tokens):
-            idx, kind = step["index"], step["kind"]
-            if idx == self.final_index:
-                kept_steps.append(idx)
-            elif kind == "explore":
-                pairs = step.get("pairs") or ()
-                keep = [p for p in pairs if p["pair_id"] in good_pairs]
-                if not keep:
-                    filtered += n
-                    continue
-                kept_steps.append(idx)
-                kept_pairs.extend(p["pair_id"] for p in keep)
-                if len(keep) < len(pairs):
-                    rendered = render_explore(step.get("thought") or "", [(p["entity"], p["relation"]) for p in keep])
-                    filtered += max(0, n - self.counter(rendered))
-            elif kind == "complete":
-                if idx not in good_steps:
-                    filtered += n
-                    continue
-                kept_steps.append(idx)
-                own = [t for t in step.get("triplet_ids") or () if t in where]
-                keep = [t for t in own if t in kept]
-                if len(keep) < len(own):
-                    rows = [self.triplet(t) for t in keep]
-                    rendered = render_complete([(t["subject"], t["relation"], t["object"]) for t in rows])
-                    filtered += max(0, n - self.counter(rendered))
-            else:  # a 'final' step that is not the last one: superseded, not the answer
+        kept_steps: list[int] = [] if self.final_index is None else [self.final_index]
+        filtered = self.always_filtered
+        for idx, n, step in self.completes:
+            if idx not in good_steps:
                 filtered += n
+                continue
+            pair_id = step.get("pair_id")
+            if pair_id:  # a complete step answers its pair: its contributive triplets make the pair contributive
+                good_pairs.add(pair_id)
+            kept_steps.append(idx)
+            own = step.get("triplet_ids") or ()
+            keep = [t for t in own if t in kept]
+            if len(keep) < len(own):
+                rows = [self.triplet(t) for t in keep]
+                filtered += max(0, n - count(render_complete([(t["subject"], t["relation"], t["object"]) for t in rows])))
+        kept_pairs: list[str] = []
+        for idx, n, step in self.explores:
+            pairs = step.get("pairs") or ()
+            keep = [p for p in pairs if p["pair_id"] in good_pairs]
+            if not keep:
+                filtered += n
+                continue
+            kept_steps.append(idx)
+            kept_pairs.extend(p["pair_id"] for p in keep)
+            if len(keep) < len(pairs):
+                rendered = render_explore(step.get("thought") or "", [(p["entity"], p["relation"]) for p in keep])
+                filtered += max(0, n - count(rendered))
+        kept_steps.sort()
         return StepLabels(kept_pairs, kept_steps, filtered, self.total)
 
 

@@ -70,10 +70,10 @@ def answer_nodes(answer: str, graph: Graph) -> list[str]:
     that finds nothing, the answer linked as a mention. Yes/no answers name no node."""
     if not answer or normalize_entity(answer) in YES_NO:
         return []
-    linker = graph.linker
-    found = set(linker.mentions(answer)) | set(linker.containing(answer))
+    mentioned, containing = graph.linker.mentioned_and_containing(answer)
+    found = containing.union(mentioned)
     if not found:
-        found.update(linker.link(answer))
+        found.update(graph.linker.link(answer))
     return sorted(found)
 
 

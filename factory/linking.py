@@ -31,31 +31,55 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Callable, Iterable, Sequence
-from functools import lru_cache
 
 from rapidfuzz import fuzz, process
 
 _PUNCT_TABLE = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_STOP = frozenset(["a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "was", "are", "were", "be", "been", "s"])
+_STOP = frozenset([
+    "a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "was", "are", "were",
+    "be", "been", "s",
+])
 _CONSUMED = "\x00"
 
 Embedder = Callable[[list[str]], "object"]  # list of texts -> 2-D array of L2-normalised vectors
 
 
-@lru_cache(maxsize=1 << 17)
+# Plain dict memos (cleared when full): a hit costs a dict lookup, several times cheaper than an
+# lru_cache hit, and these run for every entity name of every trajectory. Only speed depends on them.
+_MEMO_MAX = 1 << 17
+_NORM: dict[str, str] = {}
+_KEYS: dict[str, str] = {}
+_SPECIFIC: dict[str, bool] = {}
+
+
+def _remember(memo: dict, text, value):
+    if len(memo) >= _MEMO_MAX:
+        memo.clear()
+    memo[text] = value
+    return value
+
+
 def normalize_entity(text: str) -> str:
-    """``normalize_answer`` (same output, faster: str.translate) with a cache, for entity names."""
-    text = text.lower().translate(_PUNCT_TABLE)  # a non-string raises: callers pass text or ""
-    return " ".join(_ARTICLES.sub(" ", text).split())
+    """``normalize_answer`` (same output, faster: str.translate), memoised, for entity names."""
+    norm = _NORM.get(text)
+    if norm is None:
+        low = text.lower().translate(_PUNCT_TABLE)  # a non-string raises: callers pass text or ""
+        norm = _remember(_NORM, text, " ".join(_ARTICLES.sub(" ", low).split()))
+    return norm
 
 
-@lru_cache(maxsize=1 << 17)
 def node_key(text: str) -> str:
     """Node name of an entity: its normalised form; a name that normalises to nothing keeps its
     lower-cased text so that it still forms a node (never silently merged with other empty names)."""
-    key = normalize_entity(text)
-    return key if key else " ".join(text.lower().split())
+    key = _KEYS.get(text)
+    if key is None:
+        key = normalize_entity(text)
+        key = _remember(_KEYS, text, key if key else " ".join(text.lower().split()))
+    return key
+
+
+node_keys = _KEYS.get  # fast path for hot loops: node_keys(text) or node_key(text)
 
 
 def contains_words(longer: str, shorter: str) -> bool:
@@ -63,10 +87,12 @@ def contains_words(longer: str, shorter: str) -> bool:
     return bool(shorter) and f" {shorter} " in f" {longer} "
 
 
-@lru_cache(maxsize=1 << 16)
 def is_specific(name: str) -> bool:
     """A name specific enough to link by containment: >= 1 alphabetic token that is not a stop word."""
-    return any(tok not in _STOP and any(c.isalpha() for c in tok) for tok in name.split())
+    value = _SPECIFIC.get(name)
+    if value is None:
+        value = _remember(_SPECIFIC, name, any(tok not in _STOP and any(c.isalpha() for c in tok) for tok in name.split()))
+    return value
 
 
 def _canonical_first(a: str, b: str) -> tuple[str, str]:
@@ -91,26 +117,27 @@ def merge_variants(
 
 
 def _merge(unique: list[str], containment: bool, distinct: Iterable[tuple[str, str]]) -> dict[str, str]:
-    node = {n: n for n in unique}
+    node = dict(zip(unique, unique))
     if not containment or len(unique) < 2:
         return node
     padded = [f" {n} " for n in unique]
     blob = "\x01".join(padded)
     # a name inside another one occurs at least twice in the blob (itself + the other); C-speed filter
-    shorts = [n for n, p in zip(unique, padded) if blob.count(p) > 1 and is_specific(n)]
+    shorts = [n for n, c in zip(unique, map(blob.count, padded)) if c > 1 and is_specific(n)]
     if not shorts:
         return node
     apart: dict[str, set[str]] | None = None  # built on the first candidate merge only
     members: dict[str, set[str]] = {}
+    parent: dict[str, str] = {}  # merged names only: child -> parent
 
     def find(x: str) -> str:
-        while node[x] != x:
-            x = node[x]
+        while x in parent:
+            x = parent[x]
         return x
 
     for short in shorts:
-        needle = f" {short} "
-        cands = [n for n, p in zip(unique, padded) if len(n) > len(short) and needle in p]
+        needle, size = f" {short} ", len(short)
+        cands = [n for n, p in zip(unique, padded) if len(n) > size and needle in p]
         minimal = cands if len(cands) == 1 else [
             c for c in cands if not any(o != c and len(o) < len(c) and f" {o} " in f" {c} " for o in cands)]
         if len(minimal) != 1:
@@ -128,9 +155,11 @@ def _merge(unique: list[str], containment: bool, distinct: Iterable[tuple[str, s
         if any(apart.get(x, _EMPTY) & group_b for x in group_a):
             continue
         root, child = _canonical_first(ra, rb)
-        node[child] = root
+        parent[child] = root
         members[root] = group_a | group_b
-    return {n: find(n) for n in unique}
+    for n in parent:
+        node[n] = find(n)
+    return node
 
 
 _EMPTY: frozenset[str] = frozenset()
@@ -236,6 +265,24 @@ class Linker:
             return []
         needle = f" {key} "
         return sorted({node for padded, node in self._padded_by_length() if needle in padded})
+
+    def mentioned_and_containing(self, text: str) -> tuple[list[str], set[str]]:
+        """``mentions(text)`` and ``containing(text)`` in one pass over the names."""
+        norm = normalize_entity(text or "")
+        if not norm:
+            return [], set()
+        needle = f" {node_key(text)} "
+        work = f" {norm} "
+        found: list[str] = []
+        containing: set[str] = set()
+        for padded, node in self._padded_by_length():
+            if needle in padded:
+                containing.add(node)
+            if padded in work:
+                work = work.replace(padded, _CONSUMED_PAD)
+                if node not in found:
+                    found.append(node)
+        return found, containing
 
     # ------------------------------------------------------------------ free text
 

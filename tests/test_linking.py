@@ -111,3 +111,10 @@ def test_embedding_tier_with_an_injected_embedder():
     lk = linker(["New York City", "London"], embedder=embed, embedding_threshold=0.9)
     assert lk.link_with_method("Big Apple") == (["new york city"], "embedding")
     assert linker(["New York City", "London"]).link("Big Apple") == []  # off by default
+
+
+def test_mentioned_and_containing_equals_the_two_passes():
+    lk = linker(["Hiran region of Somalia", "Somalia", "founded in 1755", "1755 Hall", "Kenya"])
+    for text in ("Somalia", "1755", "Hiran region of Somalia and Kenya", "", "nothing"):
+        found, containing = lk.mentioned_and_containing(text)
+        assert found == lk.mentions(text) and containing == set(lk.containing(text)), text
