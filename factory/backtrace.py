@@ -209,15 +209,16 @@ class _Accounting:
             steps = sorted(steps, key=_by_index)
         self.steps = steps
         triplets = trajectory["triplets"]
-        # triplet id -> (position in G, step index, pair id)
-        self.where = {t["triplet_id"]: (n, t["step_index"], t.get("pair_id")) for n, t in enumerate(triplets)}
+        ids = [t["triplet_id"] for t in triplets]
+        self.position = dict(zip(ids, range(len(ids))))  # triplet id -> position in G
+        self.step_of = [t["step_index"] for t in triplets]  # by position
+        self.pair_of = [t.get("pair_id") for t in triplets]
         self.triplets = triplets
         indices = set(order)
         # the cross-record conditions that would not raise by themselves; anything else malformed
         # raises while labelling and is then diagnosed by check_trajectory
-        if (len(self.where) != len(triplets) or len(indices) != len(steps)
-                or not {w[1] for w in self.where.values()} <= indices
-                or not {s["kind"] for s in steps} <= _KINDS or not isinstance(trajectory["trajectory_id"], str)):
+        if (len(self.position) != len(triplets) or len(indices) != len(steps) or not indices.issuperset(self.step_of)
+                or not _KINDS.issuperset([s["kind"] for s in steps]) or not isinstance(trajectory["trajectory_id"], str)):
             check_trajectory(trajectory)
         final = final_step(trajectory)
         final_index = final["index"] if final is not None else None
@@ -245,8 +246,7 @@ class _Accounting:
 
     def order(self, kept: set[str]) -> list[str]:
         """Kept triplet ids in creation order."""
-        where = self.where
-        return sorted(kept, key=lambda t: where[t][0])
+        return sorted(kept, key=self.position.__getitem__)
 
     def triplet(self, tid: str) -> dict:
         if self._by_id is None:
@@ -254,9 +254,10 @@ class _Accounting:
         return self._by_id[tid]
 
     def labels(self, kept: set[str]) -> StepLabels:
-        where, count = self.where, self.counter
-        good_steps = {where[t][1] for t in kept}
-        good_pairs = {where[t][2] for t in kept}
+        count, positions = self.counter, [self.position[t] for t in kept]
+        step_of, pair_of = self.step_of, self.pair_of
+        good_steps = {step_of[n] for n in positions}
+        good_pairs = {pair_of[n] for n in positions}
         kept_steps: list[int] = [] if self.final_index is None else [self.final_index]
         filtered = self.always_filtered
         for idx, n, step in self.completes:

@@ -16,7 +16,7 @@ from typing import Any
 
 from factory.config import BACKTRACE_MODES, BacktraceParams
 from factory.errors import FactoryError
-from factory.linking import Embedder, Linker, _merge, node_key
+from factory.linking import Embedder, Linker, _merge, node_key, node_keys
 
 ADMIN_RELATIONS: tuple[str, ...] = tuple(BacktraceParams().admin_relations)
 MODES = BACKTRACE_MODES
@@ -24,9 +24,16 @@ _WORD = re.compile(r"[a-z0-9]+")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 
 
-@lru_cache(maxsize=1 << 14)
+_RELATION_WORDS: dict[str, frozenset[str]] = {}
+
+
 def _relation_words(relation: str) -> frozenset[str]:
-    return frozenset(_WORD.findall(_CAMEL.sub(r"\1 \2", relation).lower()))
+    words = _RELATION_WORDS.get(relation)
+    if words is None:
+        if len(_RELATION_WORDS) >= 1 << 16:
+            _RELATION_WORDS.clear()
+        words = _RELATION_WORDS[relation] = frozenset(_WORD.findall(_CAMEL.sub(r"\1 \2", relation).lower()))
+    return words
 
 
 def is_admin_relation(relation: str, admin_relations: Iterable[str] = ADMIN_RELATIONS) -> bool:
@@ -79,19 +86,23 @@ def build_graph(
     """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged."""
     admin = _admin_set(admin_relations if isinstance(admin_relations, tuple) else tuple(admin_relations))
     words, key = _relation_words, node_key
-    ok = [admin.isdisjoint(words(t["relation"])) for t in triplets]
+    memo = _RELATION_WORDS.get
+    ok = [admin.isdisjoint(memo(t["relation"]) or words(t["relation"])) for t in triplets]
     if all(ok):
         dropped: list[str] = []
         kept = triplets
     else:
         dropped = [t["triplet_id"] for t, good in zip(triplets, ok) if not good]
         kept = [t for t, good in zip(triplets, ok) if good]
-    keys = [(t["triplet_id"], key(t["subject"]), key(t["object"])) for t in kept]
-    unique = sorted({n for _, s, o in keys for n in (s, o)})
-    node_of = _merge(unique, containment, ((s, o) for _, s, o in keys))  # pairs read only if a merge is proposed
-    edges = [(tid, node_of[s], node_of[o]) for tid, s, o in keys]
+    fast = node_keys  # memo lookup; a miss (None) or an empty key falls back to node_key
+    subjects = [fast(t["subject"]) or key(t["subject"]) for t in kept]
+    objects = [fast(t["object"]) or key(t["object"]) for t in kept]
+    unique = sorted(set(subjects).union(objects))
+    node_of = _merge(unique, containment, zip(subjects, objects))  # the pairs are read only if a merge is proposed
+    node = node_of.__getitem__
+    edges = list(zip([t["triplet_id"] for t in kept], map(node, subjects), map(node, objects)))
     linker = Linker(node_of, containment=containment, fuzzy_threshold=fuzzy_threshold, embedder=embedder,
-                    embedding_threshold=embedding_threshold)
+                    embedding_threshold=embedding_threshold, names=unique)
     return Graph(edges, linker, len(dropped), dropped)
 
 

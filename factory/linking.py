@@ -126,7 +126,7 @@ def _merge(unique: list[str], containment: bool, distinct: Iterable[tuple[str, s
     shorts = [n for n, c in zip(unique, map(blob.count, padded)) if c > 1 and is_specific(n)]
     if not shorts:
         return node
-    apart: dict[str, set[str]] | None = None  # built on the first candidate merge only
+    apart: set[tuple[str, str]] | None = None  # built on the first candidate merge only
     members: dict[str, set[str]] = {}
     parent: dict[str, str] = {}  # merged names only: child -> parent
 
@@ -146,13 +146,9 @@ def _merge(unique: list[str], containment: bool, distinct: Iterable[tuple[str, s
         if ra == rb:
             continue
         if apart is None:
-            apart = {}
-            for a, b in distinct:
-                if a != b:
-                    apart.setdefault(a, set()).add(b)
-                    apart.setdefault(b, set()).add(a)
+            apart = set(distinct)
         group_a, group_b = members.get(ra) or {ra}, members.get(rb) or {rb}
-        if any(apart.get(x, _EMPTY) & group_b for x in group_a):
+        if any((x, y) in apart or (y, x) in apart for x in group_a for y in group_b):
             continue
         root, child = _canonical_first(ra, rb)
         parent[child] = root
@@ -161,8 +157,6 @@ def _merge(unique: list[str], containment: bool, distinct: Iterable[tuple[str, s
         node[n] = find(n)
     return node
 
-
-_EMPTY: frozenset[str] = frozenset()
 
 
 class Linker:
@@ -176,14 +170,16 @@ class Linker:
         fuzzy_threshold: float = 88.0,
         embedder: Embedder | None = None,
         embedding_threshold: float = 0.85,
+        names: list[str] | None = None,
     ):
-        """``node_of`` maps every normalised surface name to its node (see ``merge_variants``)."""
+        """``node_of`` maps every normalised surface name to its node (see ``merge_variants``);
+        ``names``: its keys already sorted, when the caller has them."""
         self.node_of = node_of
         self.containment = containment
         self.fuzzy_threshold = fuzzy_threshold
         self.embedder = embedder
         self.embedding_threshold = embedding_threshold
-        self._names: list[str] | None = None
+        self._names: list[str] | None = names
         self._by_length: list[tuple[str, str]] | None = None
         self._vectors = None
 

@@ -22,6 +22,10 @@ Noise at level x (each kind scales with x; constants below):
   lower case, punctuation, or a partial name: leading or trailing tokens dropped);
 - unfaithful final thought with probability x: it names 1-2 distractor entities and leaves out the
   intermediate (bridge) entities.
+
+An explore step asks at most ``max_pairs`` pairs (the agent's ``params.agent.max_pairs``); a level
+with more pairs (distractor pairs included, in a shuffled order when x > 0) continues in the next
+explore steps.
 """
 
 from __future__ import annotations
@@ -193,9 +197,24 @@ def _rng(seed: int, *parts: object) -> random.Random:
     return random.Random(int(unit_hash("simulate", seed, *parts) * 2**53))
 
 
-def simulate_trajectory(question: dict, noise: float, seed: int = 0, total_triplets: int | None = None) -> Simulated | None:
+def _cap_pairs(iterations: list[list[SimPair]], max_pairs: int, rng: random.Random | None) -> list[list[SimPair]]:
+    """At most ``max_pairs`` pairs per explore step, as the agent asks (params.agent.max_pairs): a
+    longer iteration continues in the next explore steps, its pairs in a shuffled order when noisy."""
+    out = []
+    for pairs in iterations:
+        pairs = list(pairs)
+        if rng is not None and len(pairs) > 1:
+            rng.shuffle(pairs)
+        out.extend(pairs[k:k + max_pairs] for k in range(0, len(pairs), max_pairs))
+    return out
+
+
+def simulate_trajectory(
+    question: dict, noise: float, seed: int = 0, total_triplets: int | None = None, max_pairs: int = 3
+) -> Simulated | None:
     """One simulated trajectory for a real question at a noise level (None when it has no gold
-    facts). ``total_triplets`` pads with distractor triplets (or trims them) to that many triplets."""
+    facts). ``total_triplets`` pads with distractor triplets (or trims them) to that many triplets;
+    ``max_pairs`` caps the pairs of one explore step (the agent's limit)."""
     facts = gold_facts(question)
     if not facts:
         return None
@@ -248,6 +267,7 @@ def simulate_trajectory(question: dict, noise: float, seed: int = 0, total_tripl
         t, d = rng.choice(true_entities), rng.choice(distractor_entities)
         spec = (t, "associated with", d, "spurious", None) if rng.random() < 0.5 else (d, "associated with", t, "spurious", None)
         rng.choice(true_pairs).triplets.append(spec)
+    iterations = _cap_pairs(iterations, max_pairs, rng if x > 0 else None)
     unfaithful = rng.random() < x
     final_thought = _thought(question, kept_facts, answer, distractor_entities if unfaithful else None, rng)
     final_kind = "final" if unit_hash("final-kind", qid) < 0.25 else "explore"
@@ -299,12 +319,12 @@ def sample_questions(questions: list[dict], n_per_dataset: int, seed: int) -> li
     return chosen
 
 
-def simulate(questions: list[dict], noise_levels: list[float], seed: int = 0) -> list[Simulated]:
+def simulate(questions: list[dict], noise_levels: list[float], seed: int = 0, max_pairs: int = 3) -> list[Simulated]:
     """Every question at every noise level (questions without gold facts are skipped)."""
     out = []
     for q in questions:
         for x in noise_levels:
-            sim = simulate_trajectory(q, x, seed)
+            sim = simulate_trajectory(q, x, seed, max_pairs=max_pairs)
             if sim is not None:
                 out.append(sim)
     return out

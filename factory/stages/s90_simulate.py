@@ -28,7 +28,7 @@ def run(params: Params) -> dict:
     noise_levels = sorted({float(x) for x in sp.noise_levels})
     if any(not 0.0 <= x <= 1.0 for x in noise_levels):
         raise FactoryError(f"simulate.noise_levels must lie in [0, 1], got {sp.noise_levels}")
-    sims = simulate(chosen, noise_levels, sp.seed)
+    sims = simulate(chosen, noise_levels, sp.seed, max_pairs=params.agent.max_pairs)
     trajectories = [s.trajectory for s in sims]
     assert all(t["policy"] == POLICY for t in trajectories)
     write_parquet(trajectories, paths.SIMULATED_DIR / "trajectories.parquet", "trajectory")
@@ -47,6 +47,7 @@ def run(params: Params) -> dict:
         "trajectories": len(sims),
         "triplets": sum(len(t["triplets"]) for t in trajectories),
         "tokenizer": "whitespace",
+        "max_pairs": params.agent.max_pairs,
         "embedding_model": bp.embedding_model,
         "results": aggregate(rows),
     }
