@@ -102,8 +102,8 @@ class LLMParams(Section):
     batch_size: int = Field(16, ge=1, description="local backend: prompts generated together (left padding).")
     device: Literal["auto", "cpu", "cuda"] = Field("auto", description="local backend device; 'auto' picks CUDA when present.")
     dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
-        "auto", description="local backend precision; 'auto' = bf16 on CUDA, fp32 on CPU (batch-invariant, so resumed runs reproduce). "
-        "bfloat16 is faster on CPUs with AMX but a request's text then depends on its batch-mates."
+        "auto", description="local backend precision; 'auto' = bf16 on CUDA and on CPUs with native bf16 (AMX/AVX512-BF16), else "
+        "fp32. fp32 on CPU is batch-invariant (a request's text never depends on its batch-mates)."
     )
     cache: bool = Field(True, description="Use the response cache under data/cache/ (content-addressed, SQLite).")
 
@@ -328,6 +328,7 @@ def render_params_yaml(params: Params | None = None) -> str:
     out: list[str] = [
         "# TraceFactory parameters. Every stage reads this file; `factory <stage> --set key=value` and",
         "# `dvc exp run -S key=value` override single fields. Regenerate with `factory params`.",
+        "# The committed values are demo sizes for 2 CPU cores and the embedded 135M model (README: Full scale).",
     ]
 
     def emit(model: BaseModel, indent: int) -> None:

@@ -81,14 +81,14 @@ def adapter_dir(sharp_model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def base_llm(sharp_model_dir):
-    llm = LocalLLM(sharp_model_dir, device="cpu", batch_size=4)
+    llm = LocalLLM(sharp_model_dir, device="cpu", batch_size=4, dtype="float32")  # fp32: batch-invariant
     yield llm
     llm.close()
 
 
 @pytest.fixture(scope="module")
 def adapter_llm(sharp_model_dir, adapter_dir):
-    llm = LocalLLM(sharp_model_dir, adapter_path=adapter_dir, device="cpu", batch_size=4)
+    llm = LocalLLM(sharp_model_dir, adapter_path=adapter_dir, device="cpu", batch_size=4, dtype="float32")
     yield llm
     llm.close()
 
