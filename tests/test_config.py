@@ -35,7 +35,9 @@ def test_params_yaml_loads_and_comments_every_field():
         idx = [i for i, line in enumerate(lines) if line.strip().startswith(key)]
         assert idx, f"{name} missing from params.yaml"
         assert lines[idx[0] - 1].strip().startswith("#"), f"{name} has no comment"
-    assert yaml.safe_load(rendered) == yaml.safe_load(render_params_yaml(load_params(ROOT / "params.yaml")))
+    # the committed file is exactly what `factory params` renders for its values: comments are current
+    assert render_params_yaml(load_params(ROOT / "params.yaml")) == text
+    assert yaml.safe_load(rendered).keys() == yaml.safe_load(text).keys()
 
 
 def test_set_overrides_are_yaml_parsed_and_validated():
