@@ -53,7 +53,9 @@ class FinalOutput:
 
 
 _BULLET = re.compile(r"^\s*(?:[-*•·+]|\d{1,2}[.)]|\(\d{1,2}\))\s*")
-_KEY = re.compile(r"^\s*[*_#>]*\s*(thought|reasoning|sufficient|enough|answer|final answer|look ?ups?|queries|pairs|entities|triplets?)\s*[*_]*\s*[:：-]\s*(.*)$", re.I)
+_KEY = re.compile(r"^\s*[*_#>]*\s*(thought|reasoning|sufficient|enough|answer|final answer|look ?ups?|queries|pairs|entities|triplets?)\s*[*_]*\s*[:：-]\s*[*_]*\s*(.*)$", re.I)
+# "The answer is: X" / "So the final answer is X": small models often answer in prose
+_ANSWER_IS = re.compile(r"^\s*(?:so,?\s+)?(?:the\s+)?(?:final\s+|short\s+)?answer\s+is\s*[:：]?\s*(.*?)\s*\.?$", re.I)
 _NONE = re.compile(r"^\W*(none|nothing( found)?|no (relevant )?(triplets?|information|facts?)( found)?|n/?a|empty)\W*$", re.I)
 _PAIR_SEPS = ("|", "->", "=>", ";", ":", " - ", ",")
 _TRIPLE_SEPS = (";", "|", "\t")
@@ -111,6 +113,14 @@ def _sections(text: str) -> tuple[dict[str, str], list[str]]:
     for raw in text.replace("\r", "").split("\n"):
         line = raw.strip()
         if not line:
+            continue
+        if current == "answer" and not keys.get("answer"):
+            keys["answer"] = line.rstrip(".")  # "The answer is:" followed by the answer on the next line
+            continue
+        prose = _ANSWER_IS.match(line)
+        if prose and "answer" not in keys:
+            keys["answer"] = prose.group(1).strip()
+            current = "answer"
             continue
         m = _KEY.match(line)
         if m:

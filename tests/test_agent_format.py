@@ -1,0 +1,141 @@
+"""The tolerant parser of the agent's three output formats, on well-formed and malformed outputs."""
+
+import pytest
+
+from factory.agent.format import (
+    ParseError,
+    parse_complete,
+    parse_explore,
+    parse_final,
+    render_complete,
+    render_explore,
+    render_final,
+)
+
+
+# ---------------------------------------------------------------- explore
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Thought: need both\nSufficient: no\nLook up:\n- Scott Derrickson | nationality\n- Ed Wood | nationality",
+        "thought: need both\nsufficient: NO\nlook up:\n* Scott Derrickson: nationality\n* Ed Wood: nationality",
+        "**Thought:** need both\n**Sufficient:** no\n**Look up:**\n1. Scott Derrickson | nationality\n2) Ed Wood | nationality",
+        "Thought: need both\r\nSufficient: no\r\nLook up:\r\n• (Scott Derrickson ; nationality)\r\n• Ed Wood -> nationality",
+        "Thought: need both\nSufficient: no\nLook up: Scott Derrickson | nationality\n- Ed Wood | nationality\n- Ed Wood | nationality",
+    ],
+    ids=["canonical", "lower-case-colon", "markdown-numbered", "crlf-bullets-parens-arrow", "inline-first-and-duplicate"],
+)
+def test_explore_pairs_in_many_surface_forms(text):
+    out = parse_explore(text)
+    assert not out.sufficient and out.thought == "need both"
+    assert out.pairs == [("Scott Derrickson", "nationality"), ("Ed Wood", "nationality")]
+
+
+def test_explore_caps_pairs_and_skips_none_lines():
+    out = parse_explore("Thought: t\nSufficient: no\nLook up:\n- A | r1\n- None\n- B | r2\n- C | r3", max_pairs=2)
+    assert out.pairs == [("A", "r1"), ("B", "r2")]
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("Thought: both American.\nSufficient: yes\nAnswer: yes", "yes"),
+        ("Thought: x\nAnswer: Paris", "Paris"),  # no Sufficient line, but an answer and no pairs
+        ("Thought: x\nEnough: Yes.\nFinal answer: Paris", "Paris"),
+        ("The answer is: they both hunt whales.", "they both hunt whales"),  # prose answer of a small model
+    ],
+)
+def test_explore_sufficient_forms(text, answer):
+    out = parse_explore(text)
+    assert out.sufficient and out.answer == answer and out.pairs == []
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "empty"),
+        ("   \n  ", "empty"),
+        ("Thought: x\nSufficient: yes", "needs an 'Answer:'"),
+        ("Thought: x\nSufficient: no\nLook up:", "no 'entity | relation' pairs"),
+        ("Thought: x\nSufficient: no\nLook up:\n- just an entity", "cannot read an 'entity | relation' pair"),
+        ("Example:", "cannot read"),
+    ],
+    ids=["empty", "blank", "sufficient-without-answer", "no-pairs", "pair-without-relation", "junk"],
+)
+def test_explore_errors_say_what_is_wrong(text, reason):
+    with pytest.raises(ParseError, match=reason):
+        parse_explore(text)
+
+
+# ---------------------------------------------------------------- complete
+
+
+def test_complete_keeps_every_valid_triplet_deduplicated_in_order():
+    text = "\n".join([
+        "(Scott Derrickson ; nationality ; American)",
+        "- Scott Derrickson | born in | Denver",
+        "Triplets: (Ed Wood; nationality; American)",
+        "(Scott Derrickson ; nationality ; American)",  # duplicate
+        "some chatter that is not a triplet",
+        "3. Ed Wood, occupation, film director",
+        "(A ; located in ; Paris ; France)",  # extra separators go to the object
+    ])
+    assert parse_complete(text) == [
+        ("Scott Derrickson", "nationality", "American"),
+        ("Scott Derrickson", "born in", "Denver"),
+        ("Ed Wood", "nationality", "American"),
+        ("Ed Wood", "occupation", "film director"),
+        ("A", "located in", "Paris ; France"),
+    ]
+
+
+@pytest.mark.parametrize("text", ["None", "none.", "Nothing found", "No relevant triplets found.", "N/A", "- None"])
+def test_complete_none_forms_mean_nothing_found(text):
+    assert parse_complete(text) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [("", "empty"), ("The Darker You Go (film)", "cannot read a"), ("(only ; two)", "cannot read a")],
+)
+def test_complete_without_triplet_or_none_is_an_error(text, reason):
+    with pytest.raises(ParseError, match=reason):
+        parse_complete(text)
+
+
+# ---------------------------------------------------------------- final
+
+
+@pytest.mark.parametrize(
+    ("text", "thought", "answer"),
+    [
+        ("Thought: both American\nAnswer: yes", "both American", "yes"),
+        ("ANSWER:   Denver  ", "", "Denver"),
+        ("The answer is: Lorenzo Monaco.", "", "Lorenzo Monaco"),
+        ("The answer is:\n\nMichelangelo.", "", "Michelangelo"),
+    ],
+)
+def test_final_answer_forms(text, thought, answer):
+    out = parse_final(text)
+    assert (out.thought, out.answer) == (thought, answer)
+
+
+@pytest.mark.parametrize("text", ["", "Question:", "Thought: I am not sure"])
+def test_final_without_answer_is_an_error(text):
+    with pytest.raises(ParseError):
+        parse_final(text)
+
+
+# ---------------------------------------------------------------- render -> parse round trip
+
+
+def test_rendered_outputs_parse_back():
+    pairs = [("Scott Derrickson", "nationality"), ("Ed Wood", "nationality")]
+    assert parse_explore(render_explore("t", pairs)).pairs == pairs
+    out = parse_explore(render_explore("t", [], sufficient=True, answer="yes"))
+    assert out.sufficient and out.answer == "yes"
+    triplets = [("A", "r", "B"), ("B", "s", "C")]
+    assert parse_complete(render_complete(triplets)) == triplets and parse_complete(render_complete([])) == []
+    assert parse_final(render_final("t", "Paris")).answer == "Paris"
