@@ -212,7 +212,7 @@ class BootstrapParams(Section):
     )
     seeds: list[int] = Field([0], description="Repeats of the whole protocol (mean +- std in the report).")
     min_delta: float = Field(0.0, ge=0, description="Held-out EM must improve by more than this to count as progress.")
-    patience: int = Field(1, ge=1, description="Rounds without progress before later rounds are skipped.")
+    patience: int = Field(2, ge=1, description="Rounds without progress before later rounds are skipped.")
 
 
     @model_validator(mode="after")

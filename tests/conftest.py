@@ -8,6 +8,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("FACTORY_NO_PROGRESS", "1")
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+if "PYTEST_XDIST_WORKER" in os.environ:
+    # two workers on two cores: torch's default of one thread per core would oversubscribe (10x slower)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = Path(os.environ.get("FACTORY_CORPORA", ROOT.parent / "shared" / "corpora"))

@@ -51,7 +51,8 @@ def _params(tiny_model_dir: Path) -> Params:
 
 
 def _dvc(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "FACTORY_NO_PROGRESS": "1", "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "FACTORY_NO_PROGRESS": "1",
+           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=cwd, env=env, capture_output=True, text=True)
 
 
