@@ -255,16 +255,13 @@ def fit_lora(
     init_adapter: str | Path | None = None,
 ) -> TrainOutcome:
     """``train_lora`` that also hands back the trained model (for checks against the saved adapter)."""
-    import torch
-    from transformers import Trainer
-
     started = time.perf_counter()
     model_path = Path(model_path)
     if not (model_path / "config.json").exists():
         raise FactoryError(f"base model folder {model_path} has no config.json (run `factory prepare-model` first)")
     out = reset_output(out_dir)
     device, dtype = device_and_dtype()
-    tokenizer = load_tokenizer(model_path)
+    tokenizer = load_tokenizer(model_path) if examples else None  # an empty set needs no tokenizer (nor its import)
     encoded = encode_examples(examples, tokenizer, params.max_length)
     config = {
         "train": params.model_dump(mode="json"),
@@ -289,6 +286,9 @@ def fit_lora(
             write_json(out / "loss_curve.json", [])
         log.warning("train: %s; no adapter trained", reason)
         return TrainOutcome({**metrics, "status": EMPTY, "reason": reason, "wall_s": time.perf_counter() - started}, None)
+
+    import torch
+    from transformers import Trainer
 
     model = build_model(model_path, params, init_adapter, dtype)
     rows = [{"input_ids": e.input_ids, "labels": e.labels} for e in encoded.examples]

@@ -83,9 +83,6 @@ class LocalLLM:
         batch_size: int = 16,
         dtype: str = "auto",
     ):
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         self.model_path = Path(model_path)
         if not (self.model_path / "config.json").is_file():
             raise FactoryError(
@@ -97,24 +94,42 @@ class LocalLLM:
         self.device = pick_device(device)
         self.batch_size = batch_size
         self.dtype = pick_dtype(self.device, dtype)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        if not getattr(self.tokenizer, "chat_template", None):
-            raise FactoryError(f"{self.model_path}: the tokenizer has no chat template")
-        model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=self.dtype)
         precision = str(self.dtype).removeprefix("torch.")
         self.identity = f"local:{self.model_path.resolve().name}@{weights_hash(self.model_path)[:SHORT]}:{precision}"
         self.adapter_path = Path(adapter_path) if adapter_path is not None else None
         if self.adapter_path is not None:
-            from peft import PeftModel
+            self.identity += f"+{adapter_hash(self.adapter_path)[:SHORT]}"
+        # The model loads on first use: a stage whose calls all hit the response cache never pays for it.
+        self._model = None
+        self._tokenizer = None
 
-            digest = adapter_hash(self.adapter_path)
-            model = PeftModel.from_pretrained(model, self.adapter_path)
-            self.identity += f"+{digest[:SHORT]}"
-        self.model = model.to(self.device).eval()
-        self.eos_ids = self._eos_ids()
+    @property
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+            tokenizer.padding_side = "left"
+            if tokenizer.pad_token_id is None:
+                tokenizer.pad_token = tokenizer.eos_token
+            if not getattr(tokenizer, "chat_template", None):
+                raise FactoryError(f"{self.model_path}: the tokenizer has no chat template")
+            self._tokenizer = tokenizer
+        return self._tokenizer
+
+    @property
+    def model(self):
+        if self._model is None:
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=self.dtype)
+            if self.adapter_path is not None:
+                from peft import PeftModel
+
+                model = PeftModel.from_pretrained(model, self.adapter_path)
+            self._model = model.to(self.device).eval()
+            self.eos_ids = self._eos_ids()
+        return self._model
 
     def _eos_ids(self) -> set[int]:
         ids: set[int] = set()
@@ -135,6 +150,8 @@ class LocalLLM:
     def generate(self, requests: list[ChatRequest]) -> list[ChatResponse]:
         """One response per request, in order; identical Sampling -> the same batches."""
         out: list[ChatResponse | None] = [None] * len(requests)
+        if requests:
+            _ = self.model  # load now (sets eos_ids) rather than inside a batch
         prompts = [self._prompt(r) for r in requests]
         groups: dict[Sampling, list[int]] = defaultdict(list)
         for i, r in enumerate(requests):
@@ -152,7 +169,7 @@ class LocalLLM:
         """Free the model (and the CUDA cache)."""
         import torch
 
-        self.model = None
+        self._model = None
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
 
