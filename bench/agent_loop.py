@@ -157,14 +157,16 @@ def report_agent_loop(questions: int = 96, samples: int = 2, latency_s: float = 
 
     qs, passages = load_questions(questions, seed)
     a = run_agent(qs, passages, ScriptedPolicyLLM(qs, passages), samples)
-    rows = lambda r: [
-        ("trajectories (ok / correct)", f"{r['trajectories']} ({r['ok']} / {r['correct']})", ""),
-        ("steps (LLM calls)", f"{r['steps']} ({r['calls']})", ""),
-        ("agent-loop CPU ms / step", f"{r['agent_cpu_ms_per_step']:.3f}", "target <= 2 ms"),
-        ("backend CPU ms / step", f"{r['backend_cpu_ms_per_step']:.3f}", ""),
-        ("total CPU ms / step", f"{r['total_cpu_ms_per_step']:.3f}", ""),
-        ("wall s", f"{r['wall_s']:.2f}", ""),
-    ]
+
+    def rows(r: dict) -> list[tuple[str, str, str]]:
+        return [
+            ("trajectories (ok / correct)", f"{r['trajectories']} ({r['ok']} / {r['correct']})", ""),
+            ("steps (LLM calls)", f"{r['steps']} ({r['calls']})", ""),
+            ("agent-loop CPU ms / step", f"{r['agent_cpu_ms_per_step']:.3f}", "target <= 2 ms"),
+            ("backend CPU ms / step", f"{r['backend_cpu_ms_per_step']:.3f}", ""),
+            ("total CPU ms / step", f"{r['total_cpu_ms_per_step']:.3f}", ""),
+            ("wall s", f"{r['wall_s']:.2f}", ""),
+        ]
     print_table(f"(c1) agent loop in process, scripted policy: {questions} questions x {samples} samples", rows(a))
     if not with_server:
         return

@@ -117,10 +117,8 @@ def assemble_trajectory(
     for k, pairs in enumerate(iterations):
         thought = (thoughts[k] if thoughts and k < len(thoughts) else None) or "I need to look up " + "; ".join(
             f"the {p.relation} of {p.entity}" for p in pairs) + "."
-        ids = []
-        for p in pairs:
-            ids.append(f"{tid}#p{n_pair}")
-            n_pair += 1
+        ids = [f"{tid}#p{n_pair + j}" for j in range(len(pairs))]
+        n_pair += len(pairs)
         explore_pairs = [{"pair_id": i, "entity": p.entity, "relation": p.relation} for i, p in zip(ids, pairs)]
         add_step("explore", f"Question: {question.get('question', '')}\nKnowledge graph:\n{graph_text()}",
                  render_explore(thought, [(p.entity, p.relation) for p in pairs]), sufficient=False, thought=thought,

@@ -12,7 +12,6 @@ from factory.agent.format import (
     render_final,
 )
 
-
 # ---------------------------------------------------------------- explore
 
 

@@ -237,7 +237,7 @@ def test_rationalized_trajectories_never_record_the_hint(questions, retriever):
 
     records = run(questions[:3], FakeLLM(reply), retriever, samples=[1], rationalized=True)
     assert seen_hints == ["explore"] * 3  # the model saw the hint
-    for q, r in zip(questions, records):
+    for _, r in zip(questions, records):
         assert r["rationalized"] and r["correct"] and r["trajectory_id"].endswith("/rationalized") and r["sample"] == 1
         text = "\n".join(m["content"] for s in r["steps"] for m in s["messages"])
         assert "Hint:" not in text and "correct answer is" not in text

@@ -51,7 +51,7 @@ def test_faults_retried_one_response_per_request(tmp_path):
     faulted = [r for r in chats if r["fault"]]
     assert len(faulted) >= 0.2 * len(chats), "the plan should inject ~30% faults"
     outcomes = defaultdict(int)
-    for i, (request, resp) in enumerate(zip(requests, out)):
+    for i, (_, resp) in enumerate(zip(requests, out)):
         prompt = f"question {i}"
         attempts = sorted(by_prompt[prompt], key=lambda r: r["attempt"])
         assert [a["attempt"] for a in attempts] == list(range(len(attempts)))  # no duplicate sends

@@ -74,5 +74,7 @@ def test_tiny_model_greedy_evaluation_is_reproducible(project, tiny_model_dir):
     m = read_json(paths.base_eval_metrics("test"))
     assert len(first) == 2 and sum(m["overall"]["status"].values()) == 2 and m["cache"] == {"hits": 0, "misses": 0}
     assert main(argv) == 0  # greedy, no cache: the same outputs again
-    strip = lambda rows: [[s["output"] for s in r["steps"]] for r in rows]
+    def strip(rows):
+        return [[s["output"] for s in r["steps"]] for r in rows]
+
     assert strip(read_rows(paths.base_eval_data("test"))) == strip(first)

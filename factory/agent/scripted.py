@@ -81,7 +81,9 @@ def _musique_hops(q: Mapping) -> list[Hop]:
         text = step["question"]
         idx = step.get("paragraph_support_idx")
         title = pool[idx]["title"] if idx is not None and 0 <= idx < len(pool) else ""
-        resolve = lambda s: _HOP_REF.sub(lambda m: answers.get(m.group(1), m.group(0)), s)
+        def resolve(s: str) -> str:
+            return _HOP_REF.sub(lambda m: answers.get(m.group(1), m.group(0)), s)
+
         if ">>" in text:
             entity, relation = (x.strip() for x in text.split(">>", 1))
             entity = resolve(entity)

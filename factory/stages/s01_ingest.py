@@ -7,8 +7,8 @@ import logging
 from factory import paths
 from factory.config import Params
 from factory.corpora import ingest_sources
-from factory.io import gc_paused, progress, write_json, write_jsonl
 from factory.corpora.table import questions_table
+from factory.io import gc_paused, progress, write_json, write_jsonl
 from schemas import PASSAGE, to_table, write_parquet
 
 COMMAND = "ingest"

@@ -22,6 +22,7 @@ from factory.errors import FactoryError
 from factory.io import write_json
 from factory.llm.base import Sampling
 from factory.rounds import policy_for, skip_reason
+from factory.stages import chain_arguments
 from schemas import read_rows, write_parquet
 
 COMMAND = "trajectories"
@@ -30,9 +31,7 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--variant", required=True, help="supervision variant whose chain this round belongs to")
-    parser.add_argument("--round", dest="round_", metavar="R", type=int, required=True, help="bootstrapping round (0 = the base model's trajectories)")
-    parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
+    chain_arguments(parser, "bootstrapping round (0 = the base model's trajectories)")
 
 
 def make_policy_llm(params: Params, policy):

@@ -19,10 +19,11 @@ from typing import Any
 
 from factory import paths
 from factory.backtrace import BadTrajectory, TokenCounter, backtrace_modes
-from factory.config import BACKTRACE_MODES, TARGET_MODES, VARIANTS, Params
+from factory.config import BACKTRACE_MODES, TARGET_MODES, Params
 from factory.errors import FactoryError
 from factory.io import progress, write_json
 from factory.rounds import skip_reason
+from factory.stages import chain_arguments
 from schemas import read_rows, write_parquet
 
 COMMAND = "backtrace"
@@ -31,9 +32,7 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--variant", required=True, choices=VARIANTS, help="the chain whose trajectories are labelled")
-    parser.add_argument("--round", dest="round_", type=int, required=True, help="bootstrapping round")
-    parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
+    chain_arguments(parser, "bootstrapping round whose trajectories are labelled")
 
 
 def load_token_counter(params: Params) -> tuple[TokenCounter, str | None]:

@@ -18,6 +18,7 @@ from factory.config import VARIANTS, Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_jsonl
 from factory.rounds import skip_reason
+from factory.stages import chain_arguments
 from factory.variants import accumulated, build_set, labels_index
 from schemas import read_rows, write_parquet
 
@@ -27,9 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--variant", required=True, choices=VARIANTS, help="supervision variant")
-    parser.add_argument("--round", dest="round_", type=int, required=True, help="bootstrapping round (0..max_rounds-1; round 0: the base model's trajectories)")
-    parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
+    chain_arguments(parser, "bootstrapping round (0..max_rounds-1; round 0: the base model's trajectories)")
 
 
 def _write(out_dir, examples: list[dict], stats: dict, metrics_path) -> None:

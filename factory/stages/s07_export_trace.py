@@ -11,6 +11,7 @@ from factory.config import VARIANTS, Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_jsonl
 from factory.rounds import skip_reason
+from factory.stages import chain_arguments
 from factory.trace_export import PROTOCOL_VERSION, TraceExport, export_stats, export_trace
 from schemas import read_rows, write_parquet
 
@@ -20,9 +21,7 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--variant", required=True, choices=VARIANTS, help="supervision variant (chain)")
-    parser.add_argument("--round", dest="round_", metavar="R", type=int, required=True, help="round whose trajectories are exported (0 = from the base model)")
-    parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (bootstrap.seeds)")
+    chain_arguments(parser, "round whose trajectories are exported (0 = from the base model)")
 
 
 def variant_seed(params: Params, seed: int) -> int:

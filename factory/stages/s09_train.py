@@ -18,6 +18,7 @@ from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import write_json
 from factory.rounds import is_untrainable, policy_for, skip_reason
+from factory.stages import chain_arguments
 from factory.train import SKIPPED, is_main_process, reset_output, train_lora, write_status
 from schemas import read_rows
 
@@ -27,9 +28,7 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--variant", required=True, help="supervision variant (backtrace, random, unfiltered)")
-    parser.add_argument("--round", dest="round_", type=int, required=True, help="bootstrapping round (0 = the set from the base model's trajectories)")
-    parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
+    chain_arguments(parser, "bootstrapping round (0 = the set from the base model's trajectories)")
 
 
 def base_model_path(params: Params) -> Path:

@@ -16,10 +16,11 @@ from factory import paths
 from factory.agent.generate import generate_trajectories
 from factory.agent.sampling import derived_seed, sample_questions
 from factory.agent.summary import summarize
-from factory.config import Params
+from factory.config import VARIANTS, Params
 from factory.io import write_json
 from factory.llm.base import Sampling
 from factory.rounds import BASE, policy_after, skip_reason
+from factory.stages import chain_arguments
 from factory.stages.s04_trajectories import load_inputs, make_policy_llm
 from schemas import write_parquet
 
@@ -29,10 +30,8 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--variant", required=True, help="a supervision variant, or 'base' for the base model")
-    parser.add_argument("--round", dest="round_", metavar="R", type=int, default=0, help="evaluate the policy after this round (ignored for base)")
+    chain_arguments(parser, "evaluate the policy after this round (ignored for base)", variants=(BASE, *VARIANTS), round_default=0)
     parser.add_argument("--split", choices=("heldout", "test"), default="heldout", help="which split")
-    parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
 
 
 def output_paths(variant: str, round_: int, split: str, seed: int):

@@ -9,6 +9,7 @@ from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import read_json, write_json
 from factory.rounds import decide
+from factory.stages import chain_arguments
 
 COMMAND = "bootstrap"
 HELP = "decide after a round whether later rounds run (held-out EM, min_delta, patience, max_rounds)"
@@ -16,9 +17,7 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--variant", required=True)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--round", dest="round_", type=int, default=-1, help="the round just evaluated (-1: chain start)")
+    chain_arguments(parser, "the round just evaluated (-1: chain start)", round_default=-1)
 
 
 def heldout_em(path) -> float | None:

@@ -6,9 +6,9 @@ import logging
 from pathlib import Path
 
 from factory import paths
+from factory import publish as publishing
 from factory.config import Params
 from factory.io import read_json, write_json
-from factory import publish as publishing
 
 COMMAND = "publish"
 HELP = "write each variant's final supervision set as a Hugging Face dataset folder (parquet + dataset card)"
