@@ -119,6 +119,28 @@ def _hotpot(corpora, n=5):
     return json.loads((corpora / "hotpotqa" / "dev_sample.json").read_text())[:n]
 
 
+@pytest.mark.parametrize("dataset", ["hotpotqa", "2wikimultihopqa"])
+def test_typed_fast_path_builds_the_same_rows_as_the_field_by_field_path(corpora, dataset):
+    from factory.corpora import BUILDERS, RECORD_TYPES
+    from factory.corpora.base import read_json_records
+
+    path = corpora / dataset / "dev_sample.json"
+    typed = list(read_json_records(path, RECORD_TYPES[dataset]))
+    untyped = list(read_json_records(path))
+    assert isinstance(typed[0][1], RECORD_TYPES[dataset]) and isinstance(untyped[0][1], dict)
+
+    def built(records):
+        out = []
+        for where, record in records:
+            try:
+                out.append(BUILDERS[dataset](record, where, path.name, {}))
+            except FactoryError as bad:
+                out.append(str(bad))
+        return out
+
+    assert built(typed) == built(untyped)  # rows, paragraphs and the quarantine reasons alike
+
+
 def test_invalid_json_names_file_and_position(tmp_path):
     f = tmp_path / "broken.json"
     f.write_text('[\n {"_id": "a",\n  "question": oops}\n]')
@@ -138,6 +160,7 @@ BAD_CASES = [
     ("missing field", lambda r: r.pop("question"), "question", "missing"),
     ("mistyped field", lambda r: r.__setitem__("answer", 42), "answer", "expected string"),
     ("empty answer", lambda r: r.__setitem__("answer", "  "), "answer", "empty answer"),
+    ("empty question", lambda r: r.__setitem__("question", " "), "question", "empty"),
     ("unknown supporting title", lambda r: r["supporting_facts"].append(["Not A Title", 0]), "supporting_facts", "not in the record's context"),
     ("sentence index out of range", lambda r: r["supporting_facts"].append([r["context"][0][0], 99]), "supporting_facts", "out of range"),
     ("context entry malformed", lambda r: r["context"].append(["only title"]), "context[10]", "pair"),

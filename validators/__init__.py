@@ -9,6 +9,7 @@ computed as boolean columns by the suite builders and asserted with plain GX exp
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import shutil
@@ -111,8 +112,60 @@ def run_suites(stage: str, specs: list[SuiteSpec], docs_dir: str | Path | None =
                 if not result.success:
                     failures.append(_describe(result, spec.name))
     gate = GateResult(success=not failures, failures=failures, evaluated=evaluated, docs_index=docs_index)
-    if failures and raise_on_failure:
-        docs = f" Data docs: {docs_index}." if docs_index else ""
-        raise GateFailed(f"{stage}: {len(failures)} of {evaluated} expectations failed:\n  - " + "\n  - ".join(failures) + docs)
-    log.info("%s: %d expectations passed%s", stage, evaluated, f" (data docs: {docs_index})" if docs_index else "")
+    return check_gate(stage, gate) if raise_on_failure else gate
+
+
+def check_gate(stage: str, gate: GateResult) -> GateResult:
+    """Raise ``GateFailed`` listing every failed expectation; log the pass otherwise."""
+    if gate.failures:
+        docs = f" Data docs: {gate.docs_index}." if gate.docs_index else ""
+        raise GateFailed(f"{stage}: {len(gate.failures)} of {gate.evaluated} expectations failed:\n  - " + "\n  - ".join(gate.failures) + docs)
+    log.info("%s: %d expectations passed%s", stage, gate.evaluated, f" (data docs: {gate.docs_index})" if gate.docs_index else "")
     return gate
+
+
+def _import_gx() -> None:
+    import great_expectations  # noqa: F401  (the import alone takes seconds: done while the parent works)
+
+
+def _run_in_child(stage: str, expectations: str, frames: dict[str, Any], docs_dir: str | None) -> GateResult:
+    module, _, name = expectations.partition(":")
+    import great_expectations as gx
+
+    by_frame = getattr(importlib.import_module(module), name)(gx.expectations)
+    specs = [SuiteSpec(frame_name, frames[frame_name], by_frame[frame_name]) for frame_name in frames]
+    return run_suites(stage, specs, docs_dir=docs_dir, raise_on_failure=False)
+
+
+class BackgroundGate:
+    """Runs a gate in a child process that starts importing Great Expectations at once.
+
+    For a big stage (ingest) the GX import and the data-docs rendering cost as much as the work
+    being gated; in a child they overlap with the parent's parsing and table building. The child
+    gets small pandas frames and the dotted name of a function ``expectations(E) -> {frame: [...]}``
+    (GX objects are built there, so the parent never imports GX).
+    """
+
+    def __init__(self) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: the parent holds threads (progress bars, Arrow pools) that must not be forked
+        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        self._warm = self._pool.submit(_import_gx)
+        self._pending = None
+
+    def submit(self, stage: str, expectations: str, frames: dict[str, Any], docs_dir: str | Path | None = "reports/gx") -> None:
+        self._stage = stage
+        self._pending = self._pool.submit(_run_in_child, stage, expectations, frames, None if docs_dir is None else str(docs_dir))
+
+    def result(self) -> GateResult:
+        """Wait for the submitted gate; raise ``GateFailed`` as ``run_suites`` would."""
+        self._warm.result()
+        return check_gate(self._stage, self._pending.result())
+
+    def __enter__(self) -> BackgroundGate:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)

@@ -1,17 +1,20 @@
-"""Gate of the ingest stage: questions and passages."""
+"""Gate of the ingest stage: questions and passages.
+
+``ingest_frames`` computes the checked columns (cross-field checks become boolean columns);
+``ingest_expectations`` names what each frame must meet. They are separate so that the stage can
+run the gate in a child process (``validators.BackgroundGate``) while it builds the tables.
+"""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from factory.config import DATASETS
-from validators import SuiteSpec
+
+EXPECTATIONS = "validators.ingest:ingest_expectations"
 
 
-def ingest_specs(questions: list[dict], passages: list[dict]) -> list[SuiteSpec]:
-    import great_expectations as gx
-
-    E = gx.expectations
+def ingest_frames(questions: list[dict], passages: list[dict]) -> dict[str, pd.DataFrame]:
     pool_pids = [{p["pid"] for p in q["passages"]} for q in questions]
     pool_titles = [{p["title"] for p in q["passages"]} for q in questions]
     qframe = pd.DataFrame(
@@ -49,6 +52,11 @@ def ingest_specs(questions: list[dict], passages: list[dict]) -> list[SuiteSpec]
     )
     known_pids = set(pframe["pid"])
     qframe["passages_known"] = [pids <= known_pids for pids in pool_pids]
+    return {"questions": qframe, "passages": pframe}
+
+
+def ingest_expectations(E) -> dict[str, list]:
+    """``E``: the ``great_expectations.expectations`` module."""
     questions_suite = [
         E.ExpectColumnValuesToBeUnique(column="question_id"),
         E.ExpectColumnValuesToNotBeNull(column="question"),
@@ -70,4 +78,4 @@ def ingest_specs(questions: list[dict], passages: list[dict]) -> list[SuiteSpec]
         E.ExpectColumnValuesToBeBetween(column="text_len", min_value=1),
         E.ExpectColumnValuesToBeBetween(column="n_sentences", min_value=1),
     ]
-    return [SuiteSpec("questions", qframe, questions_suite), SuiteSpec("passages", pframe, passages_suite)]
+    return {"questions": questions_suite, "passages": passages_suite}

@@ -21,16 +21,29 @@ from factory.text import normalize_question
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"'(\[])")
 
 
-def read_json_records(path: str | Path) -> Iterator[tuple[str, Any]]:
-    """Yield (location, record) from a JSON list or a JSONL file, with clear errors for bad files."""
+def read_json_records(path: str | Path, record_type: type | None = None) -> Iterator[tuple[str, Any]]:
+    """Yield (location, record) from a JSON list or a JSONL file, with clear errors for bad files.
+
+    With ``record_type`` (a ``msgspec.Struct`` of the official format) a JSON list is first decoded
+    typed: twice as fast, and every field's type is checked in C. One record that does not fit the
+    type sends the whole file down the untyped path, where the builder checks field by field and
+    names the bad record.
+    """
     path = Path(path)
     if not path.exists():
         raise FactoryError(f"corpus file {path} does not exist (check corpora.* in params.yaml)")
     data = path.read_bytes()
     head = data.lstrip()[:1]
     if head == b"[":
+        records = None
         try:
-            records = msgspec.json.decode(data)
+            if record_type is not None:
+                try:
+                    records = msgspec.json.decode(data, type=list[record_type])
+                except msgspec.ValidationError:
+                    pass  # some record is malformed: the untyped path below names it
+            if records is None:
+                records = msgspec.json.decode(data)
         except msgspec.DecodeError as exc:
             raise FactoryError(f"{path}: not valid JSON: {_locate(exc, data)}") from None
         del data
@@ -78,11 +91,21 @@ def split_sentences(text: str) -> list[str]:
     return [p for p in pieces if p] or [text.strip()]
 
 
-class RecordReader:
-    """Typed field access for one raw record; every failure names the record and the field."""
+class RecordRef:
+    """Which record this is (dataset, id, location in its file), for errors that name it."""
+
+    def __init__(self, dataset: str, record_id: str, where: str):
+        self.dataset, self.id, self.where = dataset, record_id, where
+
+    def fail(self, field: str, reason: str) -> None:
+        raise BadRecord(self.dataset, self.id, field, reason, self.where)
+
+
+class RecordReader(RecordRef):
+    """Typed field access for one raw (untyped) record; every failure names the record and the field."""
 
     def __init__(self, dataset: str, record: Any, where: str, id_key: str):
-        self.dataset, self.where = dataset, where
+        super().__init__(dataset, "?", where)
         if not isinstance(record, dict):
             raise BadRecord(dataset, "?", "<record>", f"expected a JSON object, got {type(record).__name__}", where)
         self.record = record
@@ -90,9 +113,6 @@ class RecordReader:
         self.id = str(raw_id) if raw_id is not None else "?"
         if not isinstance(raw_id, str) or not raw_id.strip():
             self.fail(id_key, "missing or not a non-empty string")
-
-    def fail(self, field: str, reason: str) -> None:
-        raise BadRecord(self.dataset, self.id, field, reason, self.where)
 
     def get(self, key: str, typ: type | tuple[type, ...], optional: bool = False) -> Any:
         if key not in self.record or self.record[key] is None:
@@ -130,7 +150,7 @@ def _tname(typ: type | tuple[type, ...]) -> str:
 
 
 def make_question(
-    reader: RecordReader,
+    reader: RecordRef,
     *,
     question: str,
     answers: list[str],

@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
-from factory.corpora.base import RecordReader, make_question
+import msgspec
+
+from factory.corpora.base import RecordReader, RecordRef, make_question
 
 DATASET = "hotpotqa"
 ROUTES = {"comparison": "parallel", "bridge": "chain"}
+
+
+class Record(msgspec.Struct):
+    """The official record, typed (``read_json_records`` decodes a whole file into these when every
+    record fits; unknown fields are ignored)."""
+
+    _id: str
+    question: str
+    answer: str
+    type: str
+    supporting_facts: list[tuple[str, int]]
+    context: list[tuple[str, list[str]]]
+    level: str | None = None
 
 
 def context_of(reader: RecordReader) -> list[tuple[str, list[str]]]:
@@ -20,20 +35,41 @@ def context_of(reader: RecordReader) -> list[tuple[str, list[str]]]:
     return context
 
 
-def build(record: dict, where: str, source_file: str, cache: dict | None = None, dataset: str = DATASET) -> tuple[dict, list]:
-    reader = RecordReader(dataset, record, where, "_id")
-    qtype = reader.text("type")
-    supporting = reader.pairs("supporting_facts", str, int)
+def typed_ref(dataset: str, record: Record, where: str) -> RecordRef:
+    """The checks the types cannot make (non-empty strings, a context), in the untyped path's order."""
+    ref = RecordRef(dataset, record._id, where)
+    if not record._id.strip():
+        ref.id = "?"
+        ref.fail("_id", "missing or not a non-empty string")
+    for key in ("type", "question"):
+        if not getattr(record, key).strip():
+            ref.fail(key, "empty")
+    if not record.context:
+        ref.fail("context", "empty context")
+    return ref
+
+
+def build(record: dict | Record, where: str, source_file: str, cache: dict | None = None, dataset: str = DATASET) -> tuple[dict, list]:
+    if isinstance(record, Record):
+        reader = typed_ref(dataset, record, where)
+        qtype, supporting, question, answer = record.type, record.supporting_facts, record.question, record.answer
+        context, level = record.context, record.level
+    else:
+        reader = RecordReader(dataset, record, where, "_id")
+        qtype = reader.text("type")
+        supporting = reader.pairs("supporting_facts", str, int)
+        question, answer = reader.text("question"), reader.get("answer", str)
+        context, level = context_of(reader), reader.get("level", str, optional=True)
     return make_question(
         reader,
-        question=reader.text("question"),
-        answers=[reader.get("answer", str)],
+        question=question,
+        answers=[answer],
         qtype=qtype,
         route=ROUTES.get(qtype, "chain"),
         hops=max(2, len({t for t, _ in supporting})),
-        context=context_of(reader),
+        context=context,
         supporting=supporting,
-        level=reader.get("level", str, optional=True),
+        level=level,
         source_file=source_file,
         cache=cache,
     )
