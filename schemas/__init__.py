@@ -336,6 +336,9 @@ def validate_table(table: pa.Table, schema: pa.Schema, artifact: str) -> pa.Tabl
     return table
 
 
+ROW_GROUP_SIZE = 4096  # rows per parquet row group of every artifact
+
+
 def _atomic_path(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -351,11 +354,28 @@ def write_parquet(rows_or_table: Iterable[dict] | pa.Table, path: str | Path, ar
         table = validate_table(rows_or_table, schema, artifact)
     else:
         table = to_table(list(rows_or_table), schema, artifact)
+    write_parquet_batches([table], path, artifact)
+    return table
+
+
+def write_parquet_batches(batches: Iterable[pa.Table], path: str | Path, artifact: str) -> int:
+    """Write tables one after another into one parquet file, each checked against the artifact's
+    contract; atomic (tmp file + rename) and deterministic (no timestamps, fixed row-group size).
+    Streaming batches keeps a big artifact from being whole in memory. Returns the row count."""
+    schema = ARTIFACTS[artifact]
     path = Path(path)
     tmp = _atomic_path(path)
-    pq.write_table(table, tmp, compression="zstd", row_group_size=4096, write_statistics=True)
+    rows = 0
+    try:
+        with pq.ParquetWriter(tmp, schema, compression="zstd", write_statistics=True) as writer:
+            for batch in batches:
+                writer.write_table(validate_table(batch, schema, artifact), row_group_size=ROW_GROUP_SIZE)
+                rows += batch.num_rows
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
-    return table
+    return rows
 
 
 def read_rows(path: str | Path, columns: list[str] | None = None) -> list[dict[str, Any]]:

@@ -168,4 +168,5 @@ class BackgroundGate:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        # no wait: the child exits by itself once its task is done (or the GX import it is in)
+        self._pool.shutdown(wait=False, cancel_futures=True)

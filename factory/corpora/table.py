@@ -4,15 +4,17 @@ A question's ``passages`` column repeats its context pool (titles and sentences)
 question, and paragraphs recur across questions. Converting those strings from Python objects
 dominates ingest time, so the column is assembled in Arrow instead: each question's passages
 are taken by index from the de-duplicated passages table (a C++ copy), and Python only supplies
-the indices.
+the indices. Batches keep the column's memory small and reused (fresh pages cost more than the copy).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
 
-from schemas import QUESTION, validate_table
+from schemas import QUESTION, ROW_GROUP_SIZE, validate_table
 
 
 def take_lists(lists: pa.ListArray, indices: np.ndarray) -> pa.ListArray:
@@ -26,14 +28,21 @@ def take_lists(lists: pa.ListArray, indices: np.ndarray) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(new_offsets.astype(np.int32)), values, type=lists.type)
 
 
-def questions_table(questions: list[dict], passages: pa.Table) -> pa.Table:
+def question_batches(questions: list[dict], passages: pa.Table, batch_rows: int = ROW_GROUP_SIZE) -> Iterator[pa.Table]:
+    """The questions table in batches of ``batch_rows`` (one parquet row group each), so that the
+    big ``passages`` column is built, written and freed a batch at a time."""
     position = {pid: i for i, pid in enumerate(passages.column("pid").to_pylist())}
+    column = {name: passages.column(name).combine_chunks() for name in ("pid", "title", "sentences")}
+    for start in range(0, len(questions), batch_rows):
+        yield _questions_table(questions[start:start + batch_rows], position, column)
+
+
+def _questions_table(questions: list[dict], position: dict[str, int], column: dict[str, pa.Array]) -> pa.Table:
     offsets, indices = [0], []
     for q in questions:
         indices.extend(position[p["pid"]] for p in q["passages"])
         offsets.append(len(indices))
     take = np.array(indices, dtype=np.int64)
-    column = {name: passages.column(name).combine_chunks() for name in ("pid", "title", "sentences")}
     pool = pa.StructArray.from_arrays(
         [column["pid"].take(take), column["title"].take(take), take_lists(column["sentences"], take)],
         fields=list(QUESTION.field("passages").type.value_type),

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from factory import paths
 from factory.config import Params
 from factory.corpora import ingest_sources
-from factory.corpora.table import questions_table
+from factory.corpora.table import question_batches
 from factory.io import gc_paused, progress, write_json, write_jsonl
-from schemas import PASSAGE, to_table, write_parquet
+from schemas import PASSAGE, to_table, write_parquet, write_parquet_batches
 
 COMMAND = "ingest"
 HELP = "read the corpora (official formats or HF datasets), quarantine bad records, assign splits"
@@ -20,15 +21,21 @@ def run(params: Params) -> None:
     from validators import BackgroundGate
     from validators.ingest import EXPECTATIONS, ingest_frames
 
+    # Questions are written while the gate runs, to a staging file that only a passed gate publishes.
+    staged = paths.QUESTIONS.with_name(f".{paths.QUESTIONS.name}.gated")
     with BackgroundGate() as gate:  # imports Great Expectations in a child while we parse
         with gc_paused():
             with progress(desc="ingest", unit="rec") as bar:
                 result = ingest_sources(params, progress=bar.update)
             gate.submit("ingest", EXPECTATIONS, ingest_frames(result.questions, result.passages), docs_dir=paths.REPORTS / "gx")
             passages = to_table(result.passages, PASSAGE, "passage")
-            questions = questions_table(result.questions, passages)
-        checked = gate.result()  # a failed expectation stops the stage before anything is written
-    write_parquet(questions, paths.QUESTIONS, "question")
+            write_parquet_batches(question_batches(result.questions, passages), staged, "question")
+        try:
+            checked = gate.result()  # a failed expectation stops the stage before anything is published
+        except BaseException:
+            staged.unlink(missing_ok=True)
+            raise
+    os.replace(staged, paths.QUESTIONS)
     write_parquet(passages, paths.PASSAGES, "passage")
     write_jsonl(paths.QUARANTINE, result.quarantine)
     write_json(paths.METRICS / "ingest.json", {**result.counts, "expectations_passed": checked.evaluated})
