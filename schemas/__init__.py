@@ -322,7 +322,7 @@ def validate_table(table: pa.Table, schema: pa.Schema, artifact: str) -> pa.Tabl
         ]
         try:
             table = table.select(schema.names).cast(schema)
-        except (pa.ArrowException, KeyError) as exc:
+        except (pa.ArrowException, KeyError, ValueError) as exc:  # ValueError: nulls cast to a required field
             raise SchemaError(f"{artifact}: table does not match the contract (missing {missing}, extra {extra}, types {wrong}): {exc}") from None
     for field in schema:
         col = table.column(field.name)

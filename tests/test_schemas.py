@@ -1,7 +1,7 @@
 import pyarrow as pa
 import pytest
 
-from schemas import LABELS, SchemaError, read_rows, to_table, validate_table, write_parquet
+from schemas import LABELS, SchemaError, read_rows, to_table, validate_table, write_parquet, write_parquet_batches
 
 
 def label_row(**over):
@@ -54,3 +54,15 @@ def test_validate_table_checks_a_columnar_table():
     with pytest.raises(SchemaError, match="fa_ratio"):
         validate_table(bad, LABELS, "labels")
     assert pa.types.is_list(LABELS.field("kept_triplet_ids").type)
+
+
+def test_streamed_batches_are_checked_and_a_bad_batch_leaves_no_file(tmp_path):
+    good = to_table([label_row(), label_row(trajectory_id="t2")], LABELS, "labels")
+    out = tmp_path / "l.parquet"
+    assert write_parquet_batches([good, good.slice(0, 1)], out, "labels") == 3
+    assert [r["trajectory_id"] for r in read_rows(out)] == ["t1", "t2", "t1"]
+    out.unlink()
+    bad = good.set_column(good.schema.get_field_index("fa_ratio"), "fa_ratio", pa.array([None, 0.5], pa.float64()))
+    with pytest.raises(SchemaError, match="fa_ratio"):
+        write_parquet_batches([good, bad], out, "labels")
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary remains
