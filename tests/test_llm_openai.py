@@ -151,6 +151,7 @@ def test_make_llm_openai_prefix_and_errors(tmp_path, monkeypatch):
     from factory.config import Params
     from factory.llm import make_llm
     from factory.llm.cache import CachedLLM
+    from factory.llm.identity import adapter_hash
 
     monkeypatch.chdir(tmp_path)
     adapter = tmp_path / "models" / "backtrace" / "seed_0" / "round_1" / "adapter"
@@ -165,10 +166,16 @@ def test_make_llm_openai_prefix_and_errors(tmp_path, monkeypatch):
         params.llm.lora_path_prefix = "/mnt/shared/models"
         params.llm.api_key_env = KEY_ENV
         llm = make_llm(params, adapter_path="models/backtrace/seed_0/round_1/adapter", adapter_name="backtrace-r1")
-        assert isinstance(llm, CachedLLM) and llm.identity.startswith("openai:backtrace-r1+")
-        assert server.state.adapters == {"backtrace-r1": "/mnt/shared/models/backtrace/seed_0/round_1/adapter"}
+        served = f"backtrace-r1-{adapter_hash(adapter)[:8]}"  # the weights' hash in the name
+        assert isinstance(llm, CachedLLM) and llm.identity.startswith(f"openai:{served}+")
+        assert server.state.adapters == {served: "/mnt/shared/models/backtrace/seed_0/round_1/adapter"}
         assert llm.generate(_requests(2))[0].ok
+        assert server.chat_records()[-1]["body"]["model"] == served
         llm.close()
+        _safetensors(adapter, 4.0)  # the round retrained: a new name, not a refused re-use
+        retrained = make_llm(params, adapter_path="models/backtrace/seed_0/round_1/adapter", adapter_name="backtrace-r1")
+        assert len(server.state.adapters) == 2 and not retrained.identity.startswith(f"openai:{served}")
+        retrained.close()
         with pytest.raises(FactoryError, match="adapter_name"):
             make_llm(params, adapter_path=adapter)
 

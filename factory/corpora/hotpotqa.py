@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 
 from factory.corpora.base import RecordReader, RecordRef, make_question
@@ -10,9 +12,9 @@ DATASET = "hotpotqa"
 ROUTES = {"comparison": "parallel", "bridge": "chain"}
 
 
-class Record(msgspec.Struct):
+class Record(msgspec.Struct, kw_only=True):
     """The official record, typed (``read_json_records`` decodes a whole file into these when every
-    record fits; unknown fields are ignored)."""
+    record fits; unknown fields are ignored). 2WikiMultihopQA extends it."""
 
     _id: str
     question: str
@@ -49,7 +51,20 @@ def typed_ref(dataset: str, record: Record, where: str) -> RecordRef:
     return ref
 
 
-def build(record: dict | Record, where: str, source_file: str, cache: dict | None = None, dataset: str = DATASET) -> tuple[dict, list]:
+def build(
+    record: dict | Record,
+    where: str,
+    source_file: str,
+    cache: dict | None = None,
+    dataset: str = DATASET,
+    routes: dict[str, str] = ROUTES,
+    extra: Callable[[RecordRef, dict | Record], dict] | None = None,
+) -> tuple[dict, list]:
+    """A question row and its paragraphs from one record of the HotpotQA format (typed or raw).
+
+    ``dataset`` and ``routes`` let formats that share it (2WikiMultihopQA, HF copies) reuse it;
+    ``extra(reader, record)`` returns their additional Question fields.
+    """
     if isinstance(record, Record):
         reader = typed_ref(dataset, record, where)
         qtype, supporting, question, answer = record.type, record.supporting_facts, record.question, record.answer
@@ -65,11 +80,12 @@ def build(record: dict | Record, where: str, source_file: str, cache: dict | Non
         question=question,
         answers=[answer],
         qtype=qtype,
-        route=ROUTES.get(qtype, "chain"),
+        route=routes.get(qtype, "chain"),
         hops=max(2, len({t for t, _ in supporting})),
         context=context,
         supporting=supporting,
         level=level,
         source_file=source_file,
         cache=cache,
+        **(extra(reader, record) if extra else {}),
     )

@@ -90,7 +90,10 @@ def _make_openai(params: Params, adapter_path: str | Path | None, adapter_name: 
         if adapter_path is None:
             raise FactoryError(f"adapter {adapter_name!r}: the adapter folder is needed to hash its weights")
         if cfg.load_lora:
-            llm.load_adapter(adapter_name, adapter_path, server_adapter_path(adapter_path, cfg.lora_path_prefix))
+            # served as '<variant>-r<round>-<weights hash>': a retrained round gets a new name, and
+            # no name ever stands for other weights (vLLM caches adapters by name)
+            served = f"{adapter_name}-{adapter_hash(adapter_path)[:8]}"
+            llm.load_adapter(served, adapter_path, server_adapter_path(adapter_path, cfg.lora_path_prefix))
         else:  # the operator registered it on the servers; we still name it by its weights
             llm.use_model(adapter_name, adapter_hash(adapter_path))
     return llm

@@ -27,6 +27,13 @@ def rank(scores: np.ndarray, positions: np.ndarray, pids: list[str], top_n: int)
     return [Hit(pids[positions[i]], float(sub[i])) for i in order]
 
 
+def pool_positions(position: dict[str, int], n: int, pool: list[str] | None) -> np.ndarray:
+    """Index positions of a question's pool of pids (all ``n`` passages when there is no pool)."""
+    if pool is None:
+        return np.arange(n)
+    return np.array([position[p] for p in pool if p in position], dtype=np.int64)
+
+
 class BM25Retriever:
     def __init__(self, models: dict[str, bm25s.BM25], pids: dict[str, list[str]]):
         self.models, self.pids = models, pids
@@ -69,10 +76,7 @@ class BM25Retriever:
         return model.get_scores(tokens)
 
     def positions(self, dataset: str, pool: list[str] | None) -> np.ndarray:
-        if pool is None:
-            return np.arange(len(self.pids[dataset]))
-        index = self.position[dataset]
-        return np.array([index[p] for p in pool if p in index], dtype=np.int64)
+        return pool_positions(self.position[dataset], len(self.pids[dataset]), pool)
 
     def search(self, query: str, dataset: str, top_n: int, pool: list[str] | None = None) -> list[Hit]:
         scores = self.scores(query, dataset)

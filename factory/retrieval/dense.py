@@ -9,7 +9,7 @@ import numpy as np
 
 from factory.errors import FactoryError
 from factory.retrieval import Hit
-from factory.retrieval.bm25 import passage_text, rank
+from factory.retrieval.bm25 import passage_text, pool_positions, rank
 
 
 def resolve_model(name: str) -> str:
@@ -80,10 +80,7 @@ class DenseRetriever:
         return self.vectors[dataset] @ q
 
     def positions(self, dataset: str, pool: list[str] | None) -> np.ndarray:
-        if pool is None:
-            return np.arange(len(self.pids[dataset]))
-        index = self.position[dataset]
-        return np.array([index[p] for p in pool if p in index], dtype=np.int64)
+        return pool_positions(self.position[dataset], len(self.pids[dataset]), pool)
 
     def search(self, query: str, dataset: str, top_n: int, pool: list[str] | None = None) -> list[Hit]:
         return rank(self.scores(query, dataset), self.positions(dataset, pool), self.pids[dataset], top_n)
