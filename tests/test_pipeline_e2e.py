@@ -91,3 +91,13 @@ def test_dvc_pipeline_end_to_end(tmp_path, tiny_model_dir, corpora):
     assert "Running stage" not in second.stdout, second.stdout[-2000:]
     status = _dvc(["status", "--json"], repo)
     assert json.loads(status.stdout or "{}") == {}
+
+    # one more round allowed (what `dvc exp run -S bootstrap.max_rounds=3` does): the stop decisions
+    # are re-taken, but as patience already stopped every chain nothing is generated or trained again
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["bootstrap"]["max_rounds"] = 3
+    (repo / "params.yaml").write_text(yaml.safe_dump(params))
+    third = _dvc(["repro"], repo)
+    assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
+    ran = {line.split("'")[1] for line in third.stdout.splitlines() if line.startswith("Running stage")}
+    assert ran and {name.split("@")[0] for name in ran} <= {"start", "decide", "select", "report", "publish", "plots"}, sorted(ran)

@@ -41,8 +41,10 @@ def run(params: Params, variant: str, seed: int = 0, round_: int = -1) -> None:
     history = [heldout_em(paths.eval_metrics(variant, r, "heldout", seed)) for r in range(round_ + 1)]
     decision = decide(base_em, history, min_delta=b.min_delta, patience=b.patience, max_rounds=b.max_rounds)
     out = paths.decision(variant, round_, seed) if round_ >= 0 else paths.init_decision(variant, seed)
-    rule = {"min_delta": b.min_delta, "patience": b.patience, "max_rounds": b.max_rounds}
-    write_json(out, {"variant": variant, "seed": seed, **decision.as_dict(), "rule": rule})
+    # Only the decision and its numbers: later rounds depend on this file, so a rule change that
+    # does not change the decision (e.g. -S bootstrap.max_rounds=3) must not change its bytes.
+    # The rule itself is recorded by `select` in metrics/bootstrap/<variant>.json.
+    write_json(out, {"variant": variant, "seed": seed, **decision.as_dict()})
     if round_ < 0:
         # the chain's starting point, so that round 0 depends on "the step before" like every other round:
         # the base policy (no adapter) and an empty supervision set
