@@ -1,7 +1,15 @@
 import pyarrow as pa
 import pytest
 
-from schemas import LABELS, SchemaError, read_rows, to_table, validate_table, write_parquet, write_parquet_batches
+from schemas import (
+    LABELS,
+    SchemaError,
+    read_rows,
+    to_table,
+    validate_table,
+    write_parquet,
+    write_parquet_batches,
+)
 
 
 def label_row(**over):
