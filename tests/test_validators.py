@@ -32,3 +32,23 @@ def test_background_gate_failure_names_the_column():
     with BackgroundGate() as gate, pytest.raises(GateFailed, match=r"1 of 17 expectations failed:\n  - questions\.question_id: expect_column_values_to_be_unique failed \(2 unexpected"):
         gate.submit("ingest", EXPECTATIONS, _frames(["a", "a", "b"]), docs_dir=None)
         gate.result()
+
+
+def test_ingest_frames_flag_broken_cross_references():
+    from validators.ingest import ingest_frames
+
+    def question(qid, supporting, pool_pid="p1"):
+        return {"question_id": qid, "dataset": "hotpotqa", "split": "train", "route": "chain", "question": "q?", "hops": 2,
+                "answers": ["a"], "passages": [{"pid": pool_pid, "title": "T", "sentences": ["s0", "s1"]}], "supporting": supporting}
+
+    passages = [{"pid": "p1", "dataset": "hotpotqa", "text": "s0 s1", "sentences": ["s0", "s1"]}]
+    questions = [
+        question("ok", [{"title": "T", "sent_idx": 1, "pid": "p1"}]),
+        question("index out of range", [{"title": "T", "sent_idx": 2, "pid": "p1"}]),
+        question("title not in pool", [{"title": "U", "sent_idx": 0, "pid": "p1"}]),
+        question("pid not in passages", [{"title": "T", "sent_idx": -1, "pid": "p9"}], pool_pid="p9"),
+    ]
+    frame = ingest_frames(questions, passages)["questions"].set_index("question_id")
+    assert frame["supporting_resolved"].to_dict() == {"ok": True, "index out of range": True, "title not in pool": False, "pid not in passages": True}
+    assert frame["sent_idx_in_range"].to_dict() == {"ok": True, "index out of range": False, "title not in pool": True, "pid not in passages": True}
+    assert frame["passages_known"].to_dict() == {"ok": True, "index out of range": True, "title not in pool": True, "pid not in passages": False}

@@ -14,9 +14,35 @@ from factory.config import DATASETS
 EXPECTATIONS = "validators.ingest:ingest_expectations"
 
 
+def _pool_checks(q: dict, known_pids: set[str]) -> tuple[bool, bool, bool]:
+    """(every supporting fact names a passage of the pool by pid and title, every sentence index is
+    in range, every pool pid is in the passages table), in one pass over the question."""
+    sizes: dict[str, int] = {}
+    titles = set()
+    for p in q["passages"]:
+        sizes.setdefault(p["pid"], len(p["sentences"]))
+        titles.add(p["title"])
+    resolved = in_range = True
+    for s in q["supporting"]:
+        n = sizes.get(s["pid"])
+        if n is None or s["title"] not in titles:
+            resolved = False
+        if s["sent_idx"] != -1 and (n is None or not 0 <= s["sent_idx"] < n):
+            in_range = False
+    return resolved, in_range, known_pids.issuperset(sizes)
+
+
 def ingest_frames(questions: list[dict], passages: list[dict]) -> dict[str, pd.DataFrame]:
-    pool_pids = [{p["pid"] for p in q["passages"]} for q in questions]
-    pool_titles = [{p["title"] for p in q["passages"]} for q in questions]
+    pframe = pd.DataFrame(
+        {
+            "pid": [p["pid"] for p in passages],
+            "dataset": [p["dataset"] for p in passages],
+            "text_len": [len(p["text"]) for p in passages],
+            "n_sentences": [len(p["sentences"]) for p in passages],
+        }
+    )
+    known_pids = set(pframe["pid"])
+    checks = [_pool_checks(q, known_pids) for q in questions]
     qframe = pd.DataFrame(
         {
             "question_id": [q["question_id"] for q in questions],
@@ -29,29 +55,11 @@ def ingest_frames(questions: list[dict], passages: list[dict]) -> dict[str, pd.D
             "answer_nonempty": [bool(q["answers"]) and bool(q["answers"][0].strip()) for q in questions],
             "n_passages": [len(q["passages"]) for q in questions],
             "n_supporting": [len(q["supporting"]) for q in questions],
-            "supporting_resolved": [
-                all(s["title"] in titles and s["pid"] in pids for s in q["supporting"])
-                for q, titles, pids in zip(questions, pool_titles, pool_pids, strict=True)
-            ],
-            "sent_idx_in_range": [
-                all(
-                    s["sent_idx"] == -1 or any(p["pid"] == s["pid"] and s["sent_idx"] < len(p["sentences"]) for p in q["passages"])
-                    for s in q["supporting"]
-                )
-                for q in questions
-            ],
+            "supporting_resolved": [c[0] for c in checks],
+            "sent_idx_in_range": [c[1] for c in checks],
+            "passages_known": [c[2] for c in checks],
         }
     )
-    pframe = pd.DataFrame(
-        {
-            "pid": [p["pid"] for p in passages],
-            "dataset": [p["dataset"] for p in passages],
-            "text_len": [len(p["text"]) for p in passages],
-            "n_sentences": [len(p["sentences"]) for p in passages],
-        }
-    )
-    known_pids = set(pframe["pid"])
-    qframe["passages_known"] = [pids <= known_pids for pids in pool_pids]
     return {"questions": qframe, "passages": pframe}
 
 
