@@ -16,7 +16,7 @@ from typing import Any
 
 from factory.config import BACKTRACE_MODES, BacktraceParams
 from factory.errors import FactoryError
-from factory.linking import Embedder, Linker, _merge, node_key, node_keys
+from factory.linking import Embedder, Linker, _merge, node_key, node_keys, remember
 
 ADMIN_RELATIONS: tuple[str, ...] = tuple(BacktraceParams().admin_relations)
 MODES = BACKTRACE_MODES
@@ -30,9 +30,7 @@ _RELATION_WORDS: dict[str, frozenset[str]] = {}
 def _relation_words(relation: str) -> frozenset[str]:
     words = _RELATION_WORDS.get(relation)
     if words is None:
-        if len(_RELATION_WORDS) >= 1 << 16:
-            _RELATION_WORDS.clear()
-        words = _RELATION_WORDS[relation] = frozenset(_WORD.findall(_CAMEL.sub(r"\1 \2", relation).lower()))
+        words = remember(_RELATION_WORDS, relation, frozenset(_WORD.findall(_CAMEL.sub(r"\1 \2", relation).lower())))
     return words
 
 

@@ -53,7 +53,8 @@ _KEYS: dict[str, str] = {}
 _SPECIFIC: dict[str, bool] = {}
 
 
-def _remember(memo: dict, text, value):
+def remember(memo: dict, text, value):
+    """Store ``memo[text] = value`` (clearing a full memo first) and return ``value``."""
     if len(memo) >= _MEMO_MAX:
         memo.clear()
     memo[text] = value
@@ -65,7 +66,7 @@ def normalize_entity(text: str) -> str:
     norm = _NORM.get(text)
     if norm is None:
         low = text.lower().translate(_PUNCT_TABLE)  # a non-string raises: callers pass text or ""
-        norm = _remember(_NORM, text, " ".join(_ARTICLES.sub(" ", low).split()))
+        norm = remember(_NORM, text, " ".join(_ARTICLES.sub(" ", low).split()))
     return norm
 
 
@@ -75,7 +76,7 @@ def node_key(text: str) -> str:
     key = _KEYS.get(text)
     if key is None:
         key = normalize_entity(text)
-        key = _remember(_KEYS, text, key if key else " ".join(text.lower().split()))
+        key = remember(_KEYS, text, key if key else " ".join(text.lower().split()))
     return key
 
 
@@ -91,7 +92,7 @@ def is_specific(name: str) -> bool:
     """A name specific enough to link by containment: >= 1 alphabetic token that is not a stop word."""
     value = _SPECIFIC.get(name)
     if value is None:
-        value = _remember(_SPECIFIC, name, any(tok not in _STOP and any(c.isalpha() for c in tok) for tok in name.split()))
+        value = remember(_SPECIFIC, name, any(tok not in _STOP and any(c.isalpha() for c in tok) for tok in name.split()))
     return value
 
 
@@ -264,38 +265,33 @@ class Linker:
 
     def mentioned_and_containing(self, text: str) -> tuple[list[str], set[str]]:
         """``mentions(text)`` and ``containing(text)`` in one pass over the names."""
-        norm = normalize_entity(text or "")
-        if not norm:
-            return [], set()
-        needle = f" {node_key(text)} "
-        work = f" {norm} "
-        found: list[str] = []
-        containing: set[str] = set()
-        for padded, node in self._padded_by_length():
-            if needle in padded:
-                containing.add(node)
-            if padded in work:
-                work = work.replace(padded, _CONSUMED_PAD)
-                if node not in found:
-                    found.append(node)
-        return found, containing
+        return self._scan(text, with_containing=True)
 
     # ------------------------------------------------------------------ free text
 
     def mentions(self, text: str) -> list[str]:
         """Nodes named in free text, longest surface name first, each matched span consumed.
         Returned in the order their names were matched (longest first), without duplicates."""
+        return self._scan(text, with_containing=False)[0]
+
+    def _scan(self, text: str, with_containing: bool) -> tuple[list[str], set[str]]:
+        """One pass over the surface names, longest first: the nodes named in ``text`` (each matched
+        span consumed) and, when asked, the nodes whose names contain ``text`` as whole words."""
         norm = normalize_entity(text or "")
         if not norm:
-            return []
+            return [], set()
+        needle = f" {node_key(text)} " if with_containing else None
         work = f" {norm} "
         found: list[str] = []
-        for needle, node in self._padded_by_length():
-            if needle in work:
-                work = work.replace(needle, _CONSUMED_PAD)
+        containing: set[str] = set()
+        for padded, node in self._padded_by_length():
+            if needle is not None and needle in padded:
+                containing.add(node)
+            if padded in work:
+                work = work.replace(padded, _CONSUMED_PAD)
                 if node not in found:
                     found.append(node)
-        return found
+        return found, containing
 
 
 _CONSUMED_PAD = f" {_CONSUMED} "
