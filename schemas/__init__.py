@@ -354,23 +354,28 @@ def write_parquet(rows_or_table: Iterable[dict] | pa.Table, path: str | Path, ar
         table = validate_table(rows_or_table, schema, artifact)
     else:
         table = to_table(list(rows_or_table), schema, artifact)
-    write_parquet_batches([table], path, artifact)
+    _write_checked([table], path, schema)
     return table
 
 
 def write_parquet_batches(batches: Iterable[pa.Table], path: str | Path, artifact: str) -> int:
     """Write tables one after another into one parquet file, each checked against the artifact's
-    contract; atomic (tmp file + rename) and deterministic (no timestamps, fixed row-group size).
-    Streaming batches keeps a big artifact from being whole in memory. Returns the row count."""
+    contract, atomically and deterministically like ``write_parquet``. Streaming batches keeps a
+    big artifact from being whole in memory. Returns the row count."""
     schema = ARTIFACTS[artifact]
+    return _write_checked((validate_table(batch, schema, artifact) for batch in batches), path, schema)
+
+
+def _write_checked(tables: Iterable[pa.Table], path: str | Path, schema: pa.Schema) -> int:
+    """Write tables already checked against ``schema``: tmp file + rename, zstd, fixed row groups."""
     path = Path(path)
     tmp = _atomic_path(path)
     rows = 0
     try:
         with pq.ParquetWriter(tmp, schema, compression="zstd", write_statistics=True) as writer:
-            for batch in batches:
-                writer.write_table(validate_table(batch, schema, artifact), row_group_size=ROW_GROUP_SIZE)
-                rows += batch.num_rows
+            for table in tables:
+                writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
+                rows += table.num_rows
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
