@@ -123,6 +123,7 @@ def _hotpot(corpora, n=5):
 def test_typed_fast_path_builds_the_same_rows_as_the_field_by_field_path(corpora, dataset):
     from factory.corpora import BUILDERS, RECORD_TYPES
     from factory.corpora.base import read_json_records
+    from factory.corpora.pool import PassagePool
 
     path = corpora / dataset / "dev_sample.json"
     typed = list(read_json_records(path, RECORD_TYPES[dataset]))
@@ -130,12 +131,15 @@ def test_typed_fast_path_builds_the_same_rows_as_the_field_by_field_path(corpora
     assert isinstance(typed[0][1], RECORD_TYPES[dataset]) and isinstance(untyped[0][1], dict)
 
     def built(records):
-        out = []
+        pool, out = PassagePool(), []
         for where, record in records:
             try:
-                out.append(BUILDERS[dataset](record, where, path.name, {}))
+                row = BUILDERS[dataset](record, where, path.name, pool)
             except FactoryError as bad:
                 out.append(str(bad))
+                continue
+            paragraphs = [(pool.pids[e], pool.titles[e], pool.texts[e], pool.sentences[e]) for e in row.pop("passages")]
+            out.append((row, paragraphs))
         return out
 
     assert built(typed) == built(untyped)  # rows, paragraphs and the quarantine reasons alike

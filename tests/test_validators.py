@@ -35,20 +35,33 @@ def test_background_gate_failure_names_the_column():
 
 
 def test_ingest_frames_flag_broken_cross_references():
+    import pyarrow as pa
+
+    from factory.corpora.pool import PassagePool
+    from schemas import PASSAGE
     from validators.ingest import ingest_frames
 
-    def question(qid, supporting, pool_pid="p1"):
-        return {"question_id": qid, "dataset": "hotpotqa", "split": "train", "route": "chain", "question": "q?", "hops": 2,
-                "answers": ["a"], "passages": [{"pid": pool_pid, "title": "T", "sentences": ["s0", "s1"]}], "supporting": supporting}
+    pool = PassagePool()
+    known, unknown = pool.pairs("hotpotqa", [("T", ["s0", "s1"]), ("T", ["other"])])
+    pid, missing_pid = pool.pids[known], pool.pids[unknown]
+    passages = pa.Table.from_pylist([{"pid": pid, "dataset": "hotpotqa", "title": "T", "text": "s0 s1", "sentences": ["s0", "s1"]}], schema=PASSAGE)
 
-    passages = [{"pid": "p1", "dataset": "hotpotqa", "text": "s0 s1", "sentences": ["s0", "s1"]}]
-    questions = [
-        question("ok", [{"title": "T", "sent_idx": 1, "pid": "p1"}]),
-        question("index out of range", [{"title": "T", "sent_idx": 2, "pid": "p1"}]),
-        question("title not in pool", [{"title": "U", "sent_idx": 0, "pid": "p1"}]),
-        question("pid not in passages", [{"title": "T", "sent_idx": -1, "pid": "p9"}], pool_pid="p9"),
+    def question(qid, supporting, entry=known):
+        return {"question_id": qid, "dataset": "hotpotqa", "split": "train", "route": "chain", "question": "q?", "hops": 2,
+                "answers": ["a"], "passages": [entry], "supporting": supporting}
+
+    rows = [
+        question("ok", [{"title": "T", "sent_idx": 1, "pid": pid}]),
+        question("index out of range", [{"title": "T", "sent_idx": 2, "pid": pid}]),
+        question("title not in pool", [{"title": "U", "sent_idx": 0, "pid": pid}]),
+        question("pid not in pool", [{"title": "T", "sent_idx": 0, "pid": missing_pid}]),
+        question("pid not in passages", [{"title": "T", "sent_idx": -1, "pid": missing_pid}], entry=unknown),
     ]
-    frame = ingest_frames(questions, passages)["questions"].set_index("question_id")
-    assert frame["supporting_resolved"].to_dict() == {"ok": True, "index out of range": True, "title not in pool": False, "pid not in passages": True}
-    assert frame["sent_idx_in_range"].to_dict() == {"ok": True, "index out of range": False, "title not in pool": True, "pid not in passages": True}
-    assert frame["passages_known"].to_dict() == {"ok": True, "index out of range": True, "title not in pool": True, "pid not in passages": False}
+    frame = pd.DataFrame(ingest_frames(rows, pool, passages)["questions"]).set_index("question_id")
+    assert frame["supporting_resolved"].to_dict() == {
+        "ok": True, "index out of range": True, "title not in pool": False, "pid not in pool": False, "pid not in passages": True}
+    assert frame["sent_idx_in_range"].to_dict() == {
+        "ok": True, "index out of range": False, "title not in pool": True, "pid not in pool": False, "pid not in passages": True}
+    assert frame["passages_known"].to_dict() == {
+        "ok": True, "index out of range": True, "title not in pool": True, "pid not in pool": True, "pid not in passages": False}
+    assert frame["n_passages"].tolist() == [1] * 5 and frame["n_supporting"].tolist() == [1] * 5

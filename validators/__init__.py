@@ -131,9 +131,10 @@ def _import_gx() -> None:
 def _run_in_child(stage: str, expectations: str, frames: dict[str, Any], docs_dir: str | None) -> GateResult:
     module, _, name = expectations.partition(":")
     import great_expectations as gx
+    import pandas as pd
 
     by_frame = getattr(importlib.import_module(module), name)(gx.expectations)
-    specs = [SuiteSpec(frame_name, frames[frame_name], by_frame[frame_name]) for frame_name in frames]
+    specs = [SuiteSpec(frame_name, pd.DataFrame(frames[frame_name]), by_frame[frame_name]) for frame_name in frames]
     return run_suites(stage, specs, docs_dir=docs_dir, raise_on_failure=False)
 
 
@@ -142,8 +143,8 @@ class BackgroundGate:
 
     For a big stage (ingest) the GX import and the data-docs rendering cost as much as the work
     being gated; in a child they overlap with the parent's parsing and table building. The child
-    gets small pandas frames and the dotted name of a function ``expectations(E) -> {frame: [...]}``
-    (GX objects are built there, so the parent never imports GX).
+    gets frames (pandas, or dicts of columns it turns into pandas) and the dotted name of a function
+    ``expectations(E) -> {frame: [...]}`` (GX objects are built there, so the parent never imports GX).
     """
 
     def __init__(self) -> None:

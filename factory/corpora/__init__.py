@@ -1,25 +1,31 @@
 """Corpus builders, one module per dataset, and the ingest of all configured sources.
 
-``ingest_sources`` reads every configured file (and Hugging Face source), builds Question and
-Passage rows, routes malformed records to quarantine (or fails, per ``ingest.on_bad_record``),
-assigns splits and returns the counts. ``read = ingested + quarantined + capped`` per dataset.
+``ingest_sources`` reads every configured file (and Hugging Face source), builds Question rows over
+a shared ``PassagePool``, routes malformed records to quarantine (or fails, per
+``ingest.on_bad_record``), assigns splits and returns the counts.
+``read = ingested + quarantined + capped`` per dataset.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
+
+import pyarrow as pa
 
 from factory.config import DATASETS, Params
 from factory.corpora import hotpotqa, musique, twowiki
 from factory.corpora.base import read_json_records
+from factory.corpora.pool import PassagePool
+from factory.corpora.table import question_batches
 from factory.errors import BadRecord, FactoryError
 from factory.splits import assign_splits
 
-BUILDERS: dict[str, Callable[..., tuple[dict, list]]] = {
+BUILDERS: dict[str, Callable[..., dict]] = {
     hotpotqa.DATASET: hotpotqa.build,
     twowiki.DATASET: twowiki.build,
     musique.DATASET: musique.build,
@@ -30,10 +36,24 @@ RECORD_TYPES: dict[str, type] = {hotpotqa.DATASET: hotpotqa.Record, twowiki.DATA
 
 @dataclass
 class IngestResult:
-    questions: list[dict] = field(default_factory=list)
-    passages: list[dict] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)  # Question rows; ``passages`` are entries of ``pool``
+    pool: PassagePool = field(default_factory=PassagePool)
+    passage_table: pa.Table | None = None
     quarantine: list[dict] = field(default_factory=list)
     counts: dict = field(default_factory=dict)
+
+    def question_batches(self) -> Iterator[pa.Table]:
+        """The Question table in parquet row-group batches (see ``factory.corpora.table``)."""
+        return question_batches(self.rows, self.pool)
+
+    @cached_property
+    def questions(self) -> list[dict]:
+        """Question rows as the contract has them (as read back from questions.parquet)."""
+        return [row for batch in self.question_batches() for row in batch.to_pylist()]
+
+    @cached_property
+    def passages(self) -> list[dict]:
+        return self.passage_table.to_pylist()
 
 
 def _sources(params: Params) -> Iterable[tuple[str, str, Iterable[tuple[str, object]]]]:
@@ -51,8 +71,6 @@ def _sources(params: Params) -> Iterable[tuple[str, str, Iterable[tuple[str, obj
 def ingest_sources(params: Params, progress: Callable | None = None) -> IngestResult:
     result = IngestResult()
     seen_ids: set[str] = set()
-    passage_seen: set[str] = set()
-    paragraph_cache: dict = {}
     read: Counter = Counter()
     read_by_type: dict[str, Counter] = defaultdict(Counter)
     capped: Counter = Counter()
@@ -69,7 +87,7 @@ def ingest_sources(params: Params, progress: Callable | None = None) -> IngestRe
                 qtype = str(record.get("id", "")).split("__", 1)[0] or None
             read_by_type[dataset][str(qtype)] += 1
             try:
-                row, paragraphs = build(record, where, source_name, paragraph_cache)
+                row = build(record, where, source_name, result.pool)
                 if row["question_id"] in seen_ids:
                     raise BadRecord(dataset, row["source_id"], "_id" if dataset != "musique" else "id", "duplicate id (first occurrence kept)", where)
             except BadRecord as bad:
@@ -82,17 +100,14 @@ def ingest_sources(params: Params, progress: Callable | None = None) -> IngestRe
                 continue
             seen_ids.add(row["question_id"])
             kept[dataset] += 1
-            result.questions.append(row)
-            for pid, title, text, sentences in paragraphs:
-                if pid not in passage_seen:
-                    passage_seen.add(pid)
-                    result.passages.append({"pid": pid, "dataset": dataset, "title": title, "text": text, "sentences": sentences})
+            result.rows.append(row)
             if progress:
                 progress(1)
-    if not result.questions:
+    if not result.rows:
         raise FactoryError("no question was ingested: check corpora.* in params.yaml and data/interim/quarantine.jsonl")
     s = params.splits
-    assign_splits(result.questions, s.seed, s.train, s.heldout, s.test)
+    assign_splits(result.rows, s.seed, s.train, s.heldout, s.test)
+    result.passage_table = result.pool.passages_table([row["passages"] for row in result.rows])
     result.counts = _counts(result, read, read_by_type, capped)
     return result
 
@@ -104,8 +119,9 @@ def _generic(reason: str) -> str:
 
 def _counts(result: IngestResult, read: Counter, read_by_type: dict, capped: Counter) -> dict:
     per: dict = {}
+    passages_per_dataset = Counter(result.passage_table.column("dataset").to_pylist())
     for dataset in read:
-        qs = [q for q in result.questions if q["dataset"] == dataset]
+        qs = [q for q in result.rows if q["dataset"] == dataset]
         bad = [b for b in result.quarantine if b["dataset"] == dataset]
         by_type = {}
         for qtype, n in sorted(read_by_type[dataset].items()):
@@ -120,7 +136,7 @@ def _counts(result: IngestResult, read: Counter, read_by_type: dict, capped: Cou
             "ingested": len(qs),
             "quarantined": len(bad),
             "capped": capped[dataset],
-            "passages": sum(1 for p in result.passages if p["dataset"] == dataset),
+            "passages": passages_per_dataset[dataset],
             "by_type": by_type,
             "by_split": dict(sorted(Counter(q["split"] for q in qs).items())),
             "by_route": dict(sorted(Counter(q["route"] for q in qs).items())),

@@ -1,23 +1,28 @@
 """What every dataset builder shares: reading official files, field checks, passage ids, routes.
 
-A builder turns one raw record into a Question row (DESIGN §8) plus its passages, or raises
-``BadRecord`` naming the record and the field. Passage ids are a stable hash of (dataset, title,
+A builder turns one raw record into a Question row (DESIGN §8) whose passages are entries of a
+``PassagePool``, or raises ``BadRecord`` naming the record and the field. Passage ids are a stable hash of (dataset, title,
 text), so the same paragraph gets the same pid in every question and every run.
 """
 
 from __future__ import annotations
 
 import hashlib
+import mmap
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from factory.errors import BadRecord, FactoryError
 from factory.text import normalize_question
 
+if TYPE_CHECKING:
+    from factory.corpora.pool import PassagePool
+
+_NON_SPACE = re.compile(rb"\S")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"'(\[])")
 
 
@@ -32,9 +37,12 @@ def read_json_records(path: str | Path, record_type: type | None = None) -> Iter
     path = Path(path)
     if not path.exists():
         raise FactoryError(f"corpus file {path} does not exist (check corpora.* in params.yaml)")
-    data = path.read_bytes()
-    head = data.lstrip()[:1]
-    if head == b"[":
+    if path.stat().st_size == 0:
+        return
+    with path.open("rb") as fh:  # mapped, not read: no copy of a big file (the mapping outlives fh)
+        data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    first = _NON_SPACE.search(data)
+    if first and data[first.start():first.start() + 1] == b"[":
         records = None
         try:
             if record_type is not None:
@@ -46,11 +54,10 @@ def read_json_records(path: str | Path, record_type: type | None = None) -> Iter
                 records = msgspec.json.decode(data)
         except msgspec.DecodeError as exc:
             raise FactoryError(f"{path}: not valid JSON: {_locate(exc, data)}") from None
-        del data
         for i, record in enumerate(records):
             yield f"{path.name}[{i}]", record
         return
-    for lineno, line in enumerate(data.splitlines(), 1):
+    for lineno, line in enumerate(iter(data.readline, b""), 1):
         if not line.strip():
             continue
         try:
@@ -60,12 +67,12 @@ def read_json_records(path: str | Path, record_type: type | None = None) -> Iter
         yield f"{path.name}:{lineno}", record
 
 
-def _locate(exc: msgspec.DecodeError, data: bytes) -> str:
+def _locate(exc: msgspec.DecodeError, data: bytes | mmap.mmap) -> str:
     match = re.search(r"byte (\d+)", str(exc))
     if not match:
         return str(exc)
     offset = int(match.group(1))
-    line = data.count(b"\n", 0, offset) + 1
+    line = data[:offset].count(b"\n") + 1
     col = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
     return f"{exc} (line {line}, column {col}, byte offset {offset})"
 
@@ -157,56 +164,44 @@ def make_question(
     qtype: str,
     route: str,
     hops: int,
-    context: list[tuple[str, list[str]]],
+    pool: PassagePool,
+    entries: list[int],
     supporting: list[tuple[str, int]] | None = None,
     supporting_idx: list[int] | None = None,
     level: str | None = None,
     evidences: list[dict] | None = None,
     decomposition: list[dict] | None = None,
     source_file: str,
-    texts: list[str] | None = None,
-    cache: dict | None = None,
-) -> tuple[dict, list[tuple[str, str, str, list[str]]]]:
-    """Assemble a Question row and its paragraphs as (pid, title, text, sentences); checks answers
-    and supporting facts.
+) -> dict:
+    """Assemble a Question row whose ``passages`` are the ``entries`` of its paragraphs in ``pool``
+    (``factory.corpora.table`` turns them into the contract's column); checks answers and
+    supporting facts.
 
     ``supporting`` gives (title, sentence index) facts; ``supporting_idx`` gives supporting
-    paragraph positions instead (MuSiQue, recorded with sent_idx = -1). ``cache`` maps a paragraph
-    to its (pid, text) across records: corpora repeat paragraphs in many questions' contexts.
+    paragraph positions instead (MuSiQue, recorded with sent_idx = -1).
     """
     dataset = reader.dataset
     answers = [a for a in answers if isinstance(a, str)]
     if not answers or not answers[0].strip():
         reader.fail("answer", "empty answer")
-    cache = {} if cache is None else cache
-    paragraphs, refs = [], []
-    first_by_title: dict[str, int] = {}
-    for i, (title, sentences) in enumerate(context):
-        # one joined string is cheaper to hash than a tuple of fresh strings (and join type-checks them)
-        key = (dataset, title, texts[i] if texts is not None else "\x1f".join(sentences))
-        hit = cache.get(key)
-        if hit is None:
-            text = texts[i] if texts is not None else join_sentences(sentences)
-            hit = cache[key] = (pid_for(dataset, title, text), text)
-        paragraphs.append((hit[0], title, hit[1], sentences))
-        refs.append({"pid": hit[0], "title": title, "sentences": sentences})
-        first_by_title.setdefault(title, i)
     support_rows = []
-    for title, idx in supporting or []:
-        pos = first_by_title.get(title)
-        if pos is None:
-            reader.fail("supporting_facts", f"title {title!r} is not in the record's context")
-        if not 0 <= idx < len(context[pos][1]):
-            reader.fail(
-                "supporting_facts",
-                f"sentence index {idx} is out of range for {title!r} ({len(context[pos][1])} sentences)",
-            )
-        support_rows.append({"title": title, "sent_idx": idx, "pid": refs[pos]["pid"]})
+    if supporting:
+        titles = [pool.titles[e] for e in entries]
+        for title, idx in supporting:
+            try:
+                entry = entries[titles.index(title)]  # the first paragraph of that title
+            except ValueError:
+                reader.fail("supporting_facts", f"title {title!r} is not in the record's context")
+            n_sentences = len(pool.sentences[entry])
+            if not 0 <= idx < n_sentences:
+                reader.fail("supporting_facts", f"sentence index {idx} is out of range for {title!r} ({n_sentences} sentences)")
+            support_rows.append({"title": title, "sent_idx": idx, "pid": pool.pids[entry]})
     for pos in supporting_idx or []:
-        support_rows.append({"title": context[pos][0], "sent_idx": -1, "pid": refs[pos]["pid"]})
+        entry = entries[pos]
+        support_rows.append({"title": pool.titles[entry], "sent_idx": -1, "pid": pool.pids[entry]})
     if not support_rows:
         reader.fail("supporting_facts", "no supporting facts")
-    row = {
+    return {
         "question_id": f"{dataset}/{reader.id}",
         "dataset": dataset,
         "source_id": reader.id,
@@ -218,10 +213,9 @@ def make_question(
         "level": level,
         "route": route,
         "hops": hops,
-        "passages": refs,
+        "passages": entries,
         "supporting": support_rows,
         "evidences": evidences,
         "decomposition": decomposition,
         "source_file": source_file,
     }
-    return row, paragraphs

@@ -7,6 +7,7 @@ from collections.abc import Callable
 import msgspec
 
 from factory.corpora.base import RecordReader, RecordRef, make_question
+from factory.corpora.pool import PassagePool
 
 DATASET = "hotpotqa"
 ROUTES = {"comparison": "parallel", "bridge": "chain"}
@@ -14,14 +15,15 @@ ROUTES = {"comparison": "parallel", "bridge": "chain"}
 
 class Record(msgspec.Struct, kw_only=True):
     """The official record, typed (``read_json_records`` decodes a whole file into these when every
-    record fits; unknown fields are ignored). 2WikiMultihopQA extends it."""
+    record fits; unknown fields are ignored). 2WikiMultihopQA extends it. Sentences stay raw JSON:
+    the pool decodes each distinct paragraph once."""
 
     _id: str
     question: str
     answer: str
     type: str
     supporting_facts: list[tuple[str, int]]
-    context: list[tuple[str, list[str]]]
+    context: list[tuple[str, msgspec.Raw]]  # [title, sentences]
     level: str | None = None
 
 
@@ -55,12 +57,12 @@ def build(
     record: dict | Record,
     where: str,
     source_file: str,
-    cache: dict | None = None,
+    pool: PassagePool,
     dataset: str = DATASET,
     routes: dict[str, str] = ROUTES,
     extra: Callable[[RecordRef, dict | Record], dict] | None = None,
-) -> tuple[dict, list]:
-    """A question row and its paragraphs from one record of the HotpotQA format (typed or raw).
+) -> dict:
+    """A question row from one record of the HotpotQA format (typed or raw); its paragraphs go to ``pool``.
 
     ``dataset`` and ``routes`` let formats that share it (2WikiMultihopQA, HF copies) reuse it;
     ``extra(reader, record)`` returns their additional Question fields.
@@ -68,13 +70,13 @@ def build(
     if isinstance(record, Record):
         reader = typed_ref(dataset, record, where)
         qtype, supporting, question, answer = record.type, record.supporting_facts, record.question, record.answer
-        context, level = record.context, record.level
+        entries, level = pool.raw(reader, record.context), record.level
     else:
         reader = RecordReader(dataset, record, where, "_id")
         qtype = reader.text("type")
         supporting = reader.pairs("supporting_facts", str, int)
         question, answer = reader.text("question"), reader.get("answer", str)
-        context, level = context_of(reader), reader.get("level", str, optional=True)
+        entries, level = pool.pairs(dataset, context_of(reader)), reader.get("level", str, optional=True)
     return make_question(
         reader,
         question=question,
@@ -82,10 +84,10 @@ def build(
         qtype=qtype,
         route=routes.get(qtype, "chain"),
         hops=max(2, len({t for t, _ in supporting})),
-        context=context,
+        pool=pool,
+        entries=entries,
         supporting=supporting,
         level=level,
         source_file=source_file,
-        cache=cache,
         **(extra(reader, record) if extra else {}),
     )

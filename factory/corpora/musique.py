@@ -8,15 +8,16 @@ MuSiQue question is a chain (each hop needs the previous answer).
 from __future__ import annotations
 
 from factory.corpora.base import RecordReader, make_question, split_sentences
+from factory.corpora.pool import PassagePool
 
 DATASET = "musique"
 
 
-def build(record: dict, where: str, source_file: str, cache: dict | None = None) -> tuple[dict, list]:
+def build(record: dict, where: str, source_file: str, pool: PassagePool) -> dict:
     reader = RecordReader(DATASET, record, where, "id")
     if reader.get("answerable", bool, optional=True) is False:
         reader.fail("answerable", "unanswerable question (MuSiQue-Full); only answerable ones are ingested")
-    context, texts, support_idx = [], [], []
+    context, support_idx = [], []
     paragraphs = reader.get("paragraphs", list)
     if not paragraphs:
         reader.fail("paragraphs", "empty")
@@ -28,8 +29,7 @@ def build(record: dict, where: str, source_file: str, cache: dict | None = None)
             reader.fail(f"paragraphs[{i}]", "title and paragraph_text must be strings")
         if not isinstance(p.get("is_supporting"), bool):
             reader.fail(f"paragraphs[{i}].is_supporting", "missing or not a boolean")
-        context.append((title, split_sentences(text)))
-        texts.append(text.strip())
+        context.append((title, text))
         if p["is_supporting"]:
             support_idx.append(i)
     decomposition = []
@@ -51,10 +51,9 @@ def build(record: dict, where: str, source_file: str, cache: dict | None = None)
         qtype=qtype,
         route="chain",
         hops=max(2, len(decomposition)),
-        context=context,
-        texts=texts,
+        pool=pool,
+        entries=pool.texts_of(DATASET, context, split_sentences),
         supporting_idx=support_idx,
         decomposition=decomposition,
         source_file=source_file,
-        cache=cache,
     )

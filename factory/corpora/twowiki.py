@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from factory.corpora import hotpotqa
 from factory.corpora.base import RecordReader, RecordRef
+from factory.corpora.pool import PassagePool
 
 DATASET = "2wikimultihopqa"
 ROUTES = {"comparison": "parallel", "bridge_comparison": "parallel", "compositional": "chain", "inference": "chain"}
@@ -27,5 +28,5 @@ def _evidences(reader: RecordRef, record: dict | Record) -> dict:
     return {"evidences": evidences}
 
 
-def build(record: dict | Record, where: str, source_file: str, cache: dict | None = None) -> tuple[dict, list]:
-    return hotpotqa.build(record, where, source_file, cache, dataset=DATASET, routes=ROUTES, extra=_evidences)
+def build(record: dict | Record, where: str, source_file: str, pool: PassagePool) -> dict:
+    return hotpotqa.build(record, where, source_file, pool, dataset=DATASET, routes=ROUTES, extra=_evidences)

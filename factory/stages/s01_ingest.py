@@ -8,9 +8,8 @@ import os
 from factory import paths
 from factory.config import Params
 from factory.corpora import ingest_sources
-from factory.corpora.table import question_batches
 from factory.io import gc_paused, progress, write_json, write_jsonl
-from schemas import PASSAGE, to_table, write_parquet, write_parquet_batches
+from schemas import write_parquet, write_parquet_batches
 
 COMMAND = "ingest"
 HELP = "read the corpora (official formats or HF datasets), quarantine bad records, assign splits"
@@ -27,9 +26,9 @@ def run(params: Params) -> None:
         with gc_paused():
             with progress(desc="ingest", unit="rec") as bar:
                 result = ingest_sources(params, progress=bar.update)
-            gate.submit("ingest", EXPECTATIONS, ingest_frames(result.questions, result.passages), docs_dir=paths.REPORTS / "gx")
-            passages = to_table(result.passages, PASSAGE, "passage")
-            write_parquet_batches(question_batches(result.questions, passages), staged, "question")
+            passages = result.passage_table
+            gate.submit("ingest", EXPECTATIONS, ingest_frames(result.rows, result.pool, passages), docs_dir=paths.REPORTS / "gx")
+            write_parquet_batches(result.question_batches(), staged, "question")
         try:
             checked = gate.result()  # a failed expectation stops the stage before anything is published
         except BaseException:
