@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -376,10 +377,18 @@ def _write_checked(tables: Iterable[pa.Table], path: str | Path, schema: pa.Sche
     tmp = _atomic_path(path)
     rows = 0
     try:
-        with pq.ParquetWriter(tmp, schema, compression="zstd", write_statistics=True, dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT) as writer:
+        # One writer thread: parquet encodes and compresses without the GIL, so while it writes a
+        # batch this thread builds the next one (``tables`` is often a generator). Writes stay in order.
+        with pq.ParquetWriter(tmp, schema, compression="zstd", write_statistics=True, dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT) as writer, \
+                ThreadPoolExecutor(max_workers=1) as writing:
+            pending = None
             for table in tables:
-                writer.write_table(table, row_group_size=ROW_GROUP_SIZE)
+                if pending is not None:
+                    pending.result()
+                pending = writing.submit(writer.write_table, table, row_group_size=ROW_GROUP_SIZE)
                 rows += table.num_rows
+            if pending is not None:
+                pending.result()
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -124,10 +124,6 @@ def check_gate(stage: str, gate: GateResult) -> GateResult:
     return gate
 
 
-def _import_gx() -> None:
-    import great_expectations  # noqa: F401  (the import alone takes seconds: done while the parent works)
-
-
 def _run_in_child(stage: str, expectations: str, frames: dict[str, Any], docs_dir: str | None) -> GateResult:
     module, _, name = expectations.partition(":")
     import great_expectations as gx
@@ -138,6 +134,32 @@ def _run_in_child(stage: str, expectations: str, frames: dict[str, Any], docs_di
     return run_suites(stage, specs, docs_dir=docs_dir, raise_on_failure=False)
 
 
+def _gate_child(conn: Any) -> None:
+    """The child's whole life: import GX at once, then run the one gate it is sent. The task is
+    received in a thread meanwhile, so that the parent never blocks on a full pipe."""
+    import threading
+
+    task: list = []
+
+    def receive() -> None:
+        try:
+            task.append(conn.recv())
+        except EOFError:  # the parent finished (or failed) without submitting
+            pass
+
+    receiver = threading.Thread(target=receive, daemon=True)
+    receiver.start()
+    import great_expectations  # noqa: F401  (the import alone takes seconds: done while the parent works)
+
+    receiver.join()
+    if not task:
+        return
+    try:
+        conn.send(("ok", _run_in_child(*task[0])))
+    except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
 class BackgroundGate:
     """Runs a gate in a child process that starts importing Great Expectations at once.
 
@@ -145,29 +167,39 @@ class BackgroundGate:
     being gated; in a child they overlap with the parent's parsing and table building. The child
     gets frames (pandas, or dicts of columns it turns into pandas) and the dotted name of a function
     ``expectations(E) -> {frame: [...]}`` (GX objects are built there, so the parent never imports GX).
+    Once its result is in, the child is killed rather than waited for: tearing down an interpreter
+    that loaded GX takes up to a second, and it has nothing left to do.
     """
 
     def __init__(self) -> None:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
 
         # spawn: the parent holds threads (progress bars, Arrow pools) that must not be forked
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
-        self._warm = self._pool.submit(_import_gx)
-        self._pending = None
+        context = multiprocessing.get_context("spawn")
+        self._conn, child_conn = context.Pipe()
+        self._process = context.Process(target=_gate_child, args=(child_conn,), name="gx-gate", daemon=True)
+        self._process.start()
+        child_conn.close()
+        self._stage: str | None = None
 
     def submit(self, stage: str, expectations: str, frames: dict[str, Any], docs_dir: str | Path | None = "reports/gx") -> None:
         self._stage = stage
-        self._pending = self._pool.submit(_run_in_child, stage, expectations, frames, None if docs_dir is None else str(docs_dir))
+        self._conn.send((stage, expectations, frames, None if docs_dir is None else str(docs_dir)))
 
     def result(self) -> GateResult:
         """Wait for the submitted gate; raise ``GateFailed`` as ``run_suites`` would."""
-        self._warm.result()
-        return check_gate(self._stage, self._pending.result())
+        try:
+            status, outcome = self._conn.recv()
+        except EOFError:
+            raise FactoryError(f"{self._stage}: the Great Expectations gate process exited without a result (exit code {self._process.exitcode})") from None
+        if status != "ok":
+            raise FactoryError(f"{self._stage}: the Great Expectations gate failed to run: {outcome}")
+        return check_gate(self._stage, outcome)
 
     def __enter__(self) -> BackgroundGate:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        # no wait: the child exits by itself once its task is done (or the GX import it is in)
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._conn.close()
+        self._process.kill()
+        self._process.join()

@@ -186,7 +186,7 @@ def make_question(
         reader.fail("answer", "empty answer")
     support_rows = []
     if supporting:
-        titles = [pool.titles[e] for e in entries]
+        titles = list(map(pool.titles.__getitem__, entries))
         for title, idx in supporting:
             try:
                 entry = entries[titles.index(title)]  # the first paragraph of that title

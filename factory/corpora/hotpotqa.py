@@ -70,7 +70,8 @@ def build(
     if isinstance(record, Record):
         reader = typed_ref(dataset, record, where)
         qtype, supporting, question, answer = record.type, record.supporting_facts, record.question, record.answer
-        entries, level = pool.raw(reader, record.context), record.level
+        titles, sentences = zip(*record.context, strict=True)  # typed_ref checked that there is a context
+        entries, level = pool.raw(reader, titles, sentences), record.level
     else:
         reader = RecordReader(dataset, record, where, "_id")
         qtype = reader.text("type")

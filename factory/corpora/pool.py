@@ -34,7 +34,9 @@ class PassagePool:
         self.texts: list[str] = []
         self.sentences: list[list[str]] = []
         self._keys: dict[str, dict] = {}  # dataset -> content key -> entry index
-        self._by_title: dict[str, dict] = {}  # dataset -> title -> (raw sentences, entry) of its first paragraph
+        # dataset -> title -> raw sentences and entry of the first paragraph seen with that title
+        self._raw_by_title: dict[str, dict[str, msgspec.Raw]] = {}
+        self._entry_by_title: dict[str, dict[str, int]] = {}
 
     def __len__(self) -> int:
         return len(self.pids)
@@ -47,26 +49,30 @@ class PassagePool:
         self.sentences.append(sentences)
         return len(self.pids) - 1
 
-    def raw(self, ref: RecordRef, paragraphs: Sequence[tuple[str, msgspec.Raw]]) -> list[int]:
-        """Entries of (title, sentences as raw JSON) paragraphs (typed official records). A paragraph
-        seen before is found by its title and compared byte for byte, never decoded again."""
-        by_title = self._by_title.setdefault(ref.dataset, {})
+    def raw(self, ref: RecordRef, titles: Sequence[str], sentences: Sequence[msgspec.Raw]) -> list[int]:
+        """Entries of paragraphs given as titles and their sentences as raw JSON (typed official
+        records). A paragraph seen before is found by its title and compared byte for byte, never
+        decoded again; when all of a record's paragraphs were seen, that takes C-level calls only."""
+        raw_of = self._raw_by_title.setdefault(ref.dataset, {})
+        entry_of = self._entry_by_title.setdefault(ref.dataset, {})
+        if tuple(map(raw_of.get, titles)) == tuple(sentences):  # Raw == Raw is one memcmp
+            return list(map(entry_of.__getitem__, titles))
+        keys = self._keys.setdefault(ref.dataset, {})
         entries = []
-        for i, (title, sentences) in enumerate(paragraphs):
-            seen = by_title.get(title)
-            if seen is not None and seen[0] == sentences:  # Raw == Raw: one memcmp
-                entries.append(seen[1])
+        for i, (title, raw) in enumerate(zip(titles, sentences, strict=True)):
+            if raw_of.get(title) == raw:
+                entries.append(entry_of[title])
                 continue
-            key = (title, bytes(sentences))  # the same title with other sentences (or a first sight)
-            keys = self._keys.setdefault(ref.dataset, {})
+            key = (title, bytes(raw))  # a first sight, or the same title with other sentences
             entry = keys.get(key)
             if entry is None:
                 try:
-                    decoded = _SENTENCES.decode(sentences)
+                    decoded = _SENTENCES.decode(raw)
                 except msgspec.ValidationError as exc:
                     ref.fail(f"context[{i}]", f"sentences must be a list of strings ({exc})")
                 entry = keys[key] = self._add(ref.dataset, title, join_sentences(decoded), decoded)
-            by_title.setdefault(title, (sentences, entry))
+            if title not in raw_of:
+                raw_of[title], entry_of[title] = raw, entry
             entries.append(entry)
         return entries
 

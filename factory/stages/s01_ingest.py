@@ -22,13 +22,13 @@ def run(params: Params) -> None:
 
     # Questions are written while the gate runs, to a staging file that only a passed gate publishes.
     staged = paths.QUESTIONS.with_name(f".{paths.QUESTIONS.name}.gated")
-    with BackgroundGate() as gate:  # imports Great Expectations in a child while we parse
-        with gc_paused():
-            with progress(desc="ingest", unit="rec") as bar:
-                result = ingest_sources(params, progress=bar.update)
-            passages = result.passage_table
-            gate.submit("ingest", EXPECTATIONS, ingest_frames(result.rows, result.pool, passages), docs_dir=paths.REPORTS / "gx")
-            write_parquet_batches(result.question_batches(), staged, "question")
+    with BackgroundGate() as gate, gc_paused():  # the gate imports Great Expectations in a child while we parse
+        with progress(desc="ingest", unit="rec") as bar:
+            result = ingest_sources(params, progress=bar.update)
+        passages, quarantine, counts = result.passage_table, result.quarantine, result.counts
+        gate.submit("ingest", EXPECTATIONS, ingest_frames(result.rows, result.pool, passages), docs_dir=paths.REPORTS / "gx")
+        write_parquet_batches(result.question_batches(), staged, "question")
+        del result  # its many small objects go while the collector is paused, not in a full collection
         try:
             checked = gate.result()  # a failed expectation stops the stage before anything is published
         except BaseException:
@@ -36,9 +36,9 @@ def run(params: Params) -> None:
             raise
     os.replace(staged, paths.QUESTIONS)
     write_parquet(passages, paths.PASSAGES, "passage")
-    write_jsonl(paths.QUARANTINE, result.quarantine)
-    write_json(paths.METRICS / "ingest.json", {**result.counts, "expectations_passed": checked.evaluated})
-    t = result.counts["total"]
+    write_jsonl(paths.QUARANTINE, quarantine)
+    write_json(paths.METRICS / "ingest.json", {**counts, "expectations_passed": checked.evaluated})
+    t = counts["total"]
     log.info(
         "ingest: read %d, ingested %d, quarantined %d (%s), %d passages",
         t["read"], t["ingested"], t["quarantined"], paths.QUARANTINE, t["passages"],
