@@ -28,14 +28,12 @@ Containment needs a *specific* name: at least one alphabetic token that is not a
 
 from __future__ import annotations
 
-import re
-import string
 from collections.abc import Callable, Iterable, Sequence
 
 from rapidfuzz import fuzz, process
 
-_PUNCT_TABLE = str.maketrans("", "", string.punctuation)
-_ARTICLES = re.compile(r"\b(a|an|the)\b")
+from factory.text import normalize_answer
+
 _STOP = frozenset([
     "a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "was", "are", "were",
     "be", "been", "s",
@@ -62,11 +60,10 @@ def remember(memo: dict, text, value):
 
 
 def normalize_entity(text: str) -> str:
-    """``normalize_answer`` (same output, faster: str.translate), memoised, for entity names."""
+    """``normalize_answer``, memoised, for entity names."""
     norm = _NORM.get(text)
     if norm is None:
-        low = text.lower().translate(_PUNCT_TABLE)  # a non-string raises: callers pass text or ""
-        norm = remember(_NORM, text, " ".join(_ARTICLES.sub(" ", low).split()))
+        norm = remember(_NORM, text, normalize_answer(text))
     return norm
 
 

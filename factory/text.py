@@ -10,8 +10,9 @@ import re
 import string
 import unicodedata
 
-_PUNCT_TABLE = str.maketrans("", "", string.punctuation)
+_PUNCT_BYTES = string.punctuation.encode()
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+_ARTICLE_WORDS = frozenset(("a", "an", "the"))
 _TOKEN = re.compile(r"\w+", re.UNICODE)
 _STOP = frozenset(
     "a an the of in on at to for from by with and or is was are were be been 's s".split()
@@ -19,11 +20,15 @@ _STOP = frozenset(
 
 
 def normalize_answer(text: str) -> str:
-    """Official SQuAD/HotpotQA answer normalisation."""
+    """Official SQuAD/HotpotQA answer normalisation (same output as the official regex code, faster)."""
     text = (text or "").lower()
-    text = text.translate(_PUNCT_TABLE)
-    text = _ARTICLES.sub(" ", text)
-    return " ".join(text.split())
+    # ASCII punctuation deleted from the UTF-8 bytes: multi-byte characters hold no ASCII bytes,
+    # so this equals str.translate, several times faster
+    text = text.encode("utf-8", "surrogatepass").translate(None, _PUNCT_BYTES).decode("utf-8", "surrogatepass")
+    if text.isascii() and text.isprintable():
+        # letters, digits and spaces only: the articles are exactly the space-separated tokens a/an/the
+        return " ".join([token for token in text.split() if token not in _ARTICLE_WORDS])
+    return " ".join(_ARTICLES.sub(" ", text).split())
 
 
 def normalize_question(text: str) -> str:

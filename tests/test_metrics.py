@@ -17,6 +17,26 @@ def test_normalisation_is_the_official_one(text, expected):
     assert normalize_answer(text) == expected
 
 
+def _official_normalize(text):
+    """The official SQuAD v1.1 / HotpotQA evaluation code's normalisation, verbatim in effect."""
+    import re
+    import string
+
+    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+
+def test_normalisation_matches_the_official_code_on_the_corpora_and_odd_text(corpora):
+    import json
+
+    texts = ["A\tthe\nan", "—the»", "l'the ÉCOLE", "x\x01the", "the_an", "naïve—a café", "Ⅻ ｔｈｅ", "\u00a0the\u00a0", "", "the"]
+    for record in json.loads((corpora / "hotpotqa" / "dev_sample.json").read_text()):
+        texts += [record["question"], record["answer"], *(title for title, _ in record["context"])]
+    for record in json.loads((corpora / "2wikimultihopqa" / "dev_sample.json").read_text()):
+        texts += [record["question"], record["answer"], *(part for triple in record["evidences"] for part in triple)]
+    assert [normalize_answer(t) for t in texts] == [_official_normalize(t) for t in texts]
+
+
 def test_exact_match_uses_normalisation_and_aliases():
     assert exact_match("the Beatles.", ["Beatles"]) == 1.0
     assert exact_match("Paris", ["Lyon", "paris"]) == 1.0
