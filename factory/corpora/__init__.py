@@ -48,7 +48,8 @@ class IngestResult:
 
     @cached_property
     def questions(self) -> list[dict]:
-        """Question rows as the contract has them (as read back from questions.parquet)."""
+        """Question rows as the contract has them (as read back from questions.parquet), for
+        notebooks and tests; the stage streams ``question_batches`` instead."""
         return [row for batch in self.question_batches() for row in batch.to_pylist()]
 
     @cached_property

@@ -27,6 +27,8 @@ _SENTENCES = msgspec.json.Decoder(list[str])
 
 
 class PassagePool:
+    """Distinct paragraphs ("entries") with their pid, dataset, title, text and sentences."""
+
     def __init__(self) -> None:
         self.pids: list[str] = []
         self.datasets: list[str] = []

@@ -31,7 +31,8 @@ def take_lists(lists: pa.ListArray, indices: np.ndarray) -> pa.ListArray:
 
 def question_batches(rows: list[dict], pool: PassagePool, batch_rows: int = ROW_GROUP_SIZE) -> Iterator[pa.Table]:
     """The questions table in batches of ``batch_rows`` (one parquet row group each) from rows whose
-    ``passages`` are entries of ``pool``; ``write_parquet_batches`` checks each against the contract."""
+    ``passages`` are entries of ``pool``, so that the big ``passages`` column is built, written and
+    freed a batch at a time; ``write_parquet_batches`` checks each against the contract."""
     column = pool.columns()
     for start in range(0, len(rows), batch_rows):
         yield _questions_table(rows[start:start + batch_rows], column)
