@@ -168,6 +168,7 @@ BAD_CASES = [
     ("unknown supporting title", lambda r: r["supporting_facts"].append(["Not A Title", 0]), "supporting_facts", "not in the record's context"),
     ("sentence index out of range", lambda r: r["supporting_facts"].append([r["context"][0][0], 99]), "supporting_facts", "out of range"),
     ("context entry malformed", lambda r: r["context"].append(["only title"]), "context[10]", "pair"),
+    ("sentence not a string", lambda r: r["context"][3][1].append(7), "context[3]", "sentences must be"),
 ]
 
 
@@ -195,6 +196,23 @@ def test_fail_mode_names_record_and_field(tmp_path, corpora, label, mutate, fiel
     with pytest.raises(FactoryError) as exc:
         ingest_sources(params_for({"hotpotqa": [f]}, on_bad_record="fail"))
     assert recs[1]["_id"] in str(exc.value) and f"field '{field}'" in str(exc.value)
+
+
+def test_a_title_with_other_sentences_is_another_passage(tmp_path, corpora):
+    recs = _hotpot(corpora, 3)
+    title, sentences = recs[0]["context"][0]
+    recs[1]["context"][0] = [title, [*sentences, " A sentence the first record does not have."]]
+    recs[2]["context"][0] = [title, list(sentences)]  # the first record's paragraph again
+    for r in recs[1:]:
+        r["supporting_facts"] = [[title, 0]]
+    res = ingest_sources(params_for({"hotpotqa": [_write(tmp_path / "h.json", recs)]}))
+    first, other, again = (q["passages"][0] for q in res.questions)
+    assert first["title"] == other["title"] == again["title"] == title
+    assert other["sentences"] == [*sentences, " A sentence the first record does not have."] and again["sentences"] == sentences
+    assert first["pid"] == again["pid"] != other["pid"]
+    assert [q["supporting"][0]["pid"] for q in res.questions[1:]] == [other["pid"], first["pid"]]
+    by_pid = {p["pid"]: p for p in res.passages}
+    assert by_pid[first["pid"]]["sentences"] == sentences and by_pid[other["pid"]]["sentences"] == other["sentences"]
 
 
 def test_duplicate_ids_keep_the_first(tmp_path, corpora):
