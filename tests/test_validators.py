@@ -34,6 +34,14 @@ def test_background_gate_failure_names_the_column():
         gate.result()
 
 
+def test_background_gate_that_cannot_run_is_a_clear_error():
+    from factory.errors import FactoryError
+
+    with BackgroundGate() as gate, pytest.raises(FactoryError, match=r"ingest: the Great Expectations gate failed to run: ModuleNotFoundError"):
+        gate.submit("ingest", "validators.no_such_suite:expectations", _frames(["a"]), docs_dir=None)
+        gate.result()
+
+
 def test_ingest_frames_flag_broken_cross_references():
     import pyarrow as pa
 
