@@ -35,6 +35,17 @@ TRAINED, EMPTY, SKIPPED = "trained", "empty", "skipped"
 OUTPUT_FILES = ("status.json", "loss_curve.json", "training_config.json")
 
 
+def save_adapter(model, adapter_dir: Path) -> None:
+    """``save_pretrained``, then the config's ``target_modules`` sorted: PEFT keeps them as a set and
+    writes them in hash order, which made the adapter folder differ from run to run."""
+    model.save_pretrained(str(adapter_dir))
+    config_path = Path(adapter_dir) / "adapter_config.json"
+    config = json.loads(config_path.read_text())
+    if isinstance(config.get("target_modules"), list):
+        config["target_modules"] = sorted(config["target_modules"])
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
 def is_main_process() -> bool:
     """True outside distributed runs and on rank 0 under ``accelerate launch`` / torchrun."""
     return int(os.environ.get("RANK", "0")) == 0
@@ -305,7 +316,7 @@ def fit_lora(
     runtime = float(result.metrics.get("train_runtime", 0.0)) or (time.perf_counter() - started)
     tokens_seen = int(trainer.state.num_input_tokens_seen)
     if trainer.is_world_process_zero():
-        model.save_pretrained(str(out / ADAPTER))
+        save_adapter(model, out / ADAPTER)
         write_json(out / "loss_curve.json", curve)
     write_status(out, TRAINED)
     trainer.accelerator.wait_for_everyone()
