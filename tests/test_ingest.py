@@ -314,3 +314,24 @@ def test_cli_rejects_unknown_and_invalid_params(tmp_path):
     assert res.returncode == 1 and "dotted.key=value" in res.stderr
     res = _run_cli(["nostage"], tmp_path)
     assert res.returncode == 2
+
+
+def test_a_failed_gate_publishes_nothing(tmp_path, corpora, monkeypatch):
+    import validators.ingest
+    from factory.stages import s01_ingest
+    from validators import GateFailed
+
+    real = validators.ingest.ingest_frames
+
+    def with_duplicate_ids(rows, pool, passages):
+        frames = real(rows, pool, passages)
+        frames["questions"]["question_id"] = [rows[0]["question_id"]] * len(rows)
+        return frames
+
+    monkeypatch.setattr(validators.ingest, "ingest_frames", with_duplicate_ids)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(GateFailed, match=r"questions\.question_id: expect_column_values_to_be_unique"):
+        s01_ingest.run(params_for({"hotpotqa": [corpora / "hotpotqa" / "dev_sample.json"]}))
+    interim = tmp_path / "data" / "interim"
+    assert not (interim / "questions.parquet").exists() and not (interim / "passages.parquet").exists()
+    assert not list(interim.glob(".*"))  # no staged or temporary file left behind

@@ -193,6 +193,7 @@ class BackgroundGate:
         try:
             status, outcome = self._conn.recv()
         except EOFError:
+            self._process.join(timeout=10)
             raise FactoryError(f"{self._stage}: the Great Expectations gate process exited without a result (exit code {self._process.exitcode})") from None
         if status != "ok":
             raise FactoryError(f"{self._stage}: the Great Expectations gate failed to run: {outcome}")

@@ -27,14 +27,14 @@ def run(params: Params) -> None:
         with progress(desc="ingest", unit="rec") as bar:
             result = ingest_sources(params, progress=bar.update)
         passages, quarantine, counts = result.passage_table, result.quarantine, result.counts
-        # Arrow takes and parquet encoding release the GIL: the table is written in a thread while
-        # this one computes the gate's frames and the child validates them.
-        with ThreadPoolExecutor(max_workers=1) as background:
-            written = background.submit(write_parquet_batches, result.question_batches(), staged, "question")
-            gate.submit("ingest", EXPECTATIONS, ingest_frames(result.rows, result.pool, passages), docs_dir=paths.REPORTS / "gx")
-            written.result()
-        del result  # its many small objects go while the collector is paused, not in a full collection
         try:
+            # Arrow takes and parquet encoding release the GIL: the table is written in a thread
+            # while this one computes the gate's frames and the child validates them.
+            with ThreadPoolExecutor(max_workers=1) as background:
+                written = background.submit(write_parquet_batches, result.question_batches(), staged, "question")
+                gate.submit("ingest", EXPECTATIONS, ingest_frames(result.rows, result.pool, passages), docs_dir=paths.REPORTS / "gx")
+                written.result()
+            del result  # its many small objects go while the collector is paused, not in a full collection
             checked = gate.result()  # a failed expectation stops the stage before anything is published
         except BaseException:
             staged.unlink(missing_ok=True)
