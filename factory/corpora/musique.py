@@ -7,7 +7,7 @@ MuSiQue question is a chain (each hop needs the previous answer).
 
 from __future__ import annotations
 
-from factory.corpora.base import RecordReader, make_question, split_sentences
+from factory.corpora.base import RecordReader, make_question
 from factory.corpora.pool import PassagePool
 
 DATASET = "musique"
@@ -52,7 +52,7 @@ def build(record: dict, where: str, source_file: str, pool: PassagePool) -> dict
         route="chain",
         hops=max(2, len(decomposition)),
         pool=pool,
-        entries=pool.texts_of(DATASET, context, split_sentences),
+        entries=pool.texts_of(DATASET, context),
         supporting_idx=support_idx,
         decomposition=decomposition,
         source_file=source_file,

@@ -20,7 +20,7 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from factory.corpora.base import RecordRef, join_sentences, pid_for
+from factory.corpora.base import RecordRef, join_sentences, pid_for, split_sentences
 from schemas import PASSAGE
 
 _SENTENCES = msgspec.json.Decoder(list[str])
@@ -90,15 +90,15 @@ class PassagePool:
             entries.append(entry)
         return entries
 
-    def texts_of(self, dataset: str, paragraphs: Sequence[tuple[str, str]], split) -> list[int]:
-        """Entries of (title, text) paragraphs of corpora that ship no sentences; ``split(text)``
-        runs once per distinct paragraph."""
+    def texts_of(self, dataset: str, paragraphs: Sequence[tuple[str, str]]) -> list[int]:
+        """Entries of (title, text) paragraphs of corpora that ship no sentences (MuSiQue); the
+        rule-based sentence split runs once per distinct paragraph."""
         keys = self._keys.setdefault(dataset, {})
         entries = []
         for title, text in paragraphs:
             entry = keys.get((title, text))
             if entry is None:
-                entry = keys[(title, text)] = self._add(dataset, title, text.strip(), split(text))
+                entry = keys[(title, text)] = self._add(dataset, title, text.strip(), split_sentences(text))
             entries.append(entry)
         return entries
 
