@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,6 +26,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.common import free_port, print_table, wait_for_server  # noqa: E402 (after the sys.path line)
+
 CORPORA = ROOT.parent / "shared" / "corpora"
 
 
@@ -70,10 +73,10 @@ class TimedLLM:
 def run_agent(questions, passages, llm, samples: int) -> dict:
     """Run the loop once; CPU split into the backend's (inside generate) and the agent's (the rest)."""
     from factory.agent.loop import run_trajectories
+    from factory.agent.policy import Policy
     from factory.config import Params
     from factory.llm.base import Sampling
     from factory.retrieval.bm25 import BM25Retriever
-    from factory.rounds import Policy
 
     retriever = BM25Retriever.build(passages)
     timed = TimedLLM(llm)
@@ -114,27 +117,14 @@ def serve(port: int, latency_s: float, n: int, seed: int) -> None:
 
 
 def bench_mock_server(n: int, samples: int, latency_s: float, concurrency: int, seed: int) -> dict:
-    import subprocess
-
-    import httpx
-
-    from bench.trajectories import _free_port
     from factory.llm.openai_backend import OpenAILLM
 
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, __file__, "--serve", "--port", str(port), "--latency", str(latency_s), "--questions", str(n), "--seed", str(seed)]
     proc = subprocess.Popen(cmd, cwd=ROOT)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{base_url}/models", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("mock server did not start") from None
-                time.sleep(0.2)
+        wait_for_server(base_url, proc, timeout_s=120)
         questions, passages = load_questions(n, seed)
         with tempfile.TemporaryDirectory() as tmp:
             llm = OpenAILLM([base_url], "mock-model", concurrency=concurrency, timeout_s=30, max_retries=3,
@@ -152,7 +142,6 @@ def bench_mock_server(n: int, samples: int, latency_s: float, concurrency: int, 
 def report_agent_loop(questions: int = 96, samples: int = 2, latency_s: float = 0.1, concurrency: int = 32, seed: int = 0,
                       with_server: bool = True) -> None:
     """Run (c1) and (c2) and print their tables (bench/trajectories.py calls this after its part (a))."""
-    from bench.trajectories import print_table
     from factory.agent.scripted import ScriptedPolicyLLM
 
     qs, passages = load_questions(questions, seed)

@@ -1,11 +1,11 @@
 """Backtracing benchmark: labels per second for 20-triplet trajectories on one core.
 
-Trajectories come from the simulator (``factory.simulate``) on real questions of the shared corpora
+Trajectories come from the simulator (``factory.simulate.trajectories``) on real questions of the shared corpora
 at noise levels 0.25-1.0, padded with distractor triplets to exactly 20 triplets each (distractor
 pairs, extra triplets in true completions, spurious edges, surface variants, reversed relations).
 In the same run, on the same trajectories, it times:
 
-- factory: ``factory.backtrace.backtrace`` in the default mode (undirected_shortest,
+- factory: ``factory.backtrace.labels.backtrace`` in the default mode (undirected_shortest,
   thought_and_answer targets, whitespace tokens);
 - baseline: the naive path search, every simple path between I and T with networkx
   ``all_simple_paths`` and no cutoff beyond the graph size (``mode="undirected_simple",
@@ -51,7 +51,7 @@ def load_questions() -> list[dict]:
 
 def build_trajectories(questions: list[dict], n: int, triplets: int, seed: int) -> list[dict]:
     """Up to n simulated trajectories with exactly ``triplets`` triplets each."""
-    from factory.simulate import sample_questions, simulate_trajectory
+    from factory.simulate.trajectories import sample_questions, simulate_trajectory
 
     chosen = sample_questions(questions, max(1, n // 12 + 1), seed)
     out: list[dict] = []
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
-    from factory.backtrace import backtrace
+    from factory.backtrace.labels import backtrace
 
     trajectories = build_trajectories(load_questions(), args.trajectories, args.triplets, args.seed)
     if not trajectories:

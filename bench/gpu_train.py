@@ -33,8 +33,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from factory.config import TrainParams  # noqa: E402 (after the sys.path line)
-from factory.train import device_and_dtype, load_tokenizer, lora_config, train_lora, training_argument_values  # noqa: E402 (after the sys.path line)
-from factory.train_data import IGNORE, encode_example  # noqa: E402 (after the sys.path line)
+from factory.train.examples import IGNORE, encode_example  # noqa: E402 (after the sys.path line)
+from factory.train.lora import (  # noqa: E402 (after the sys.path line)
+    device_and_dtype,
+    load_tokenizer,
+    lora_config,
+    train_lora,
+    training_argument_values,
+)
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,33 +23,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.common import free_port, print_table, wait_for_server  # noqa: E402 (after the sys.path line)
+
 HOTPOT = ROOT.parent / "shared" / "corpora" / "hotpotqa" / "dev_sample.json"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_mock_server(latency_s: float) -> tuple[subprocess.Popen, str]:
     """The mock OpenAI server in its own process; returns (process, base_url) once it answers."""
-    import httpx
-
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.mock_openai_server", "--port", str(port), "--latency", str(latency_s)], cwd=ROOT
     )
     base_url = f"http://127.0.0.1:{port}/v1"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{base_url}/models", timeout=1).status_code == 200:
-                return proc, base_url
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.terminate()
-    raise RuntimeError("mock server did not start")
+    wait_for_server(base_url, proc)
+    return proc, base_url
 
 
 def _chat_requests(n: int, max_new_tokens: int = 64):
@@ -156,14 +142,6 @@ def bench_local_backend(model_dir: Path, n_prompts: int = 16, batch_size: int = 
         "speedup": (bt / batched_s) / (st / sequential_s),
         "same_text_share": sum(a.text == b.text for a, b in zip(batched, sequential)) / n_prompts,
     }
-
-
-def print_table(title: str, rows: list[tuple[str, str, str]]) -> None:
-    """Rows of (figure, value, target)."""
-    print(f"\n{title}")
-    width = max(len(r[0]) for r in rows)
-    for name, value, target in rows:
-        print(f"  {name:<{width}}  {value:>14}  {target}")
 
 
 def main() -> None:

@@ -31,9 +31,9 @@ from pathlib import Path
 
 from factory import paths
 from factory.agent.format import render_complete, render_explore
+from factory.agent.policy import assert_trainable
 from factory.config import VARIANTS
 from factory.errors import FactoryError
-from factory.rounds import assert_trainable
 from factory.text import normalize_question
 
 

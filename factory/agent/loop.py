@@ -27,7 +27,6 @@ from factory.corpora.base import join_sentences
 from factory.errors import FactoryError
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
 from factory.metrics import exact_match, f1
-from factory.rounds import assert_trainable  # noqa: F401 - re-exported for notebooks and tests
 from factory.text import normalize_answer
 
 STATUSES = ("ok", "max_iterations", "parse_error", "llm_error")
@@ -293,7 +292,7 @@ def run_trajectories(
 ) -> list[dict]:
     """Run one trajectory per question x sample, all in lockstep; records in (question, sample) order.
 
-    ``samples``: how many per question (or the sample indices). ``policy``: a ``factory.rounds.Policy``
+    ``samples``: how many per question (or the sample indices). ``policy``: a ``factory.agent.policy.Policy``
     (its name is recorded; a scripted LLM records ``scripted``). ``passages``: pid -> passage for pooled
     retrieval (default: the questions' own pools). ``run_id`` prefixes trajectory ids (default
     ``<policy>/round_<r>``). ``rationalized``: give each trajectory the gold answer as a hint; the

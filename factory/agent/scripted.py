@@ -14,7 +14,7 @@ HotpotQA the supporting sentences (the bridge title or the answer they mention) 
 It exists so that the agent loop, the stages' bookkeeping and backtracing can be tested end to
 end on ``../shared/corpora`` with known-good trajectories. It can never be chosen through params
 (``llm.backend`` allows only ``local`` and ``openai``), its trajectories are recorded with policy
-``scripted``, and ``factory.agent.loop.assert_trainable`` refuses them for training.
+``scripted``, and ``factory.agent.policy.assert_trainable`` refuses them for training.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What every dataset builder shares: reading official files, field checks, passage ids, routes.
 
-A builder turns one raw record into a Question row (DESIGN §8) whose passages are entries of a
-``PassagePool``, or raises ``BadRecord`` naming the record and the field. Passage ids are a stable hash of (dataset, title,
+A builder turns one raw record into a Question row (DESIGN §8, assembled by
+``factory.corpora.question.make_question``) whose passages are entries of a ``PassagePool``, or raises ``BadRecord`` naming the record and the field. Passage ids are a stable hash of (dataset, title,
 text), so the same paragraph gets the same pid in every question and every run.
 """
 
@@ -12,15 +12,11 @@ import mmap
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from factory.errors import BadRecord, FactoryError
-from factory.text import normalize_question
-
-if TYPE_CHECKING:
-    from factory.corpora.pool import PassagePool
 
 _NON_SPACE = re.compile(rb"\S")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"'(\[])")
@@ -154,68 +150,3 @@ def _tname(typ: type | tuple[type, ...]) -> str:
     if isinstance(typ, tuple):
         return " or ".join(t.__name__ for t in typ)
     return {"str": "string", "int": "integer", "list": "list", "dict": "object"}.get(typ.__name__, typ.__name__)
-
-
-def make_question(
-    reader: RecordRef,
-    *,
-    question: str,
-    answers: list[str],
-    qtype: str,
-    route: str,
-    hops: int,
-    pool: PassagePool,
-    entries: list[int],
-    supporting: list[tuple[str, int]] | None = None,
-    supporting_idx: list[int] | None = None,
-    level: str | None = None,
-    evidences: list[dict] | None = None,
-    decomposition: list[dict] | None = None,
-    source_file: str,
-) -> dict:
-    """Assemble a Question row whose ``passages`` are the ``entries`` of its paragraphs in ``pool``
-    (``factory.corpora.table`` turns them into the contract's column); checks answers and
-    supporting facts.
-
-    ``supporting`` gives (title, sentence index) facts; ``supporting_idx`` gives supporting
-    paragraph positions instead (MuSiQue, recorded with sent_idx = -1).
-    """
-    dataset = reader.dataset
-    answers = [a for a in answers if isinstance(a, str)]
-    if not answers or not answers[0].strip():
-        reader.fail("answer", "empty answer")
-    support_rows = []
-    if supporting:
-        titles = list(map(pool.titles.__getitem__, entries))
-        for title, idx in supporting:
-            try:
-                entry = entries[titles.index(title)]  # the first paragraph of that title
-            except ValueError:
-                reader.fail("supporting_facts", f"title {title!r} is not in the record's context")
-            n_sentences = len(pool.sentences[entry])
-            if not 0 <= idx < n_sentences:
-                reader.fail("supporting_facts", f"sentence index {idx} is out of range for {title!r} ({n_sentences} sentences)")
-            support_rows.append({"title": title, "sent_idx": idx, "pid": pool.pids[entry]})
-    for pos in supporting_idx or []:
-        entry = entries[pos]
-        support_rows.append({"title": pool.titles[entry], "sent_idx": -1, "pid": pool.pids[entry]})
-    if not support_rows:
-        reader.fail("supporting_facts", "no supporting facts")
-    return {
-        "question_id": f"{dataset}/{reader.id}",
-        "dataset": dataset,
-        "source_id": reader.id,
-        "split": "",  # assigned once every record is read (see factory.splits)
-        "question": question,
-        "question_norm": normalize_question(question),
-        "answers": answers,
-        "qtype": qtype,
-        "level": level,
-        "route": route,
-        "hops": hops,
-        "passages": entries,
-        "supporting": support_rows,
-        "evidences": evidences,
-        "decomposition": decomposition,
-        "source_file": source_file,
-    }

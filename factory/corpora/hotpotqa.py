@@ -6,8 +6,9 @@ from collections.abc import Callable
 
 import msgspec
 
-from factory.corpora.base import RecordReader, RecordRef, make_question
+from factory.corpora.base import RecordReader, RecordRef
 from factory.corpora.pool import PassagePool
+from factory.corpora.question import make_question
 
 DATASET = "hotpotqa"
 ROUTES = {"comparison": "parallel", "bridge": "chain"}

@@ -7,8 +7,9 @@ MuSiQue question is a chain (each hop needs the previous answer).
 
 from __future__ import annotations
 
-from factory.corpora.base import RecordReader, make_question
+from factory.corpora.base import RecordReader
 from factory.corpora.pool import PassagePool
+from factory.corpora.question import make_question
 
 DATASET = "musique"
 

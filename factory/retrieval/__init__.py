@@ -7,20 +7,7 @@ passage of the dataset. Scores are deterministic; ties are broken by pid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
-
-
-@dataclass(frozen=True)
-class Hit:
-    pid: str
-    score: float
-
-
-class Retriever(Protocol):
-    def search(self, query: str, dataset: str, top_n: int, pool: list[str] | None = None) -> list[Hit]:
-        """Top passages for the query; ``pool`` restricts the search to those pids."""
-        ...
+from factory.retrieval.base import Retriever
 
 
 def load_retriever(index_dir, passages: list[dict], params) -> Retriever:

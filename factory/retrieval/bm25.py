@@ -9,7 +9,7 @@ import bm25s
 import numpy as np
 
 from factory.errors import FactoryError
-from factory.retrieval import Hit
+from factory.retrieval.base import Hit
 
 
 def tokenize(texts: list[str]) -> list[list[str]]:

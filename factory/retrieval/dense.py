@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from factory.errors import FactoryError
-from factory.retrieval import Hit
+from factory.retrieval.base import Hit
 from factory.retrieval.bm25 import passage_text, pool_positions, rank
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from factory.retrieval import Retriever
+from factory.retrieval.base import Retriever
 
 
 def supporting_recall(retriever: Retriever, questions: list[dict], cutoffs: list[int], scope: str) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from factory.retrieval import Hit
+from factory.retrieval.base import Hit
 from factory.retrieval.bm25 import BM25Retriever, rank
 from factory.retrieval.dense import DenseRetriever
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from factory.config import Params
-from factory.model_prep import prepare_base_model
+from factory.llm.prepare import prepare_base_model
 
 COMMAND = "prepare-model"
 HELP = "convert the embedded SmolLM2 GGUF (or model.base) into a transformers model folder"

@@ -15,15 +15,16 @@ import logging
 
 from factory import paths
 from factory.agent.generate import generate_trajectories
+from factory.agent.policy import load_inputs, make_policy_llm
 from factory.agent.sampling import derived_seed, sample_questions
 from factory.agent.summary import summarize
+from factory.bootstrap.rounds import policy_for, skip_reason
 from factory.config import DATASETS, Params
 from factory.errors import FactoryError
 from factory.io import write_json
 from factory.llm.base import Sampling
-from factory.rounds import policy_for, skip_reason
 from factory.stages import chain_arguments
-from schemas import read_rows, write_parquet
+from schemas import write_parquet
 
 COMMAND = "trajectories"
 HELP = "generate KnowTrace trajectories for one round of a variant's chain (sharded, resumable)"
@@ -32,28 +33,6 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser) -> None:
     chain_arguments(parser, "bootstrapping round (0 = the base model's trajectories)")
-
-
-def make_policy_llm(params: Params, policy):
-    """The backend for ``policy`` (its adapter, served under the policy's unique name)."""
-    from factory.llm import make_llm
-
-    if policy.adapter is None:
-        return make_llm(params)
-    return make_llm(params, adapter_path=policy.adapter, adapter_name=policy.name)
-
-
-def load_inputs(params: Params):
-    """Questions, pid -> passage, and the retriever over the index."""
-    from factory.retrieval import load_retriever
-
-    for path in (paths.QUESTIONS, paths.PASSAGES):
-        if not path.exists():
-            raise FactoryError(f"{path} is missing: run `factory ingest` and `factory index` first")
-    questions = read_rows(paths.QUESTIONS)
-    passages = read_rows(paths.PASSAGES)
-    retriever = load_retriever(paths.INDEX_DIR, passages, params)
-    return questions, {p["pid"]: p for p in passages}, retriever
 
 
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:

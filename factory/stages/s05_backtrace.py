@@ -13,16 +13,15 @@ by dataset and by route. Token counts use the policy's tokenizer (``llm.model``,
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
-from pathlib import Path
-from typing import Any
 
 from factory import paths
-from factory.backtrace import BadTrajectory, TokenCounter, backtrace_modes
+from factory.backtrace.labels import BadTrajectory, TokenCounter, backtrace_modes
+from factory.backtrace.options import backtrace_options, load_token_counter
+from factory.backtrace.summary import summarise
+from factory.bootstrap.rounds import skip_reason
 from factory.config import BACKTRACE_MODES, TARGET_MODES, Params
 from factory.errors import FactoryError
 from factory.io import progress, write_json
-from factory.rounds import skip_reason
 from factory.stages import chain_arguments
 from schemas import read_rows, write_parquet
 
@@ -33,86 +32,6 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser) -> None:
     chain_arguments(parser, "bootstrapping round whose trajectories are labelled")
-
-
-def load_token_counter(params: Params) -> tuple[TokenCounter, str | None]:
-    """The policy's tokenizer (offline) as a TokenCounter, or whitespace with the reason why."""
-    tried = []
-    for folder in dict.fromkeys([params.llm.model, params.model.dir]):
-        if not folder or not Path(folder).is_dir():
-            tried.append(f"{folder}: not a local folder")
-            continue
-        try:
-            fast = Path(folder) / "tokenizer.json"
-            if fast.is_file():  # the same encoder a fast HF tokenizer wraps, without importing transformers (~5 s)
-                from tokenizers import Tokenizer
-
-                tokenizer = Tokenizer.from_file(str(fast))
-            else:
-                from transformers import AutoTokenizer
-
-                tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        except Exception as exc:  # noqa: BLE001 - any loading failure falls back, with the reason recorded
-            tried.append(f"{folder}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-            continue
-        counter = TokenCounter(tokenizer)
-        counter.name = f"hf:{folder}"
-        return counter, None
-    return TokenCounter(None), "; ".join(tried) or "no tokenizer folder configured"
-
-
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
-
-
-def _stats(rows: list[dict], triplets: dict[str, int]) -> dict[str, Any]:
-    correct = [r for r in rows if r["correct"]]
-    return {
-        "trajectories": len(rows),
-        "correct": len(correct),
-        "mean_fa_ratio_correct": _mean([r["fa_ratio"] for r in correct]),
-        "no_path_share": _mean([0.0 if r["path_found"] else 1.0 for r in rows]),
-        "no_path_share_correct": _mean([0.0 if r["path_found"] else 1.0 for r in correct]),
-        "mean_kept_triplets": _mean([float(len(r["kept_triplet_ids"])) for r in rows]),
-        "mean_triplets": _mean([float(triplets[r["trajectory_id"]]) for r in rows]),
-        "admin_dropped": sum(r["admin_dropped"] for r in rows),
-        "filtered_tokens_correct": sum(r["filtered_tokens"] for r in correct),
-        "total_tokens_correct": sum(r["total_tokens"] for r in correct),
-    }
-
-
-def summarise(trajectories: list[dict], labels: list[dict]) -> dict[str, Any]:
-    """Per 'mode/target_mode': stats overall, by dataset and by route."""
-    meta = {t["trajectory_id"]: (t["dataset"], t["route"]) for t in trajectories}
-    triplets = {t["trajectory_id"]: len(t["triplets"]) for t in trajectories}
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for r in labels:
-        groups[f"{r['mode']}/{r['target_mode']}"].append(r)
-    out = {}
-    for key, rows in sorted(groups.items()):
-        by_dataset, by_route = defaultdict(list), defaultdict(list)
-        for r in rows:
-            dataset, route = meta[r["trajectory_id"]]
-            by_dataset[dataset].append(r)
-            by_route[route].append(r)
-        out[key] = {
-            "all": _stats(rows, triplets),
-            "by_dataset": {k: _stats(v, triplets) for k, v in sorted(by_dataset.items())},
-            "by_route": {k: _stats(v, triplets) for k, v in sorted(by_route.items())},
-        }
-    return out
-
-
-def backtrace_options(params: Params) -> dict[str, Any]:
-    """The keyword arguments of ``backtrace_modes`` that params.backtrace sets (embedder loaded once)."""
-    bp = params.backtrace
-    embedder = None
-    if bp.embedding_model:
-        from factory.linking import sentence_embedder
-
-        embedder = sentence_embedder(bp.embedding_model)
-    return {"simple_cutoff": bp.simple_cutoff, "fuzzy_threshold": bp.fuzzy_threshold, "containment": bp.containment,
-            "admin_relations": tuple(bp.admin_relations), "embedder": embedder, "embedding_threshold": bp.embedding_threshold}
 
 
 def label_all(trajectories: list[dict], params: Params, counter: TokenCounter) -> list[dict]:

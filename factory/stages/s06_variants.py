@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 
 from factory import paths
+from factory.bootstrap.rounds import skip_reason
 from factory.config import VARIANTS, Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_jsonl
-from factory.rounds import skip_reason
 from factory.stages import chain_arguments
 from factory.variants import accumulated, build_set, labels_index
 from schemas import read_rows, write_parquet

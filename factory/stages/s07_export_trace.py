@@ -7,12 +7,12 @@ import logging
 from pathlib import Path
 
 from factory import paths
+from factory.bootstrap.rounds import skip_reason
 from factory.config import VARIANTS, Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_jsonl
-from factory.rounds import skip_reason
 from factory.stages import chain_arguments
-from factory.trace_export import PROTOCOL_VERSION, TraceExport, export_stats, export_trace
+from factory.trace.export import PROTOCOL_VERSION, TraceExport, export_stats, export_trace
 from schemas import read_rows, write_parquet
 
 COMMAND = "export-trace"

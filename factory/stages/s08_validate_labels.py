@@ -2,7 +2,7 @@
 
 Reads every round of every chain that exists (data/trajectories/<V>/seed_<S>/round_<R>.parquet with
 its labels; empty files — skipped rounds — are left out and listed), scores S_q and the controls
-(factory.relevance) and writes metrics/relevance.json, reports/relevance.md and reports/relevance.png.
+(factory.relevance.check) and writes metrics/relevance.json, reports/relevance.md and reports/relevance.png.
 With no trajectories at all it writes the three files saying so.
 """
 
@@ -16,8 +16,8 @@ from factory import paths
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_text
-from factory.relevance import Source, check_relevance
-from factory.relevance_report import render_figure, render_markdown
+from factory.relevance.check import Source, check_relevance
+from factory.relevance.report import render_figure, render_markdown
 from schemas import read_rows
 
 COMMAND = "validate-labels"

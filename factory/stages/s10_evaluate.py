@@ -13,15 +13,12 @@ from __future__ import annotations
 import logging
 
 from factory import paths
-from factory.agent.generate import generate_trajectories
-from factory.agent.sampling import derived_seed, sample_questions
-from factory.agent.summary import summarize
+from factory.agent.evaluate import evaluate_policy
+from factory.agent.policy import BASE
+from factory.bootstrap.rounds import policy_after, skip_reason
 from factory.config import VARIANTS, Params
 from factory.io import write_json
-from factory.llm.base import Sampling
-from factory.rounds import BASE, policy_after, skip_reason
 from factory.stages import chain_arguments
-from factory.stages.s04_trajectories import load_inputs, make_policy_llm
 from schemas import write_parquet
 
 COMMAND = "evaluate"
@@ -39,35 +36,6 @@ def output_paths(variant: str, round_: int, split: str, seed: int):
     if variant == BASE:
         return paths.base_eval_data(split), paths.base_eval_metrics(split)
     return paths.eval_data(variant, round_, split, seed), paths.eval_metrics(variant, round_, split, seed)
-
-
-def evaluate_policy(params: Params, policy, *, split: str, seed: int, run_id: str, out_path=None, desc: str = "evaluate") -> tuple[dict, list[dict]]:
-    """Greedy inference of ``policy`` on ``evaluate.n_questions`` questions of ``split`` (the same
-    questions for every policy of a protocol seed); returns (metrics, trajectory records)."""
-    e = params.evaluate
-    eval_seed = derived_seed(e.seed, seed)
-    questions, passages, retriever = load_inputs(params)
-    chosen = sample_questions(questions, e.n_questions, seed=eval_seed, split=split)
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=params.llm.max_new_tokens, seed=eval_seed)
-    llm = make_policy_llm(params, policy)
-    try:
-        records = generate_trajectories(
-            params, chosen, llm=llm, retriever=retriever, passages=passages, policy=policy,
-            round_=max(policy.round, 0), samples=1, sampling=sampling, out_path=out_path, run_id=run_id, desc=desc,
-        )
-        cache = {"hits": int(getattr(llm, "hits", 0)), "misses": int(getattr(llm, "misses", 0))}
-        identity = llm.identity
-    finally:
-        llm.close()
-    summary = summarize(records, breakdowns=("dataset", "qtype", "route"))
-    summary.pop("rationalized", None)  # evaluation never rationalizes
-    overall = summary["overall"]
-    metrics = {
-        "status": "done", "policy": policy.name, "policy_round": policy.round, "model": identity,
-        "prompt_version": params.agent.prompt_version, "questions": len(chosen), "eval_seed": eval_seed,
-        "em": overall["em"], "f1": overall["f1"], "cache": cache, **summary,
-    }
-    return metrics, records
 
 
 def run(params: Params, variant: str, round_: int = 0, split: str = "heldout", seed: int = 0) -> dict:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import logging
 
 from factory import paths
+from factory.bootstrap.rounds import decide
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import read_json, write_json
-from factory.rounds import decide
 from factory.stages import chain_arguments
 
 COMMAND = "bootstrap"

@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 
 from factory import paths
+from factory.agent.evaluate import evaluate_policy
+from factory.bootstrap.rounds import policy_after
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import read_json, write_json
-from factory.rounds import policy_after
 
 COMMAND = "select"
 HELP = "pick each chain's best round by held-out EM and evaluate it once on the test split"
@@ -38,8 +39,6 @@ def last_decision(variant: str, seed: int, max_slots: int) -> dict:
 
 
 def run(params: Params, variant: str) -> dict:
-    from factory.stages.s10_evaluate import evaluate_policy
-
     chains = {}
     for seed in params.bootstrap.seeds:
         decision = last_decision(variant, seed, len(params.bootstrap.rounds))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 from factory import paths
+from factory.bootstrap.report import build_summary, render_markdown, write_plots
 from factory.config import Params
 from factory.io import read_json, write_json, write_text
-from factory.report import build_summary, render_markdown, write_plots
 
 COMMAND = "report"
 HELP = "write reports/bootstrap.md, metrics/summary.json and the EM / FA-ratio plots of every chain"

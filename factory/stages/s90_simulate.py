@@ -6,12 +6,12 @@ import logging
 from collections import Counter
 
 from factory import paths
+from factory.backtrace.options import backtrace_options
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_jsonl
-from factory.simulate import POLICY, gold_facts, sample_questions, simulate
-from factory.simulate_report import aggregate, score_rows, write_report
-from factory.stages.s05_backtrace import backtrace_options
+from factory.simulate.report import aggregate, score_rows, write_report
+from factory.simulate.trajectories import POLICY, gold_facts, sample_questions, simulate
 from schemas import read_rows, write_parquet
 
 COMMAND = "simulate"

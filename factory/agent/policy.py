@@ -1,0 +1,65 @@
+"""The policy that generates trajectories, and what a generation stage needs to run it.
+
+A ``Policy`` is the base model or the LoRA adapter of a bootstrapping round (which round's policy
+generates what is ``factory.bootstrap.rounds``). ``make_policy_llm`` gives its backend, the
+adapter served under the policy's unique name; ``load_inputs`` reads the questions, passages and
+retriever that trajectory generation and evaluation share. The scripted and simulated generators
+(tests, analysis) are policies too, and ``assert_trainable`` keeps them out of every training set.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from factory import paths
+from factory.config import Params
+from factory.errors import FactoryError
+
+BASE = "base"
+UNTRAINABLE_POLICIES = ("scripted", "simulated")  # test/analysis generators: never trained on
+
+
+@dataclass(frozen=True)
+class Policy:
+    name: str  # "base" or "<variant>-r<round>" (+ "-s<seed>" for protocol seeds other than 0)
+    adapter: Path | None  # LoRA adapter folder; None = the base model
+    round: int  # the round whose set trained it (-1 = base)
+
+
+def is_untrainable(policy: str) -> bool:
+    """True for the scripted and simulated generators (also with a suffix, e.g. ``scripted-x``)."""
+    return policy in UNTRAINABLE_POLICIES or policy.startswith(tuple(p + "-" for p in UNTRAINABLE_POLICIES))
+
+
+def assert_trainable(records: Iterable[Mapping], what: str = "supervision") -> None:
+    """Refuse trajectories or examples of the scripted or simulated policies: they must never be trained on."""
+    bad = Counter(str(r.get("policy")) for r in records if is_untrainable(str(r.get("policy") or "")))
+    if bad:
+        found = ", ".join(f"{n} record(s) of policy {p!r} (field 'policy')" for p, n in sorted(bad.items()))
+        raise FactoryError(f"refusing to build {what} from {found}: scripted and simulated trajectories are for tests and analysis only")
+
+
+def make_policy_llm(params: Params, policy: Policy):
+    """The backend for ``policy`` (its adapter, served under the policy's unique name)."""
+    from factory.llm import make_llm
+
+    if policy.adapter is None:
+        return make_llm(params)
+    return make_llm(params, adapter_path=policy.adapter, adapter_name=policy.name)
+
+
+def load_inputs(params: Params):
+    """Questions, pid -> passage, and the retriever over the index."""
+    from factory.retrieval import load_retriever
+    from schemas import read_rows
+
+    for path in (paths.QUESTIONS, paths.PASSAGES):
+        if not path.exists():
+            raise FactoryError(f"{path} is missing: run `factory ingest` and `factory index` first")
+    questions = read_rows(paths.QUESTIONS)
+    passages = read_rows(paths.PASSAGES)
+    retriever = load_retriever(paths.INDEX_DIR, passages, params)
+    return questions, {p["pid"]: p for p in passages}, retriever

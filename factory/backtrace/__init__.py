@@ -1,0 +1,44 @@
+"""Knowledge backtracing (DESIGN §2): which generations of a trajectory contributed to its answer.
+
+The public functions are importable from here; the rules are documented in ``labels`` (labels and
+token accounting), ``graph`` (the graph G and the supporting subgraph S_q), ``targets`` (initial and
+target entities) and ``linking`` (entity linking). ``options`` builds their arguments from params,
+``summary`` aggregates labels for the backtrace stage's metrics.
+"""
+
+from factory.backtrace.graph import (
+    ADMIN_RELATIONS,
+    MODES,
+    Graph,
+    build_graph,
+    is_admin_relation,
+    link,
+    supporting_subgraph,
+)
+from factory.backtrace.labels import (
+    BadTrajectory,
+    StepLabels,
+    TokenCounter,
+    backtrace,
+    backtrace_modes,
+    check_trajectory,
+    step_labels,
+)
+from factory.backtrace.targets import (
+    YES_NO,
+    answer_nodes,
+    comparison_targets,
+    explored_entities,
+    final_step,
+    final_text,
+    first_explore_step,
+    initial_entities,
+    target_entities,
+)
+
+__all__ = [
+    "ADMIN_RELATIONS", "MODES", "YES_NO", "BadTrajectory", "Graph", "StepLabels", "TokenCounter",
+    "answer_nodes", "backtrace", "backtrace_modes", "build_graph", "check_trajectory", "comparison_targets",
+    "explored_entities", "final_step", "final_text", "first_explore_step", "initial_entities", "is_admin_relation",
+    "link", "step_labels", "supporting_subgraph", "target_entities",
+]

@@ -1,0 +1,228 @@
+"""The graph G of a trajectory and the supporting subgraph S_q (see ``factory.backtrace.labels`` for the rules).
+
+``build_graph`` applies the DTKG rule filter and links the triplets' entity names to nodes;
+``supporting_subgraph`` finds the triplets on paths between initial and target entities.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import defaultdict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from factory.backtrace.linking import Embedder, Linker, _merge, node_key, node_keys, remember
+from factory.config import BACKTRACE_MODES, BacktraceParams
+from factory.errors import FactoryError
+
+ADMIN_RELATIONS: tuple[str, ...] = tuple(BacktraceParams().admin_relations)
+MODES = BACKTRACE_MODES
+_WORD = re.compile(r"[a-z0-9]+")
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+
+
+_RELATION_WORDS: dict[str, frozenset[str]] = {}
+
+
+def _relation_words(relation: str) -> frozenset[str]:
+    words = _RELATION_WORDS.get(relation)
+    if words is None:
+        words = remember(_RELATION_WORDS, relation, frozenset(_WORD.findall(_CAMEL.sub(r"\1 \2", relation).lower())))
+    return words
+
+
+def is_admin_relation(relation: str, admin_relations: Iterable[str] = ADMIN_RELATIONS) -> bool:
+    """DTKG rule filter: the relation contains an administrative keyword as a word
+    ("imdb id", "source_url", "ISBN", "dataVersion" match; "identified by", "sourced" do not)."""
+    return not _relation_words(relation or "").isdisjoint(_admin_set(tuple(admin_relations)))
+
+
+@lru_cache(maxsize=64)
+def _admin_set(admin_relations: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(w.lower() for w in admin_relations)
+
+
+@dataclass
+class Graph:
+    """The graph G of one trajectory after the rule filter."""
+
+    edges: list[tuple[str, str, str]]  # (triplet_id, subject node, object node), creation order
+    linker: Linker
+    admin_dropped: int
+    admin_dropped_ids: list[str] = field(default_factory=list)
+    _adjacency: dict[str, set[str]] | None = None
+    _explored: dict[Any, list[str]] = field(default_factory=dict)  # per trajectory id (see explored_entities)
+
+    @property
+    def nodes(self) -> list[str]:
+        return sorted({n for _, s, o in self.edges for n in (s, o)})
+
+    def adjacency(self) -> dict[str, set[str]]:
+        """Undirected adjacency without self-loops."""
+        if self._adjacency is None:
+            adj: dict[str, set[str]] = defaultdict(set)
+            for _, s, o in self.edges:
+                if s != o:
+                    adj[s].add(o)
+                    adj[o].add(s)
+            self._adjacency = adj
+        return self._adjacency
+
+
+def build_graph(
+    triplets: Sequence[dict],
+    *,
+    admin_relations: Iterable[str] = ADMIN_RELATIONS,
+    containment: bool = True,
+    fuzzy_threshold: float = 88.0,
+    embedder: Embedder | None = None,
+    embedding_threshold: float = 0.8,
+) -> Graph:
+    """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged."""
+    admin = _admin_set(admin_relations if isinstance(admin_relations, tuple) else tuple(admin_relations))
+    words, key = _relation_words, node_key
+    memo = _RELATION_WORDS.get
+    ok = [admin.isdisjoint(memo(t["relation"]) or words(t["relation"])) for t in triplets]
+    if all(ok):
+        dropped: list[str] = []
+        kept = triplets
+    else:
+        dropped = [t["triplet_id"] for t, good in zip(triplets, ok) if not good]
+        kept = [t for t, good in zip(triplets, ok) if good]
+    fast = node_keys  # memo lookup; a miss (None) or an empty key falls back to node_key
+    subjects = [fast(t["subject"]) or key(t["subject"]) for t in kept]
+    objects = [fast(t["object"]) or key(t["object"]) for t in kept]
+    unique = sorted(set(subjects).union(objects))
+    node_of = _merge(unique, containment, zip(subjects, objects))  # the pairs are read only if a merge is proposed
+    node = node_of.__getitem__
+    edges = list(zip([t["triplet_id"] for t in kept], map(node, subjects), map(node, objects)))
+    linker = Linker(node_of, containment=containment, fuzzy_threshold=fuzzy_threshold, embedder=embedder,
+                    embedding_threshold=embedding_threshold, names=unique)
+    return Graph(edges, linker, len(dropped), dropped)
+
+
+def link(mention: str, graph: Graph) -> list[str]:
+    """Nodes of G a mention refers to (exact, containment, fuzzy, [embedding]); [] if none."""
+    return graph.linker.link(mention)
+
+
+# ---------------------------------------------------------------------- supporting subgraph
+
+
+def _reach(adj: dict[str, set[str]], sources: Iterable[str]) -> set[str]:
+    seen = set(sources)
+    queue = deque(seen)
+    while queue:
+        u = queue.popleft()
+        for v in adj.get(u, ()):
+            if v not in seen:
+                seen.add(v)
+                queue.append(v)
+    return seen
+
+
+def _undirected_shortest(graph: Graph, initial: Sequence[str], targets: Sequence[str]) -> set[str]:
+    # Per initial entity i: BFS distances d from i (stopped once every target is reached), then a walk
+    # back from the targets along edges that come one step closer to i. The nodes reached lie on a
+    # shortest i-t path for some t; an edge is on one iff both its ends were reached and their
+    # distances differ by one (parallel edges all qualify, self-loops never). Equivalent to the union
+    # of networkx all_shortest_paths over every (i, t), in O(|I| * (V + E)).
+    adj = graph.adjacency()
+    ends = {t for t in targets if t in adj}
+    if not ends:
+        return set()
+    on_path: list[tuple[dict[str, int], set[str]]] = []
+    for i in set(initial):
+        if i not in adj:
+            continue
+        left = ends - {i}
+        if not left:
+            continue
+        dist = {i: 0}
+        frontier = [i]
+        d = 0
+        while frontier and left:
+            d += 1
+            nxt = []
+            for u in frontier:
+                for v in adj[u]:
+                    if v not in dist:
+                        dist[v] = d
+                        nxt.append(v)
+                        left.discard(v)
+            frontier = nxt
+        reached = [t for t in ends if t != i and t in dist]
+        if not reached:
+            continue
+        back = set(reached)
+        stack = reached
+        while stack:
+            v = stack.pop()
+            dv = dist[v] - 1
+            for u in adj[v]:
+                if u not in back and dist.get(u) == dv:
+                    back.add(u)
+                    stack.append(u)
+        on_path.append((dist, back))
+    kept: set[str] = set()
+    for dist, back in on_path:
+        for tid, s, o in graph.edges:
+            if s in back and o in back and (dist[s] - dist[o]) in (1, -1):
+                kept.add(tid)
+    return kept
+
+
+def _directed_reach(graph: Graph, initial: Sequence[str], targets: Sequence[str]) -> set[str]:
+    succ: dict[str, set[str]] = defaultdict(set)
+    pred: dict[str, set[str]] = defaultdict(set)
+    for _, s, o in graph.edges:
+        if s != o:
+            succ[s].add(o)
+            pred[o].add(s)
+    if not initial or not targets:
+        return set()
+    from_i = _reach(succ, initial)
+    to_t = _reach(pred, targets)
+    return {tid for tid, s, o in graph.edges if s != o and s in from_i and o in to_t}
+
+
+def _undirected_simple(graph: Graph, initial: Sequence[str], targets: Sequence[str], cutoff: int | None) -> set[str]:
+    import networkx as nx
+
+    by_pair: dict[tuple[str, str], list[str]] = defaultdict(list)
+    g = nx.Graph()
+    for tid, s, o in graph.edges:
+        if s != o:
+            by_pair[(s, o) if s < o else (o, s)].append(tid)
+            g.add_edge(s, o)
+    pairs: set[tuple[str, str]] = set()
+    for i in sorted(set(initial)):
+        if i not in g:
+            continue
+        ends = sorted({t for t in targets if t != i and t in g})
+        if not ends:
+            continue
+        for path in nx.all_simple_paths(g, i, ends, cutoff=cutoff):
+            for a, b in itertools.pairwise(path):
+                pairs.add((a, b) if a < b else (b, a))
+    return {tid for pair in pairs for tid in by_pair[pair]}
+
+
+def supporting_subgraph(
+    graph: Graph,
+    initial: Sequence[str],
+    targets: Sequence[str],
+    mode: str = "undirected_shortest",
+    simple_cutoff: int | None = 4,
+) -> set[str]:
+    """S_q: ids of the triplets on paths between the initial and the target entities (see module doc)."""
+    if mode == "undirected_shortest":
+        return _undirected_shortest(graph, initial, targets)
+    if mode == "directed_reach":
+        return _directed_reach(graph, initial, targets)
+    if mode == "undirected_simple":
+        return _undirected_simple(graph, initial, targets, simple_cutoff)
+    raise FactoryError(f"unknown backtrace mode {mode!r}; expected one of {', '.join(MODES)}")

@@ -1,0 +1,376 @@
+"""Knowledge backtracing (DESIGN §2): which generations of a trajectory contributed to its answer.
+
+Pure functions over a trajectory record (``schemas.TRAJECTORY`` as ``read_rows`` gives it), all
+importable from ``factory.backtrace`` (the graph and path search live in ``factory.backtrace.graph``,
+the entity choices in ``factory.backtrace.targets``, entity linking in ``factory.backtrace.linking``):
+
+- ``build_graph``: the DTKG rule filter drops triplets whose relation contains an administrative
+  keyword as a word (``id``, ``source``, ``url`` ...); the rest form the graph G whose nodes are
+  normalised entity names with linked variants merged (``factory.backtrace.linking``).
+- ``initial_entities``: nodes linked from the entities of the FIRST explore step's pairs (fallback:
+  nodes named in the question).
+- ``target_entities``: per target mode (below).
+- ``supporting_subgraph``: the triplets S_q on paths between I and T, per mode:
+  ``undirected_shortest`` (default) — union of all shortest paths between every (i, t) on the
+  undirected multigraph view, computed exactly from BFS distances (an edge u-v lies on a shortest
+  i-t path iff d(i,u) + 1 + d(v,t) == d(i,t); tested against networkx); ``directed_reach`` — s->o kept iff s is reachable
+  from I (or in I) and some t in T is reachable from o (or o in T); ``undirected_simple`` — all
+  simple paths of at most ``simple_cutoff`` triplets (networkx ``all_simple_paths``; ``None`` = no
+  cutoff, the naive baseline).
+- ``backtrace``: the labels row (``schemas.LABELS``).
+
+Rules this module chooses (and tests):
+
+- Parallel triplets (duplicates, or two relations between the same two nodes) are alternative edges
+  of the multigraph: all of them are on a path when one is.
+- A self-loop (subject and object are the same node after linking) lies on no path, in every mode.
+- i == t: when an initial entity is itself a target, the zero-length path contains no triplet, so
+  that pair contributes nothing; triplets touching it count only if they lie on a path between
+  *another* (i, t) pair (or, in ``directed_reach``, on a walk I -> ... -> T of length >= 1).
+- Target modes: ``thought_and_answer`` (paper) = nodes named in the final thought and in the answer
+  (longest mention first, spans consumed), plus nodes containing the normalised answer as whole words;
+  if the answer yields no node that way it is linked like a mention (containment, fuzzy).
+  ``answer_only`` = the answer's nodes alone; ``gold_answer`` (oracle) = the gold answers' nodes
+  (``gold_answers`` argument, else the trajectory's ``answers``); ``question_only`` = nodes named in
+  the question (a no-answer control: for chain questions it usually finds nothing beyond I).
+- Yes/no and comparison answers (the rule DESIGN §2 asks for): the *compared entities* C are the
+  initial entities plus every entity the agent looked up (all explore pairs). When the answer is
+  yes/no, or all its nodes are compared entities ("Which film is newer, A or B?" -> "B"), the answer
+  names no evidence; the targets then include the compared entities' attribute values named in the
+  final thought: nodes mentioned in the thought that are not in C and are connected to a member of C
+  in G ("A came out in 1990, B in 1985" -> 1990, 1985). When the thought names no such value
+  ("The answer is B."), the values are the ends of the compared entities' chains: nodes reachable
+  from C along the triplets' direction that have no outgoing triplet (film -> director -> date of
+  death: the dates). The rule applies in every answer-based target mode (``thought_and_answer``,
+  ``answer_only``, ``gold_answer``).
+- Labels: a triplet is contributive iff in S_q; a complete step iff it produced >= 1 S_q triplet;
+  an explore pair iff its completion produced one; an explore step is kept iff >= 1 contributive pair
+  (keeping only those); the final answer step (the ``final`` step, else the last sufficient explore
+  step) is always kept.
+- Tokens: every count uses the one tokenizer given (default: whitespace tokens), so the figures are
+  in one unit. total = sum over steps of tokens(output); filtered = tokens of dropped steps + for each
+  kept step that lost pairs/triplets, tokens(output) - tokens(output re-rendered with only the kept
+  units) (floored at 0; a kept step that lost nothing is not re-rendered). fa_ratio = filtered / total
+  (0 when total is 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from factory.agent.format import render_complete, render_explore
+from factory.backtrace.graph import ADMIN_RELATIONS, MODES, build_graph, supporting_subgraph
+from factory.backtrace.linking import Embedder
+from factory.backtrace.targets import final_step, final_text, initial_entities, target_entities
+from factory.config import TARGET_MODES
+from factory.errors import FactoryError
+
+
+class BadTrajectory(FactoryError):
+    """A trajectory record that cannot be backtraced; names the trajectory and the field."""
+
+    def __init__(self, trajectory_id: str, field: str, reason: str):
+        self.trajectory_id, self.field, self.reason = trajectory_id, field, reason
+        super().__init__(f"trajectory {trajectory_id!r}: field {field!r}: {reason}")
+
+
+# ---------------------------------------------------------------------- tokens
+
+
+class TokenCounter:
+    """Counts tokens of generated text: whitespace by default, an object with ``count_tokens(text)``,
+    or a Hugging Face tokenizer (``encode`` without special tokens). ``name`` is recorded in labels."""
+
+    def __init__(self, tokenizer: Any = None):
+        if tokenizer is None:
+            self.name, self._count = "whitespace", _whitespace_count
+        elif isinstance(tokenizer, TokenCounter):
+            self.name, self._count = tokenizer.name, tokenizer._count
+        elif hasattr(tokenizer, "count_tokens"):
+            self.name = str(getattr(tokenizer, "name", type(tokenizer).__name__))
+            self._count = tokenizer.count_tokens
+        elif hasattr(tokenizer, "encode"):
+            self.name = "hf:" + str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
+            self._count = lambda text: len(tokenizer.encode(text, add_special_tokens=False))
+        else:
+            raise FactoryError(f"tokenizer {tokenizer!r}: needs count_tokens(text) or encode(text)")
+
+    def __call__(self, text: str | None) -> int:
+        return int(self._count(text or "")) if text else 0
+
+    def many(self, texts: Iterable[str | None]) -> list[int]:
+        """Token counts of several texts (the whitespace case without per-call overhead)."""
+        if self._count is _whitespace_count:
+            return [len(t.split()) if t else 0 for t in texts]
+        return [self(t) for t in texts]
+
+
+def _whitespace_count(text: str) -> int:
+    return len(text.split())
+
+
+# ---------------------------------------------------------------------- validation
+
+_KINDS = frozenset({"explore", "complete", "final"})
+
+
+def check_trajectory(trajectory: Any) -> str:
+    """Full check of the fields backtracing reads; raises BadTrajectory naming the field. Returns the id."""
+    if not isinstance(trajectory, dict):
+        raise BadTrajectory("?", "record", f"expected a dict, got {type(trajectory).__name__}")
+    tid = trajectory.get("trajectory_id")
+    if not isinstance(tid, str) or not tid:
+        raise BadTrajectory(str(tid), "trajectory_id", "missing or not a string")
+    steps, triplets = trajectory.get("steps"), trajectory.get("triplets")
+    if not isinstance(steps, list):
+        raise BadTrajectory(tid, "steps", "missing or not a list")
+    if not isinstance(triplets, list):
+        raise BadTrajectory(tid, "triplets", "missing or not a list")
+    indices = set()
+    for n, step in enumerate(steps):
+        if not isinstance(step, dict) or not isinstance(step.get("index"), int):
+            raise BadTrajectory(tid, f"steps[{n}].index", "missing or not an integer")
+        if step["index"] in indices:
+            raise BadTrajectory(tid, f"steps[{n}].index", f"duplicate step index {step['index']}")
+        if step.get("kind") not in _KINDS:
+            raise BadTrajectory(tid, f"steps[{n}].kind", f"must be explore|complete|final, got {step.get('kind')!r}")
+        for m, pair in enumerate(step.get("pairs") or []):
+            for key in ("pair_id", "entity", "relation"):
+                if not isinstance(pair, dict) or not isinstance(pair.get(key), str):
+                    raise BadTrajectory(tid, f"steps[{n}].pairs[{m}].{key}", "missing or not a string")
+        for key in ("output", "thought", "answer"):
+            if step.get(key) is not None and not isinstance(step[key], str):
+                raise BadTrajectory(tid, f"steps[{n}].{key}", "not a string")
+        indices.add(step["index"])
+    seen = set()
+    for n, trip in enumerate(triplets):
+        if not isinstance(trip, dict):
+            raise BadTrajectory(tid, f"triplets[{n}]", "not a record")
+        for key in ("triplet_id", "subject", "relation", "object"):
+            if not isinstance(trip.get(key), str):
+                raise BadTrajectory(tid, f"triplets[{n}].{key}", "missing or not a string")
+        if trip["triplet_id"] in seen:
+            raise BadTrajectory(tid, f"triplets[{n}].triplet_id", f"duplicate id {trip['triplet_id']!r}")
+        seen.add(trip["triplet_id"])
+        if trip.get("step_index") not in indices:
+            raise BadTrajectory(tid, f"triplets[{n}].step_index", f"{trip.get('step_index')!r} is not the index of a step")
+    for key in ("question", "answer", "final_thought"):
+        if trajectory.get(key) is not None and not isinstance(trajectory[key], str):
+            raise BadTrajectory(tid, key, "not a string")
+    return tid
+
+
+# ---------------------------------------------------------------------- step labels and tokens
+
+
+@dataclass
+class StepLabels:
+    kept_pair_ids: list[str]
+    kept_step_indices: list[int]
+    filtered_tokens: int
+    total_tokens: int
+
+
+class _Accounting:
+    """Per-trajectory facts for step labels, computed once and shared by every mode."""
+
+    def __init__(self, trajectory: dict, counter: TokenCounter):
+        steps = trajectory["steps"]
+        order = [s["index"] for s in steps]
+        if order != sorted(order):
+            steps = sorted(steps, key=_by_index)
+        self.steps = steps
+        triplets = trajectory["triplets"]
+        ids = [t["triplet_id"] for t in triplets]
+        self.position = dict(zip(ids, range(len(ids))))  # triplet id -> position in G
+        self.step_of = [t["step_index"] for t in triplets]  # by position
+        self.pair_of = [t.get("pair_id") for t in triplets]
+        self.triplets = triplets
+        indices = set(order)
+        # the cross-record conditions that would not raise by themselves; anything else malformed
+        # raises while labelling and is then diagnosed by check_trajectory
+        if (len(self.position) != len(triplets) or len(indices) != len(steps) or not indices.issuperset(self.step_of)
+                or not _KINDS.issuperset([s["kind"] for s in steps]) or not isinstance(trajectory["trajectory_id"], str)):
+            check_trajectory(trajectory)
+        final = final_step(trajectory)
+        final_index = final["index"] if final is not None else None
+        self.counter = counter
+        tokens = counter.many([s.get("output") for s in steps])
+        self.total = sum(tokens)
+        self._by_id: dict[str, dict] | None = None
+        # per step, what labelling needs, in step order; the final answer step is always kept and a
+        # superseded 'final' step (not the last) is always dropped
+        self.final_index = final_index
+        self.always_filtered = 0
+        self.completes: list[tuple[int, int, dict]] = []  # (index, tokens, step)
+        self.explores: list[tuple[int, int, dict]] = []
+        for step, n in zip(steps, tokens):
+            idx = step["index"]
+            if idx == final_index:
+                continue
+            kind = step["kind"]
+            if kind == "complete":
+                self.completes.append((idx, n, step))
+            elif kind == "explore":
+                self.explores.append((idx, n, step))
+            else:
+                self.always_filtered += n
+
+    def order(self, kept: set[str]) -> list[str]:
+        """Kept triplet ids in creation order."""
+        return sorted(kept, key=self.position.__getitem__)
+
+    def triplet(self, tid: str) -> dict:
+        if self._by_id is None:
+            self._by_id = {t["triplet_id"]: t for t in self.triplets}
+        return self._by_id[tid]
+
+    def labels(self, kept: set[str]) -> StepLabels:
+        count, positions = self.counter, [self.position[t] for t in kept]
+        step_of, pair_of = self.step_of, self.pair_of
+        good_steps = {step_of[n] for n in positions}
+        good_pairs = {pair_of[n] for n in positions}
+        kept_steps: list[int] = [] if self.final_index is None else [self.final_index]
+        filtered = self.always_filtered
+        for idx, n, step in self.completes:
+            if idx not in good_steps:
+                filtered += n
+                continue
+            pair_id = step.get("pair_id")
+            if pair_id:  # a complete step answers its pair: its contributive triplets make the pair contributive
+                good_pairs.add(pair_id)
+            kept_steps.append(idx)
+            own = step.get("triplet_ids") or ()
+            keep = [t for t in own if t in kept]
+            if len(keep) < len(own):
+                rows = [self.triplet(t) for t in keep]
+                filtered += max(0, n - count(render_complete([(t["subject"], t["relation"], t["object"]) for t in rows])))
+        kept_pairs: list[str] = []
+        for idx, n, step in self.explores:
+            pairs = step.get("pairs") or ()
+            keep = [p for p in pairs if p["pair_id"] in good_pairs]
+            if not keep:
+                filtered += n
+                continue
+            kept_steps.append(idx)
+            kept_pairs.extend(p["pair_id"] for p in keep)
+            if len(keep) < len(pairs):
+                rendered = render_explore(step.get("thought") or "", [(p["entity"], p["relation"]) for p in keep])
+                filtered += max(0, n - count(rendered))
+        kept_steps.sort()
+        return StepLabels(kept_pairs, kept_steps, filtered, self.total)
+
+
+def _by_index(step: dict) -> int:
+    return step["index"]
+
+
+def step_labels(trajectory: dict, kept: set[str], tokenizer: Any = None) -> StepLabels:
+    """Pair/step labels and token accounting for a set of contributive triplet ids."""
+    counter = tokenizer if isinstance(tokenizer, TokenCounter) else TokenCounter(tokenizer)
+    return _Accounting(trajectory, counter).labels(set(kept))
+
+
+# ---------------------------------------------------------------------- entry points
+
+
+def backtrace_modes(
+    trajectory: dict,
+    modes: Sequence[str] = ("undirected_shortest",),
+    target_modes: Sequence[str] = ("thought_and_answer",),
+    *,
+    tokenizer: Any = None,
+    simple_cutoff: int | None = 4,
+    fuzzy_threshold: float = 88.0,
+    containment: bool = True,
+    admin_relations: Iterable[str] = ADMIN_RELATIONS,
+    gold_answers: Sequence[str] | None = None,
+    embedder: Embedder | None = None,
+    embedding_threshold: float = 0.8,
+) -> list[dict]:
+    """Labels rows for every (mode, target mode), sharing the graph, links and token counts."""
+    for m in modes:
+        if m not in MODES:
+            raise FactoryError(f"unknown backtrace mode {m!r}; expected one of {', '.join(MODES)}")
+    for m in target_modes:
+        if m not in TARGET_MODES:
+            raise FactoryError(f"unknown target_mode {m!r}; expected one of {', '.join(TARGET_MODES)}")
+    counter = tokenizer if isinstance(tokenizer, TokenCounter) else TokenCounter(tokenizer)
+    try:
+        return _label(trajectory, modes, target_modes, counter, simple_cutoff, fuzzy_threshold, containment,
+                      admin_relations, gold_answers, embedder, embedding_threshold)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        tid = check_trajectory(trajectory)  # names the bad field; if it finds none, report the raw error
+        raise BadTrajectory(tid, "record", f"cannot be backtraced ({type(exc).__name__}: {exc})") from None
+
+
+def _label(trajectory, modes, target_modes, counter, simple_cutoff, fuzzy_threshold, containment, admin_relations,
+           gold_answers, embedder, embedding_threshold) -> list[dict]:
+    accounting = _Accounting(trajectory, counter)  # validates the cross-record ids first
+    tid = trajectory["trajectory_id"]
+    graph = build_graph(
+        trajectory["triplets"], admin_relations=admin_relations, containment=containment,
+        fuzzy_threshold=fuzzy_threshold, embedder=embedder, embedding_threshold=embedding_threshold,
+    )
+    initial = initial_entities(trajectory, graph)
+    texts = final_text(trajectory)
+    question_id = trajectory.get("question_id") or ""
+    correct = bool(trajectory.get("correct"))
+    rows = []
+    for target_mode in target_modes:
+        targets = target_entities(trajectory, graph, target_mode, initial=initial, gold_answers=gold_answers, texts=texts)
+        for mode in modes:
+            kept = supporting_subgraph(graph, initial, targets, mode, simple_cutoff)
+            labels = accounting.labels(kept)
+            total = labels.total_tokens
+            rows.append(
+                {
+                    "trajectory_id": tid,
+                    "question_id": question_id,
+                    "mode": mode,
+                    "target_mode": target_mode,
+                    "correct": correct,
+                    "initial_entities": list(initial),
+                    "target_entities": list(targets),
+                    "kept_triplet_ids": accounting.order(kept),
+                    "kept_pair_ids": labels.kept_pair_ids,
+                    "kept_step_indices": labels.kept_step_indices,
+                    "path_found": bool(kept),
+                    "admin_dropped": graph.admin_dropped,
+                    "filtered_tokens": labels.filtered_tokens,
+                    "total_tokens": total,
+                    "fa_ratio": labels.filtered_tokens / total if total else 0.0,
+                    "tokenizer": counter.name,
+                }
+            )
+    return rows
+
+
+def backtrace(
+    trajectory: dict,
+    mode: str = "undirected_shortest",
+    target_mode: str = "thought_and_answer",
+    *,
+    tokenizer: Any = None,
+    simple_cutoff: int | None = 4,
+    fuzzy_threshold: float = 88.0,
+    containment: bool = True,
+    admin_relations: Iterable[str] = ADMIN_RELATIONS,
+    gold_answers: Sequence[str] | None = None,
+    embedder: Embedder | None = None,
+    embedding_threshold: float = 0.8,
+) -> dict:
+    """Backtrace one trajectory: the ``schemas.LABELS`` row for one mode and target mode.
+
+    ``tokenizer``: None (whitespace tokens), an object with ``count_tokens(text)``, a HF tokenizer
+    or a ``TokenCounter``; its name is recorded. ``gold_answers`` overrides the trajectory's
+    ``answers`` for ``target_mode="gold_answer"``. ``embedder`` (e.g. ``factory.backtrace.linking.sentence_embedder()``)
+    enables embedding-similarity linking at ``embedding_threshold``.
+    """
+    return backtrace_modes(
+        trajectory, (mode,), (target_mode,), tokenizer=tokenizer, simple_cutoff=simple_cutoff,
+        fuzzy_threshold=fuzzy_threshold, containment=containment, admin_relations=admin_relations,
+        gold_answers=gold_answers, embedder=embedder, embedding_threshold=embedding_threshold,
+    )[0]

@@ -1,0 +1,1 @@
+"""Bootstrapping rounds: which policy generates a round, the stopping rule (``rounds``) and the report (``report``)."""

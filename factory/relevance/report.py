@@ -1,0 +1,144 @@
+"""reports/relevance.md and reports/relevance.png from the result of ``factory.relevance.check.check_relevance``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from factory.relevance.check import ANSWER_ENTITY, KEEP_ALL, RANDOM
+
+CONTROLS = (ANSWER_ENTITY, RANDOM, KEEP_ALL)
+LABELS = {KEEP_ALL: "keep all", ANSWER_ENTITY: "answer-entity only", RANDOM: "random at matched size"}
+
+
+def method_label(method: str) -> str:
+    return f"S_q {method[3:]}" if method.startswith("sq/") else LABELS.get(method, method)
+
+
+def _v(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _vci(cell: Mapping) -> str:
+    lo, hi = cell["ci"]
+    return _v(cell["value"]) + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]")
+
+
+def _level_table(level: Mapping, extras: Mapping | None, methods: list[str]) -> list[str]:
+    """P/R/F1 per method; with ``extras`` (paragraph level) also support recall, ungrounded rate, no-path share."""
+    head = "| method | micro P | micro R | micro F1 | macro P | macro R | macro F1 | kept triplets |"
+    if extras is not None:
+        head += " supp. para. recall (micro / macro) | ungrounded | no path |"
+    out = [head, "|" + " --- |" * (head.count("|") - 1)]
+    for m in methods:
+        s = level["methods"][m]
+        row = f"| {method_label(m)} | " + " | ".join(_vci(s[scope][k]) for scope in ("micro", "macro") for k in ("precision", "recall", "f1"))
+        row += f" | {s['kept']:.1f} |"
+        if extras is not None:
+            x = extras[m]
+            no_path = x.get("no_path_share")
+            row += (f" {_v(x['support_recall_micro'])} / {_v(x['support_recall_macro'])} | {_v(x['ungrounded_rate'])} |"
+                    f" {'' if no_path is None else _v(no_path)} |")
+        out.append(row)
+    return out
+
+
+def _ordered_methods(result: Mapping) -> list[str]:
+    default = result["default_method"]
+    return [default] + [m for m in result["methods"] if m.startswith("sq/") and m != default] + list(CONTROLS)
+
+
+def render_markdown(result: Mapping) -> str:
+    """The relevance report: counts, verdicts, tables per dataset and level, breakdowns."""
+    lines = ["# Backtraced relevance labels vs gold supporting facts", ""]
+    counts = result.get("counts", {})
+    if result.get("status") != "ok":
+        why = {"no_trajectories": "No trajectories were found (data/trajectories/*/seed_*/round_*.parquet are missing or empty).",
+               "no_labels": "Trajectories exist but none has backtrace labels (run `factory backtrace`).",
+               "no_correct_trajectories": "No correct, labelled trajectory was found: nothing to score."}
+        lines += [why.get(result.get("status"), f"Status: {result.get('status')}."), "", f"Counts: {dict(counts)}", ""]
+        return "\n".join(lines)
+    p = result["params"]
+    default = result["default_method"]
+    lines += [
+        f"Sources: {', '.join(result['sources'])}.",
+        (f"Trajectories {counts['trajectories']}, correct {counts['correct']}, identical duplicates dropped {counts['duplicates_dropped']}, "
+         f"without complete labels {counts['missing_labels']}, scored {counts['evaluated']} ({counts['by_dataset']}); "
+         f"{counts['triplets']} triplets, ungrounded rate {_v(counts['ungrounded_rate_all_triplets'])}."),
+        "",
+        (f"Only correct trajectories are scored (they are what gets trained on). Default S_q: `{default[3:]}`. "
+        f"Gold relevance: a triplet is relevant when the passage (sentence) it grounds to (threshold {p['threshold']}) is a gold "
+        "supporting paragraph (fact); MuSiQue has paragraph-level support only. Micro = over triplets, macro = mean over "
+        f"trajectories; 95% percentile bootstrap CIs over trajectories ({p['bootstrap_samples']} resamples, seed {p['seed']}). "
+        f"Random control: |S_q| triplets drawn uniformly per trajectory, mean over {p['random_seeds']} seeds. "
+        "'Beyond the CI' = the 95% CI of the paired bootstrap difference S_q - control (micro F1) excludes 0."),
+        "",
+        "## Verdicts",
+        "",
+    ]
+    lines += [f"- {v['line']}" for v in result["verdicts"].values()] + [""]
+    methods = _ordered_methods(result)
+    groups = result["groups"]
+    for name in ["all"] + sorted(g for g in groups if g.startswith("dataset=") and "/" not in g):
+        group = groups[name]
+        lines += [f"## {name} ({group['trajectories']} trajectories)", ""]
+        for level, table in group["levels"].items():
+            lines += [f"### {level} level ({table['trajectories']} trajectories)", ""]
+            lines += _level_table(table, group["extras"] if level == "paragraph" else None, methods) + [""]
+    lines += ["## Breakdown by question type, route and source (paragraph level, micro F1)", "",
+              "| group | trajectories | " + " | ".join(method_label(m) for m in [default, *CONTROLS]) + " | S_q - answer-entity |",
+              "| --- | --- |" + " --- |" * (len(CONTROLS) + 2)]
+    for name, group in groups.items():
+        if name == "all" or (name.startswith("dataset=") and "/" not in name):
+            continue
+        para = group["levels"]["paragraph"]
+        cells = [_vci(para["methods"][m]["micro"]["f1"]) for m in [default, *CONTROLS]]
+        lines.append(f"| {name} | {group['trajectories']} | " + " | ".join(cells) + f" | {_vci(para['sq_minus_control'][ANSWER_ENTITY]['micro_f1'])} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def render_figure(result: Mapping, path: str | Path) -> Path:
+    """Paragraph-level micro P / R / F1 of S_q (default) and the controls per dataset, with 95% CIs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if result.get("status") != "ok":
+        fig, ax = plt.subplots(figsize=(6, 2))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"No relevance scores: {result.get('status')}", ha="center", va="center")
+        fig.savefig(path, dpi=100, metadata={"Software": None})
+        plt.close(fig)
+        return path
+    groups = result["groups"]
+    names = ["all"] + sorted(g for g in groups if g.startswith("dataset=") and "/" not in g)
+    methods = [result["default_method"], *CONTROLS]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
+    width = 0.8 / len(methods)
+    for ax, metric in zip(axes, ("precision", "recall", "f1")):
+        for j, m in enumerate(methods):
+            xs, ys, err = [], [], [[], []]
+            for i, name in enumerate(names):
+                cell = groups[name]["levels"]["paragraph"]["methods"][m]["micro"][metric]
+                if cell["value"] is None:
+                    continue
+                lo, hi = cell["ci"]
+                xs.append(i + (j - (len(methods) - 1) / 2) * width)
+                ys.append(cell["value"])
+                err[0].append(max(0.0, cell["value"] - (lo if lo is not None else cell["value"])))
+                err[1].append(max(0.0, (hi if hi is not None else cell["value"]) - cell["value"]))
+            ax.bar(xs, ys, width, yerr=err, capsize=2, label=method_label(m))
+        ax.axhline(result["params"]["bar"], color="grey", linestyle="--", linewidth=1)
+        ax.set_xticks(range(len(names)), [n.replace("dataset=", "") for n in names], rotation=15)
+        ax.set_title(f"paragraph-level micro {metric}")
+        ax.set_ylim(0, 1.05)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(methods), fontsize=9, frameon=False)
+    fig.tight_layout(rect=(0, 0.07, 1, 1))
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+    return path

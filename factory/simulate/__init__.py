@@ -1,0 +1,1 @@
+"""Simulated trajectories with known contributive triplets, and the backtracing sensitivity report."""

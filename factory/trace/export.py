@@ -1,0 +1,365 @@
+"""Export a round's correct trajectories in the TRACE protocol: SFT targets and RL prompts.
+
+Per correct trajectory of a variant's round (DESIGN §6):
+
+- the prompt: a system message stating the protocol and a user message with the question and the
+  passages the trajectory retrieved (de-duplicated, in first-retrieval order, numbered [1]..[n],
+  capped at ``max_passages``);
+- **SFT target**: ``<relevance>[i, ...]</relevance><analysis>...</analysis><answer>...</answer>``
+  where the relevance lists the numbered passages that ground the variant's kept triplets, the
+  analysis states those triplets as a chain from the question's initial entities to the answer,
+  each citing its passage, and the answer is the trajectory's answer. What a variant keeps comes
+  from ``factory.variants.kept_units`` (backtrace: S_q; random: the matched random control;
+  unfiltered: everything), so the three exports stay comparable;
+- **RL record**: the same prompt plus reference columns for ``factory.trace.rewards``: gold answers,
+  the numbered passages that are gold supporting paragraphs, and whether those cover all, some or
+  none of the gold paragraphs.
+
+Every trajectory leaves with a status (counts add up); each SFT target is scored with the reward
+functions it is meant to train for, which is a direct quality figure of the labels.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from factory.errors import FactoryError
+from factory.text import normalize_answer
+from factory.trace.rewards import score_completion
+
+PROTOCOL_VERSION = "trace-v1"
+REWARD_COMPONENTS = ("format", "accuracy", "relevance", "bonus")
+_POSSESSIVE = re.compile(r"(\w)['’]s\b")
+
+# Statuses of a trajectory in the export (every input trajectory gets exactly one).
+EXPORTED = "exported"  # SFT + RL record
+RL_ONLY = "no_cited_triplet"  # no kept triplet is grounded in a numbered passage: RL record only
+NO_PASSAGES = "no_passages"  # nothing retrieved: no prompt to build
+NO_LABELS = "no_labels"  # the variant needs backtrace labels and the trajectory has none
+INCORRECT = "incorrect"  # not a correct trajectory: not exported
+STATUSES = (EXPORTED, RL_ONLY, NO_PASSAGES, NO_LABELS, INCORRECT)
+
+SYSTEM_PROMPT = (
+    "Answer the question using the numbered passages. Reply in exactly this format and nothing else:\n"
+    "<relevance>[i, j]</relevance><analysis>...</analysis><answer>...</answer>\n"
+    "- relevance: the numbers of the passages you use, as a list in square brackets;\n"
+    "- analysis: the facts from those passages that lead from the question to the answer, one after "
+    "another, each followed by the number of its passage in square brackets, e.g. [2];\n"
+    "- answer: a short answer only (a name, a date, a number, yes or no)."
+)
+
+
+@dataclass
+class TraceExport:
+    """Result of exporting one round: SFT rows, RL rows, one status per trajectory, counts."""
+
+    sft: list[dict] = field(default_factory=list)
+    rl: list[dict] = field(default_factory=list)
+    statuses: dict[str, str] = field(default_factory=dict)  # trajectory_id -> status
+    counts: Counter = field(default_factory=Counter)
+
+
+# ---------------------------------------------------------------- prompt
+
+
+def numbered_passages(trajectory: Mapping[str, Any], max_passages: int) -> tuple[list[str], int]:
+    """Pids the trajectory retrieved, de-duplicated in first-retrieval order (steps by index), cut to
+    ``max_passages``; also how many distinct passages were retrieved before the cut."""
+    seen: list[str] = []
+    for step in sorted(trajectory.get("steps") or [], key=lambda s: s["index"]):
+        for pid in step.get("retrieved") or []:
+            if pid not in seen:
+                seen.append(pid)
+    return seen[:max_passages], len(seen)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join((text or "").split())
+    if limit <= 0 or len(text) <= limit:
+        return text
+    head = text[:limit]
+    space = head.rfind(" ")
+    return (head[:space] if space > limit // 2 else head).rstrip() + " ..."
+
+
+def render_user(question: str, passages: Sequence[Mapping[str, Any]], passage_chars: int = 0) -> str:
+    """The user turn: the question, then ``[i] Title: text`` per numbered passage."""
+    lines = [f"Question: {question}", "", "Passages:"]
+    for i, p in enumerate(passages, start=1):
+        lines.append(f"[{i}] {p['title']}: {_cut(p['text'], passage_chars)}")
+    return "\n".join(lines)
+
+
+def build_prompt(
+    question: str, pids: Sequence[str], passages_by_pid: Mapping[str, Mapping[str, Any]], passage_chars: int = 0, where: str = ""
+) -> list[dict]:
+    """System + user messages for a question and its numbered passages."""
+    missing = [pid for pid in pids if pid not in passages_by_pid]
+    if missing:
+        raise FactoryError(f"{where}: retrieved passages {missing[:3]} are not in the passage table (re-run ingest/index)")
+    user = render_user(question, [passages_by_pid[pid] for pid in pids], passage_chars)
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
+
+
+def gold_reference(question_row: Mapping[str, Any], pids: Sequence[str]) -> tuple[list[int], str]:
+    """(1-based indices of the numbered passages that are gold supporting paragraphs, coverage):
+    coverage is ``full`` when every gold paragraph is numbered, ``partial`` when some are,
+    ``none`` when none is (or the question names no supporting paragraph)."""
+    gold = {s["pid"] for s in question_row.get("supporting") or [] if s.get("pid")}
+    indices = [i for i, pid in enumerate(pids, start=1) if pid in gold]
+    shown = {pids[i - 1] for i in indices}
+    coverage = "full" if gold and shown == gold else ("partial" if shown else "none")
+    return indices, coverage
+
+
+# ---------------------------------------------------------------- target
+
+
+def _mentions(a: str, b: str) -> bool:
+    """Whole-word containment either way between two normalised names."""
+    return bool(a and b) and (a == b or f" {a} " in f" {b} " or f" {b} " in f" {a} ")
+
+
+def chain_order(triplets: Sequence[Mapping[str, Any]], initial_entities: Iterable[str], question: str = "") -> list[dict]:
+    """Triplets ordered along the reasoning chain: start with a triplet whose subject is an initial
+    entity (else a subject named in the question), then repeatedly the earliest-created triplet
+    whose subject — failing that, whose object — is an entity reached so far; a triplet connected
+    to nothing reached starts a new chain. Creation order breaks every tie."""
+    reached = [n for n in (normalize_answer(e) for e in initial_entities) if n]
+    if not reached:
+        q = " " + normalize_answer(_POSSESSIVE.sub(r"\1", question)) + " "  # "Township's" names "Township"
+        reached = [s for s in (normalize_answer(t["subject"]) for t in triplets) if s and f" {s} " in q]
+    remaining = list(triplets)  # creation order
+    ordered: list[dict] = []
+
+    def is_reached(name: str) -> bool:
+        n = normalize_answer(name)
+        return any(_mentions(n, r) for r in reached)
+
+    while remaining:
+        pick = next((t for t in remaining if is_reached(t["subject"])), None)
+        if pick is None:
+            pick = next((t for t in remaining if is_reached(t["object"])), None)
+        if pick is None:
+            pick = remaining[0]
+        remaining.remove(pick)
+        ordered.append(dict(pick))
+        reached.extend(n for n in (normalize_answer(pick["subject"]), normalize_answer(pick["object"])) if n)
+    return ordered
+
+
+def render_statement(triplet: Mapping[str, Any], index: int) -> str:
+    return f"{triplet['subject']} ({triplet['relation']}): {triplet['object']} [{index}]."
+
+
+def render_target(relevance: Sequence[int], statements: Sequence[str], answer: str) -> str:
+    """The assistant turn of the protocol."""
+    analysis = " ".join([*statements, f"So the answer is {answer}."])
+    indices = ", ".join(str(i) for i in relevance)
+    return f"<relevance>[{indices}]</relevance><analysis>{analysis}</analysis><answer>{answer}</answer>"
+
+
+# ---------------------------------------------------------------- one trajectory
+
+
+def assert_exportable(trajectories: Iterable[Mapping[str, Any]], allow_synthetic: bool = False) -> None:
+    """Refuse trajectories of the scripted/simulated policies (test fixtures, not model behaviour)
+    unless ``allow_synthetic`` (tests and demos only)."""
+    from factory.agent.policy import is_untrainable
+
+    if allow_synthetic:
+        return
+    for t in trajectories:
+        if is_untrainable(str(t.get("policy") or "")):
+            raise FactoryError(
+                f"trajectory {t.get('trajectory_id')!r}: policy {t['policy']!r} is synthetic (gold facts, not a model); "
+                "it cannot be exported for training"
+            )
+
+
+def export_trajectory(
+    trajectory: Mapping[str, Any],
+    labels_row: Mapping[str, Any] | None,
+    question_row: Mapping[str, Any],
+    passages_by_pid: Mapping[str, Mapping[str, Any]],
+    *,
+    variant: str,
+    round_: int,
+    seed: int,
+    variant_seed: int,
+    max_passages: int,
+    passage_chars: int = 0,
+    bonus_weight: float = 10.0,
+    kept_fn: Callable[..., Any] | None = None,
+) -> tuple[str, dict | None, dict | None, dict]:
+    """(status, SFT row or None, RL row or None, per-trajectory counts) for one trajectory.
+
+    ``kept_fn(trajectory, labels_row, variant, seed)`` decides what the variant keeps (default:
+    ``factory.variants.kept_units``, called with ``variant_seed``).
+    """
+    tid = trajectory["trajectory_id"]
+    counts: Counter = Counter()
+    if not trajectory.get("correct"):
+        return INCORRECT, None, None, counts
+    if labels_row is None and variant != "unfiltered":
+        return NO_LABELS, None, None, counts
+    pids, retrieved = numbered_passages(trajectory, max_passages)
+    if not pids:
+        return NO_PASSAGES, None, None, counts
+    counts["passages_numbered"] += len(pids)
+    counts["passages_cut"] += retrieved - len(pids)
+    prompt = build_prompt(trajectory["question"], pids, passages_by_pid, passage_chars, where=f"trajectory {tid!r}")
+    gold_indices, coverage = gold_reference(question_row, pids)
+    answers = list(question_row.get("answers") or trajectory["answers"])
+    base = {
+        "record_id": f"{variant}/seed_{seed}/round_{round_}/{tid}",
+        "variant": variant,
+        "round": round_,
+        "seed": seed,
+        "trajectory_id": tid,
+        "question_id": trajectory["question_id"],
+        "dataset": trajectory["dataset"],
+        "qtype": trajectory["qtype"],
+        "route": trajectory["route"],
+        "policy": trajectory["policy"],
+    }
+    gold = {"passage_ids": pids, "gold_answers": answers, "gold_relevant_indices": gold_indices, "gold_coverage": coverage}
+    rl = {**base, "prompt": prompt, **gold}
+
+    if kept_fn is None:
+        from factory.variants import kept_units as kept_fn
+    kept = kept_fn(trajectory, labels_row, variant, variant_seed)
+    kept_ids = set(kept.triplet_ids)
+    kept_triplets = [t for t in trajectory.get("triplets") or [] if t["triplet_id"] in kept_ids]
+    index_of = {pid: i for i, pid in enumerate(pids, start=1)}
+    cited = [t for t in kept_triplets if t.get("source_pid") in index_of]
+    counts["triplets_kept"] += len(kept_triplets)
+    counts["triplets_cited"] += len(cited)
+    counts["triplets_ungrounded"] += sum(1 for t in kept_triplets if not t.get("source_pid"))
+    counts["triplets_beyond_cap"] += sum(1 for t in kept_triplets if t.get("source_pid") and t["source_pid"] not in index_of)
+    if not cited:
+        return RL_ONLY, None, rl, counts
+
+    initial = (labels_row or {}).get("initial_entities") or []
+    ordered = chain_order(cited, initial, trajectory["question"])
+    relevance = sorted({index_of[t["source_pid"]] for t in ordered})
+    answer = " ".join((trajectory.get("answer") or "").split())
+    target = render_target(relevance, [render_statement(t, index_of[t["source_pid"]]) for t in ordered], answer)
+    rewards = score_completion(target, answers, gold_indices, bonus_weight)
+    sft = {
+        **base,
+        "messages": [*prompt, {"role": "assistant", "content": target}],
+        "relevance": relevance,
+        "triplet_ids": [t["triplet_id"] for t in ordered],
+        "answer": answer,
+        **gold,
+        **{f"reward_{k}": v for k, v in rewards.items()},
+    }
+    return EXPORTED, sft, rl, counts
+
+
+# ---------------------------------------------------------------- a round
+
+
+def export_trace(
+    trajectories: Sequence[Mapping[str, Any]],
+    labels: Sequence[Mapping[str, Any]],
+    questions_by_id: Mapping[str, Mapping[str, Any]],
+    passages_by_pid: Mapping[str, Mapping[str, Any]],
+    *,
+    variant: str,
+    round_: int,
+    seed: int = 0,
+    variant_seed: int = 0,
+    mode: str | None = None,
+    target_mode: str | None = None,
+    max_passages: int = 8,
+    passage_chars: int = 0,
+    bonus_weight: float = 10.0,
+    allow_synthetic: bool = False,
+    kept_fn: Callable[..., Any] | None = None,
+) -> TraceExport:
+    """Export one round of one variant (rows sorted by trajectory id).
+
+    ``labels`` may hold several modes; only rows of ``mode`` × ``target_mode`` are used (None: any;
+    more than one row per trajectory is then an error). ``variant_seed`` is the seed the variant
+    stage gives ``kept_units`` (so the random control here is the one trained on).
+    """
+    assert_exportable(trajectories, allow_synthetic)
+    by_tid: dict[str, Mapping[str, Any]] = {}
+    for row in labels:
+        if (mode is not None and row["mode"] != mode) or (target_mode is not None and row["target_mode"] != target_mode):
+            continue
+        if row["trajectory_id"] in by_tid:
+            raise FactoryError(f"labels: trajectory {row['trajectory_id']!r} has several rows for mode {mode!r} x {target_mode!r}")
+        by_tid[row["trajectory_id"]] = row
+    out = TraceExport()
+    seen: set[str] = set()
+    for t in sorted(trajectories, key=lambda r: r["trajectory_id"]):
+        tid = t["trajectory_id"]
+        if tid in seen:
+            raise FactoryError(f"trajectories: {tid!r} appears twice")
+        seen.add(tid)
+        question = questions_by_id.get(t["question_id"])
+        if question is None:
+            raise FactoryError(f"trajectory {tid!r}: question {t['question_id']!r} is not in data/interim/questions.parquet")
+        status, sft, rl, counts = export_trajectory(
+            t, by_tid.get(tid), question, passages_by_pid,
+            variant=variant, round_=round_, seed=seed, variant_seed=variant_seed, max_passages=max_passages,
+            passage_chars=passage_chars, bonus_weight=bonus_weight, kept_fn=kept_fn,
+        )
+        out.statuses[tid] = status
+        out.counts.update(counts)
+        if sft is not None:
+            out.sft.append(sft)
+        if rl is not None:
+            out.rl.append(rl)
+    return out
+
+
+def _mean(rows: Sequence[Mapping[str, Any]], key: str) -> float | None:
+    return sum(r[key] for r in rows) / len(rows) if rows else None
+
+
+def _reward_means(rows: Sequence[Mapping[str, Any]]) -> dict:
+    return {"records": len(rows), **{c: _mean(rows, f"reward_{c}") for c in REWARD_COMPONENTS}}
+
+
+def _group(rows: Sequence[Mapping[str, Any]], key: str) -> dict[str, list]:
+    groups: dict[str, list] = defaultdict(list)
+    for r in rows:
+        groups[r[key]].append(r)
+    return dict(sorted(groups.items()))
+
+
+def export_stats(result: TraceExport, trajectories: int) -> dict:
+    """Counts (by status; records; triplets; coverage) and the rewards the SFT targets earn
+    themselves, overall, per dataset, per route and per dataset x route."""
+    statuses = Counter(result.statuses.values())
+    return {
+        "trajectories": trajectories,
+        "correct": trajectories - statuses.get(INCORRECT, 0),
+        "by_status": {s: statuses.get(s, 0) for s in STATUSES},
+        "sft_records": len(result.sft),
+        "rl_records": len(result.rl),
+        "triplets": {k: result.counts.get(k, 0) for k in ("triplets_kept", "triplets_cited", "triplets_ungrounded", "triplets_beyond_cap")},
+        "passages": {
+            "numbered_mean": result.counts.get("passages_numbered", 0) / len(result.rl) if result.rl else None,
+            "cut_by_cap": result.counts.get("passages_cut", 0),
+        },
+        "gold_coverage": {c: sum(1 for r in result.rl if r["gold_coverage"] == c) for c in ("full", "partial", "none")},
+        "sft_rewards": {
+            "overall": _reward_means(result.sft),
+            "by_dataset": {k: _reward_means(v) for k, v in _group(result.sft, "dataset").items()},
+            "by_route": {k: _reward_means(v) for k, v in _group(result.sft, "route").items()},
+            "by_dataset_route": {
+                f"{d}/{r}": _reward_means(v)
+                for d, rows in _group(result.sft, "dataset").items()
+                for r, v in _group(rows, "route").items()
+            },
+        },
+    }

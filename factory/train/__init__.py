@@ -1,0 +1,1 @@
+"""Supervision examples to token ids (``examples``) and LoRA supervised fine-tuning (``lora``)."""

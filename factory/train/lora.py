@@ -1,0 +1,352 @@
+"""LoRA supervised fine-tuning (PEFT + transformers' Trainer), loss on assistant tokens only.
+
+``train_lora`` is plain Python over supervision records (schemas.SUPERVISION rows, or any dicts
+with ``messages``), usable from a notebook. It runs unchanged on CPU (fp32), one GPU (bf16
+autocast, base weights in bf16, adapter weights in fp32) or several GPUs under ``accelerate
+launch`` (the Trainer picks up DDP from the environment; only the main process writes files).
+
+Why transformers' Trainer and not TRL's SFTTrainer: the examples are tokenised here with exact
+assistant-only labels (see factory.train.examples), so SFTTrainer's dataset preparation would only be
+bypassed; the Trainer with a padding collator is the whole training loop we need, without the
+per-step entropy/accuracy bookkeeping SFTTrainer adds. bench/gpu_train.py compares the two.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from factory.config import TrainParams
+from factory.errors import FactoryError
+from factory.io import write_json
+from factory.train.examples import IGNORE, PadCollator, data_hash, encode_examples
+
+log = logging.getLogger(__name__)
+
+ADAPTER = "adapter"
+TRAINED, EMPTY, SKIPPED = "trained", "empty", "skipped"
+OUTPUT_FILES = ("status.json", "loss_curve.json", "training_config.json")
+
+
+def save_adapter(model, adapter_dir: Path) -> None:
+    """``save_pretrained``, then the config's ``target_modules`` sorted: PEFT keeps them as a set and
+    writes them in hash order, which made the adapter folder differ from run to run."""
+    model.save_pretrained(str(adapter_dir))
+    config_path = Path(adapter_dir) / "adapter_config.json"
+    config = json.loads(config_path.read_text())
+    if isinstance(config.get("target_modules"), list):
+        config["target_modules"] = sorted(config["target_modules"])
+    config_path.write_text(json.dumps(config, indent=2, sort_keys=True))
+
+
+def is_main_process() -> bool:
+    """True outside distributed runs and on rank 0 under ``accelerate launch`` / torchrun."""
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def device_and_dtype() -> tuple[str, str]:
+    """('cuda', 'bfloat16') when a GPU is present (fp16 on GPUs without bf16), else ('cpu', 'float32')."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda", "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "cpu", "float32"
+
+
+def reset_output(out_dir: str | Path) -> Path:
+    """Remove what an earlier run left in out_dir (a stale adapter must never survive a rerun)."""
+    out = Path(out_dir)
+    if is_main_process():
+        shutil.rmtree(out / ADAPTER, ignore_errors=True)
+        for name in OUTPUT_FILES:
+            (out / name).unlink(missing_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def write_status(out_dir: str | Path, status: str, reason: str | None = None) -> dict:
+    """status.json: {"status": trained|empty|skipped, "reason", "adapter": "adapter" or null}."""
+    record = {"status": status, "reason": reason, "adapter": ADAPTER if status == TRAINED else None}
+    if is_main_process():
+        write_json(Path(out_dir) / "status.json", record)
+    return record
+
+
+def lora_config(params: TrainParams):
+    """PEFT LoraConfig from params.train (rank, alpha, dropout, target modules)."""
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=params.lora_r,
+        lora_alpha=params.lora_alpha,
+        lora_dropout=params.lora_dropout,
+        target_modules=list(params.target_modules),
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+
+
+def _check_init_adapter(init_adapter: Path, params: TrainParams) -> None:
+    """Continuing an adapter only makes sense with the same rank, alpha and target modules."""
+    config_path = init_adapter / "adapter_config.json"
+    if not config_path.exists():
+        raise FactoryError(f"{init_adapter} is not a LoRA adapter folder (no adapter_config.json)")
+    saved = json.loads(config_path.read_text())
+    wanted = {"r": params.lora_r, "lora_alpha": params.lora_alpha, "target_modules": sorted(params.target_modules)}
+    found = {"r": saved.get("r"), "lora_alpha": saved.get("lora_alpha"), "target_modules": sorted(saved.get("target_modules") or [])}
+    if wanted != found:
+        raise FactoryError(
+            f"cannot continue adapter {init_adapter}: it was trained with {found}, params.train asks for {wanted}; "
+            "retrain from the base model (train.init: base) or restore the earlier LoRA settings"
+        )
+
+
+def load_tokenizer(model_path: str | Path):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_path))
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+# Config fields of models whose LM head output is scaled or soft-capped: they keep their own loss.
+_SCALED_LOGITS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+
+
+def project_labelled_positions_only(model) -> bool:
+    """Make the model's training loss run the LM head on labelled positions only.
+
+    The loss is the model's own (fp32 cross-entropy summed over labelled next tokens, divided by
+    the Trainer's ``num_items_in_batch``, else averaged), but without the (batch, seq, vocab)
+    logits: assistant tokens are a small share of an agent example, and the head plus the fp32
+    softmax over a large vocabulary are a large share of the step. Applied before PEFT wraps the
+    model (PEFT and DDP call this forward); inference (no labels, or eval mode) is unchanged.
+    Returns False, leaving the model as it is, for architectures this does not cover.
+    """
+    import functools
+
+    import torch
+    import torch.nn.functional as F
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    config = model.config.get_text_config()
+    backbone_name = getattr(model, "base_model_prefix", "")
+    if any(getattr(config, a, None) is not None for a in _SCALED_LOGITS):
+        return False
+    if not backbone_name or getattr(model, backbone_name, None) is None or model.get_output_embeddings() is None:
+        return False
+    original = model.forward
+
+    @functools.wraps(original)
+    def forward(*args, labels=None, num_items_in_batch=None, **kwargs):
+        if labels is None or not model.training:
+            if labels is not None:
+                kwargs["labels"] = labels
+            if num_items_in_batch is not None:
+                kwargs["num_items_in_batch"] = num_items_in_batch
+            return original(*args, **kwargs)
+        kwargs.pop("logits_to_keep", None)
+        kwargs["use_cache"] = False
+        # Looked up per call: PEFT may wrap the head's or the backbone's layers after this patch.
+        hidden = getattr(model, backbone_name)(*args, **kwargs).last_hidden_state
+        head = model.get_output_embeddings()
+        targets = labels[:, 1:].to(hidden.device)
+        mask = targets != IGNORE
+        logits = head(hidden[:, :-1][mask])
+        loss = F.cross_entropy(logits.float(), targets[mask], reduction="sum")
+        count = num_items_in_batch if num_items_in_batch is not None else mask.sum()
+        loss = loss / torch.as_tensor(count, device=loss.device).clamp(min=1)
+        return CausalLMOutputWithPast(loss=loss)
+
+    model.forward = forward
+    return True
+
+
+def build_model(model_path: str | Path, params: TrainParams, init_adapter: str | Path | None, dtype: str):
+    """The base model with a trainable LoRA adapter: a fresh one (seeded) or ``init_adapter`` continued."""
+    import torch
+    from peft import PeftModel, get_peft_model
+    from transformers import AutoModelForCausalLM, set_seed
+
+    set_seed(params.seed)  # LoRA A matrices are drawn from torch's RNG
+    model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=getattr(torch, dtype))
+    model.config.use_cache = False
+    if not project_labelled_positions_only(model):
+        log.info("train: %s keeps its own loss (full logits)", type(model).__name__)
+    if init_adapter is not None:
+        _check_init_adapter(Path(init_adapter), params)
+        return PeftModel.from_pretrained(model, str(init_adapter), is_trainable=True)
+    try:
+        return get_peft_model(model, lora_config(params))
+    except ValueError as exc:  # e.g. target modules the architecture does not have
+        raise FactoryError(f"cannot attach LoRA to {model_path}: {exc}") from None
+
+
+def training_arguments(params: TrainParams, output_dir: str, device: str, dtype: str, progress: bool = True):
+    """TrainingArguments from params.train (also used by the bench for the TRL side, field for field)."""
+    from transformers import TrainingArguments
+
+    try:
+        return TrainingArguments(**training_argument_values(params, output_dir, device, dtype, progress))
+    except ValueError as exc:  # e.g. an unknown lr_scheduler name
+        raise FactoryError(f"params.train does not make valid training arguments: {exc}") from None
+
+
+def training_argument_values(params: TrainParams, output_dir: str, device: str, dtype: str, progress: bool = True) -> dict:
+    return {
+        "output_dir": output_dir,
+        "num_train_epochs": params.epochs,
+        "per_device_train_batch_size": params.batch_size,
+        "gradient_accumulation_steps": params.grad_accum,
+        "learning_rate": params.learning_rate,
+        "lr_scheduler_type": params.lr_scheduler,
+        "warmup_steps": params.warmup_ratio,  # a float in [0, 1) is a share of the total steps
+        "seed": params.seed,
+        "data_seed": params.seed,
+        "bf16": device == "cuda" and dtype == "bfloat16",
+        "fp16": device == "cuda" and dtype == "float16",
+        "use_cpu": device == "cpu",
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "eval_strategy": "no",
+        "report_to": "none",
+        "remove_unused_columns": False,
+        "ddp_find_unused_parameters": False,  # every LoRA weight gets a gradient each step
+        "include_num_input_tokens_seen": "non_padding",
+        "dataloader_num_workers": 0,
+        "disable_tqdm": not progress,
+    }
+
+
+def loss_curve(log_history: list[dict]) -> list[dict]:
+    """[{step, loss, lr}] from the Trainer's log history (one entry per optimizer step)."""
+    return [
+        {"step": int(e["step"]), "loss": float(e["loss"]), "lr": float(e.get("learning_rate", 0.0))}
+        for e in log_history
+        if "loss" in e and "step" in e
+    ]
+
+
+@dataclass
+class TrainOutcome:
+    metrics: dict
+    model: object | None  # the trained PeftModel in memory (None when nothing was trained)
+
+
+def train_lora(
+    examples: Sequence[dict],
+    model_path: str | Path,
+    out_dir: str | Path,
+    params: TrainParams,
+    init_adapter: str | Path | None = None,
+) -> dict:
+    """Train a LoRA adapter on chat examples; write adapter/, loss_curve.json, training_config.json,
+    status.json to out_dir; return the training metrics.
+
+    ``init_adapter`` (a saved adapter folder) is loaded trainable and continued; None starts a
+    fresh adapter on the base model. An empty set (or one whose assistant tokens all fall past
+    ``max_length``) writes status "empty" and trains nothing.
+    """
+    return fit_lora(examples, model_path, out_dir, params, init_adapter).metrics
+
+
+def fit_lora(
+    examples: Sequence[dict],
+    model_path: str | Path,
+    out_dir: str | Path,
+    params: TrainParams,
+    init_adapter: str | Path | None = None,
+) -> TrainOutcome:
+    """``train_lora`` that also hands back the trained model (for checks against the saved adapter)."""
+    started = time.perf_counter()
+    model_path = Path(model_path)
+    if not (model_path / "config.json").exists():
+        raise FactoryError(f"base model folder {model_path} has no config.json (run `factory prepare-model` first)")
+    out = reset_output(out_dir)
+    device, dtype = device_and_dtype()
+    tokenizer = load_tokenizer(model_path) if examples else None  # an empty set needs no tokenizer (nor its import)
+    encoded = encode_examples(examples, tokenizer, params.max_length)
+    config = {
+        "train": params.model_dump(mode="json"),
+        "model_path": str(model_path),
+        "init_adapter": str(init_adapter) if init_adapter is not None else None,
+        "data_hash": data_hash(examples),
+        "examples": len(examples),
+        "examples_used": len(encoded.examples),
+        "dropped_no_assistant_tokens": encoded.dropped_no_assistant_tokens,
+    }
+    metrics = {"device": device, "dtype": dtype, "init_adapter": config["init_adapter"], **encoded.counts()}
+    if is_main_process():
+        write_json(out / "training_config.json", config)
+    if not encoded.examples:
+        reason = (
+            "the supervision set is empty (no correct trajectory produced an example)"
+            if not examples
+            else f"no example keeps an assistant token within max_length={params.max_length}"
+        )
+        write_status(out, EMPTY, reason)
+        if is_main_process():
+            write_json(out / "loss_curve.json", [])
+        log.warning("train: %s; no adapter trained", reason)
+        return TrainOutcome({**metrics, "status": EMPTY, "reason": reason, "wall_s": time.perf_counter() - started}, None)
+
+    import torch
+    from transformers import Trainer
+
+    model = build_model(model_path, params, init_adapter, dtype)
+    rows = [{"input_ids": e.input_ids, "labels": e.labels} for e in encoded.examples]
+    with tempfile.TemporaryDirectory(prefix="factory-train-") as scratch:
+        trainer = Trainer(
+            model=model,
+            args=training_arguments(params, scratch, device, dtype, progress=os.environ.get("FACTORY_NO_PROGRESS") != "1"),
+            train_dataset=rows,
+            data_collator=PadCollator(tokenizer.pad_token_id),
+        )
+        result = trainer.train()
+    curve = loss_curve(trainer.state.log_history)
+    losses = [p["loss"] for p in curve]
+    runtime = float(result.metrics.get("train_runtime", 0.0)) or (time.perf_counter() - started)
+    tokens_seen = int(trainer.state.num_input_tokens_seen)
+    if trainer.is_world_process_zero():
+        save_adapter(model, out / ADAPTER)
+        write_json(out / "loss_curve.json", curve)
+    write_status(out, TRAINED)
+    trainer.accelerator.wait_for_everyone()
+    metrics.update(
+        status=TRAINED,
+        reason=None,
+        steps=int(trainer.state.global_step),
+        epochs=params.epochs,
+        final_loss=losses[-1] if losses else None,
+        mean_loss=float(result.training_loss),
+        tokens_seen=tokens_seen,
+        tokens_per_s=tokens_seen / runtime if runtime > 0 else 0.0,
+        train_runtime_s=runtime,
+        wall_s=time.perf_counter() - started,
+        world_size=int(trainer.args.world_size),
+        trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
+        gpu_peak_mem_gb=(torch.cuda.max_memory_allocated() / 2**30) if device == "cuda" else None,
+    )
+    log.info(
+        "train: %d examples, %d steps, mean loss %.4f, %.0f tokens/s on %s (%s)",
+        len(encoded.examples), metrics["steps"], metrics["mean_loss"], metrics["tokens_per_s"], device, dtype,
+    )
+    return TrainOutcome(metrics, model)
+
+
+def load_adapter_model(model_path: str | Path, adapter_dir: str | Path):
+    """Base model + saved adapter in eval mode (fp32 on CPU), e.g. to check a trained round."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
+    return PeftModel.from_pretrained(base, str(adapter_dir)).eval()

@@ -1,0 +1,120 @@
+"""Entity linking: normalisation, variant merging, the linking tiers, mention extraction."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+
+from factory.backtrace.linking import Linker, contains_words, merge_variants, node_key, normalize_entity
+from factory.text import normalize_answer
+
+
+def test_normalize_entity_equals_official_normalisation(ingested):
+    names = [p["title"] for p in ingested.passages[:3000]] + ["The  U.S.A.!", "an Apple a day", "Ünïcode—dash", "", "  A  "]
+    for name in names:
+        assert normalize_entity(name) == normalize_answer(name), name
+
+
+def test_node_key_keeps_names_that_normalise_to_nothing():
+    assert node_key("The") == "the" and node_key("!!") == "!!"
+    assert node_key("Sleep, My Love.") == node_key("sleep my love") == "sleep my love"
+
+
+def test_contains_words_is_whole_word():
+    assert contains_words("hiran region of somalia", "somalia")
+    assert not contains_words("somaliland", "somalia")
+    assert not contains_words("anything", "")
+
+
+def test_merge_variants_containment_ambiguity_and_numbers():
+    names = ["somalia", "hiran region of somalia", "american", "american football league", "american airlines",
+             "charles howard", "charles howard 1st earl of carlisle", "8", "march 8 1975", "the"]
+    node = merge_variants(names)
+    assert node["somalia"] == "hiran region of somalia"  # unambiguous containment: one node
+    assert node["charles howard"] == "charles howard 1st earl of carlisle"
+    assert node["american"] == "american"  # inside two different names: ambiguous, stays apart
+    assert node["8"] == "8" and node["march 8 1975"] == "march 8 1975"  # numbers never merge by containment
+    assert node["the"] == "the"
+    assert merge_variants(names, containment=False) == {n: n for n in names}
+
+
+def test_merge_variants_chain_of_containment_and_order_independence():
+    names = ["somalia", "region of somalia", "hiran region of somalia", "mogadishu"]
+    node = merge_variants(names)
+    assert {node[n] for n in names[:3]} == {"hiran region of somalia"} and node["mogadishu"] == "mogadishu"
+    rng = random.Random(0)
+    for _ in range(5):
+        shuffled = names[:]
+        rng.shuffle(shuffled)
+        assert merge_variants(shuffled) == node
+
+
+def test_merge_variants_respects_distinct_pairs():
+    # (Lisburn Distillery FC ; nickname ; Distillery): subject and object are two entities
+    names = ["lisburn distillery fc", "distillery"]
+    assert merge_variants(names)["distillery"] == "lisburn distillery fc"
+    assert merge_variants(names, distinct=[("lisburn distillery fc", "distillery")])["distillery"] == "distillery"
+
+
+def linker(names: list[str], **options) -> Linker:
+    return Linker.from_names(names, **options)
+
+
+def test_link_tiers_in_order():
+    lk = linker(["Scott Derrickson", "Hiran region of Somalia", "Ed Wood", "American"])
+    assert lk.link_with_method("scott derrickson.") == (["scott derrickson"], "exact")
+    assert lk.link_with_method("Somalia") == (["hiran region of somalia"], "containment")
+    assert lk.link_with_method("Derrickson, Scott") == (["scott derrickson"], "fuzzy")  # token_set_ratio 100
+    assert lk.link_with_method("Scot Derickson") == (["scott derrickson"], "fuzzy")  # typos
+    assert lk.link_with_method("Scott Eastwood") == ([], "none")  # one shared token is not enough
+    assert lk.link_with_method("") == ([], "none")
+    assert lk.link("Orson Welles") == []
+
+
+def test_link_fuzzy_threshold_and_containment_switch():
+    lk = linker(["Sergei Aleksandrovich Tokarev"], fuzzy_threshold=80.0)
+    assert lk.link_with_method("Sergei Aleksandrovich Tokarevv")[1] == "fuzzy"
+    strict = linker(["Sergei Aleksandrovich Tokarev"], fuzzy_threshold=100.0, containment=False)
+    assert strict.link("Sergei Aleksandrovich Tokarevv") == []
+    # without the containment tier, a sub-name is still found by token_set_ratio (subset = 100)
+    assert strict.link("Tokarev") == ["sergei aleksandrovich tokarev"]
+
+
+def test_link_ties_are_deterministic():
+    lk = linker(["Paris Texas", "Paris Maine", "Paris Hilton"])
+    # "paris" is inside two names: both are equally close by character similarity -> both, sorted
+    assert lk.link("Paris") == ["paris maine", "paris texas"]  # not the longer, less similar one
+
+
+def test_mentions_longest_first_and_spans_consumed():
+    lk = linker(["Hiran region of Somalia", "Somalia", "Mogadishu", "Kenya", "Hiran"], containment=False)
+    text = "He was born in the Hiran region of Somalia, not in Mogadishu."
+    assert lk.mentions(text) == ["hiran region of somalia", "mogadishu"]  # 'somalia' and 'hiran' consumed
+    assert lk.mentions("Somalia borders Kenya; Hiran region of Somalia too") == ["hiran region of somalia", "somalia", "kenya"]
+    assert lk.mentions("") == [] and lk.mentions("nothing here") == []
+
+
+def test_containing_includes_numbers():
+    lk = linker(["founded in 1755", "Moscow State University", "1755 Hall"])
+    assert lk.containing("1755") == ["1755 hall", "founded in 1755"]
+    assert lk.containing("") == []
+
+
+def test_embedding_tier_with_an_injected_embedder():
+    vocab = {"new york city": [1.0, 0.0], "big apple": [0.98, 0.2], "london": [0.0, 1.0]}
+
+    def embed(texts):
+        vecs = np.array([vocab.get(t, [0.5, 0.5]) for t in texts], dtype=np.float32)
+        return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+    lk = linker(["New York City", "London"], embedder=embed, embedding_threshold=0.9)
+    assert lk.link_with_method("Big Apple") == (["new york city"], "embedding")
+    assert linker(["New York City", "London"]).link("Big Apple") == []  # off by default
+
+
+def test_mentioned_and_containing_equals_the_two_passes():
+    lk = linker(["Hiran region of Somalia", "Somalia", "founded in 1755", "1755 Hall", "Kenya"])
+    for text in ("Somalia", "1755", "Hiran region of Somalia and Kenya", "", "nothing"):
+        found, containing = lk.mentioned_and_containing(text)
+        assert found == lk.mentions(text) and containing == set(lk.containing(text)), text

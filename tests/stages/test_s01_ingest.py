@@ -1,0 +1,71 @@
+import json
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from schemas import QUESTION
+from tests.corpora.test_corpora import params_for
+
+
+def _run_cli(args, cwd):
+    return subprocess.run([sys.executable, "-m", "factory.cli", *args], cwd=cwd, capture_output=True, text=True, env={**__import__("os").environ, "FACTORY_NO_PROGRESS": "1"})
+
+
+def test_ingest_stage_outputs_are_byte_identical_and_counts_add_up(tmp_path, corpora):
+    sets = [
+        f"corpora={{hotpotqa: [{corpora}/hotpotqa/dev_sample.json], 2wikimultihopqa: [{corpora}/2wikimultihopqa/dev_sample.json]}}",
+    ]
+    args = ["ingest", *sum((["--set", s] for s in sets), [])]
+    first = _run_cli(args, tmp_path)
+    assert first.returncode == 0, first.stderr
+    digest = {p: (tmp_path / p).read_bytes() for p in ("data/interim/questions.parquet", "data/interim/passages.parquet", "data/interim/quarantine.jsonl", "metrics/ingest.json")}
+    second = _run_cli(args, tmp_path)
+    assert second.returncode == 0
+    assert all((tmp_path / p).read_bytes() == b for p, b in digest.items())
+    m = json.loads(digest["metrics/ingest.json"])
+    assert m["total"]["read"] == m["total"]["ingested"] + m["total"]["quarantined"] + m["total"]["capped"] == 839 + 526
+    assert len((tmp_path / "data/interim/quarantine.jsonl").read_text().splitlines()) == 3
+    assert pq.read_schema(tmp_path / "data/interim/questions.parquet").equals(QUESTION)
+    assert (tmp_path / "reports/gx/ingest/index.html").exists()
+
+
+def test_cli_fail_mode_exit_code_and_message(tmp_path, corpora):
+    res = _run_cli(["ingest", "--set", f"corpora={{2wikimultihopqa: [{corpora}/2wikimultihopqa/dev_sample.json]}}", "--set", "ingest.on_bad_record=fail"], tmp_path)
+    assert res.returncode == 1
+    assert "field 'supporting_facts'" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_cli_rejects_unknown_and_invalid_params(tmp_path):
+    res = _run_cli(["ingest", "--set", "ingest.on_bad_recrd=fail"], tmp_path)
+    assert res.returncode == 1 and "ingest.on_bad_recrd" in res.stderr and "Extra inputs" in res.stderr
+    res = _run_cli(["ingest", "--set", "splits.train=2"], tmp_path)
+    assert res.returncode == 1 and "splits.train" in res.stderr
+    res = _run_cli(["ingest", "--set", "nonsense"], tmp_path)
+    assert res.returncode == 1 and "dotted.key=value" in res.stderr
+    res = _run_cli(["nostage"], tmp_path)
+    assert res.returncode == 2
+
+
+def test_a_failed_gate_publishes_nothing(tmp_path, corpora, monkeypatch):
+    import validators.ingest
+    from factory.stages import s01_ingest
+    from validators import GateFailed
+
+    real = validators.ingest.ingest_frames
+
+    def with_duplicate_ids(rows, pool, passages):
+        frames = real(rows, pool, passages)
+        frames["questions"]["question_id"] = [rows[0]["question_id"]] * len(rows)
+        return frames
+
+    monkeypatch.setattr(validators.ingest, "ingest_frames", with_duplicate_ids)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(GateFailed, match=r"questions\.question_id: expect_column_values_to_be_unique"):
+        s01_ingest.run(params_for({"hotpotqa": [corpora / "hotpotqa" / "dev_sample.json"]}))
+    interim = tmp_path / "data" / "interim"
+    assert not (interim / "questions.parquet").exists() and not (interim / "passages.parquet").exists()
+    assert not list(interim.glob(".*"))  # no staged or temporary file left behind
+
+

@@ -1,0 +1,166 @@
+"""`factory validate-labels` on a small tmp dir built from real questions of the three corpora."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from factory import paths
+from factory.cli import main
+from factory.text import content_tokens
+from schemas import write_parquet
+from tests.test_variants import make_labels, make_trajectory
+
+DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
+
+
+def _own_words(passage: dict, sent_idx: int) -> str:
+    """Words only this sentence of the passage has (so the triplet grounds to exactly it)."""
+    idx = max(sent_idx, 0)
+    others = set(content_tokens(passage["title"]))
+    for j, s in enumerate(passage["sentences"]):
+        if j != idx:
+            others |= set(content_tokens(s))
+    words = [t for t in dict.fromkeys(content_tokens(passage["sentences"][idx])) if t not in others]
+    return " ".join(words[-3:])
+
+
+def _trajectory_for(q: dict, variant: str, round_: int) -> tuple[dict, list[str], list[str]] | None:
+    pool = {p["pid"]: p for p in q["passages"]}
+    gold, distract = [], []
+    for s in q["supporting"]:
+        words = _own_words(pool[s["pid"]], s["sent_idx"])
+        if not words:
+            return None
+        gold.append((pool[s["pid"]]["title"], "says", words))
+    gold_pids = {s["pid"] for s in q["supporting"]}
+    for p in q["passages"]:
+        if p["pid"] not in gold_pids and _own_words(p, 0):
+            distract.append((p["title"], "says", _own_words(p, 0)))
+        if len(distract) == 2:
+            break
+    tid = f"{variant}/seed_0/round_{round_}/{q['question_id']}/k0"
+    pids = [p["pid"] for p in q["passages"]]
+    t = make_trajectory(tid, q["question_id"], question=q["question"], iterations=[[("subject", "facts", gold + distract, pids)]],
+                        answer=q["answers"][0], answers=tuple(q["answers"]), dataset=q["dataset"], qtype=q["qtype"], route=q["route"])
+    ids = [x["triplet_id"] for x in t["triplets"]]
+    return t, ids[: len(gold)], ids[len(gold):]
+
+
+@pytest.fixture(scope="module")
+def corpus_sample(ingested):
+    questions = []
+    for d in DATASETS:
+        questions += [q for q in ingested.questions if q["dataset"] == d and q["split"] == "train"][:12]
+    pids = {p["pid"] for q in questions for p in q["passages"]}
+    return questions, [p for p in ingested.passages if p["pid"] in pids]
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _write_inputs(questions, passages) -> dict:
+    write_parquet(questions, paths.QUESTIONS, "question")
+    write_parquet(passages, paths.PASSAGES, "passage")
+    trajectories, labels = [], []
+    for i, q in enumerate(questions):
+        built = _trajectory_for(q, "backtrace", 1)
+        if built is None:
+            continue
+        t, gold, distract = built
+        trajectories.append(t)
+        kept = gold + (distract[:1] if i % 3 == 0 else [])  # mostly right, sometimes one distractor too
+        labels.append(make_labels(t, kept))
+        labels.append(make_labels(t, gold[:1], "directed_reach", "answer_only"))
+    write_parquet(trajectories, paths.trajectories("backtrace", 1, 0), "trajectory")
+    write_parquet(labels, paths.labels("backtrace", 1, 0), "labels")
+    write_parquet([], paths.trajectories("backtrace", 2, 0), "trajectory")  # a skipped round
+    write_parquet(trajectories[:2], paths.trajectories("random", 1, 0), "trajectory")  # labels not built yet
+    return {"trajectories": len(trajectories)}
+
+
+def test_validate_labels_on_real_questions(workdir, corpus_sample):
+    made = _write_inputs(*corpus_sample)
+    argv = ["validate-labels", "--set", "relevance.bootstrap_samples=60", "--set", "relevance.random_seeds=2"]
+    assert main(argv) == 0
+    res = json.loads((paths.METRICS / "relevance.json").read_text())
+    assert res["status"] == "ok" and res["sources"] == ["backtrace/seed_0/round_1"]
+    assert res["counts"]["evaluated"] == made["trajectories"] >= 30
+    assert {s["source"] for s in res["left_out_sources"]} == {"backtrace/seed_0/round_2", "random/seed_0/round_1"}
+    assert set(res["verdicts"]) == set(DATASETS)
+    para = res["groups"]["all"]["levels"]["paragraph"]["methods"]
+    sq = para["sq/undirected_shortest/thought_and_answer"]["micro"]
+    # gold triplets ground to gold paragraphs; only every third trajectory keeps one distractor
+    assert sq["recall"]["value"] >= 0.9 and sq["precision"]["value"] >= 0.85
+    assert para["keep_all"]["micro"]["precision"]["value"] < sq["precision"]["value"]
+    assert "sentence" in res["groups"]["dataset=hotpotqa"]["levels"] and "sentence" not in res["groups"]["dataset=musique"]["levels"]
+    md = (paths.REPORTS / "relevance.md").read_text()
+    for v in res["verdicts"].values():
+        assert v["line"] in md
+    png = (paths.REPORTS / "relevance.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    first = {p: p.read_bytes() for p in (paths.METRICS / "relevance.json", paths.REPORTS / "relevance.md", paths.REPORTS / "relevance.png")}
+    assert main(argv) == 0
+    assert first == {p: p.read_bytes() for p in first}
+
+
+def test_without_trajectories_the_files_say_so(workdir):
+    assert main(["validate-labels"]) == 0
+    res = json.loads((paths.METRICS / "relevance.json").read_text())
+    assert res["status"] == "no_trajectories"
+    assert "No trajectories" in (paths.REPORTS / "relevance.md").read_text()
+    assert (paths.REPORTS / "relevance.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.fixture(scope="module")
+def scripted_round(ingested):
+    """Trajectories of the scripted policy (real questions, grounded in retrieved passages) and their real labels."""
+    from factory.agent.loop import run_trajectories
+    from factory.agent.policy import Policy
+    from factory.agent.scripted import ScriptedPolicyLLM
+    from factory.backtrace import backtrace_modes
+    from factory.config import Params
+    from factory.llm.base import Sampling
+    from factory.retrieval.bm25 import BM25Retriever
+
+    questions = []
+    for d in DATASETS:
+        questions += [q for q in ingested.questions if q["dataset"] == d and q["split"] == "train"][:10]
+    seen, passages = set(), []
+    for q in questions:
+        for p in q["passages"]:
+            if p["pid"] not in seen:
+                seen.add(p["pid"])
+                passages.append({**p, "dataset": q["dataset"], "text": " ".join(p["sentences"])})
+    trajectories = run_trajectories(questions, ScriptedPolicyLLM(questions, ingested.passages), BM25Retriever.build(passages), Params(),
+                                    Policy("base", None, -1), 0, 1, Sampling(), run_id="backtrace/seed_0/round_0")
+    labels = [row for t in trajectories for row in backtrace_modes(t, ("undirected_shortest", "directed_reach"),
+                                                                    ("thought_and_answer", "gold_answer"), gold_answers=t["answers"])]
+    return trajectories, labels
+
+
+def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels(ingested, questions_by_id, scripted_round):
+    from factory.relevance.check import KEEP_ALL, Source, check_relevance
+    from factory.variants import labels_index
+    from validators.supervision import matching_frame
+
+    trajectories, labels = scripted_round
+    correct = sum(t["correct"] for t in trajectories)
+    assert correct >= 20
+    # the random control removes exactly what real backtracing removes, per trajectory
+    frame = matching_frame(trajectories, labels_index(labels, "undirected_shortest", "thought_and_answer"), 17)
+    assert len(frame) == correct and frame[["labelled", "pairs_matched", "triplets_matched", "removed_equal"]].all().all()
+    pids = {p["pid"]: p for p in ingested.passages}
+    res = check_relevance([Source("backtrace/seed_0/round_0", trajectories, labels)], questions_by_id, pids,
+                          default_combo=("undirected_shortest", "thought_and_answer"), bootstrap_samples=50, random_seeds=2)
+    assert res["status"] == "ok" and res["counts"]["evaluated"] == correct and len(res["combos"]) == 4
+    # the scripted policy states gold facts found in its retrieved passages: they ground, mostly to gold paragraphs
+    assert res["counts"]["ungrounded_rate_all_triplets"] <= 0.05
+    para = res["groups"]["all"]["levels"]["paragraph"]["methods"]
+    assert para[KEEP_ALL]["micro"]["recall"]["value"] == 1.0
+    assert para["sq/undirected_shortest/thought_and_answer"]["micro"]["precision"]["value"] >= 0.8
+    assert set(res["verdicts"]) == set(DATASETS)

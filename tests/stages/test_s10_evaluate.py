@@ -1,0 +1,80 @@
+"""Stage evaluate: greedy policy on held-out/test, same questions every round, skip, tiny model."""
+
+from __future__ import annotations
+
+import pytest
+
+from factory import paths
+from factory.agent.scripted import ScriptedPolicyLLM
+from factory.cli import main
+from factory.config import Params
+from factory.io import read_json, write_json
+from factory.stages import s10_evaluate
+from schemas import read_rows
+from tests.stages.test_s04_trajectories import DATASETS, make_project, sets, start_chain, use_policy
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch, ingested):
+    monkeypatch.chdir(tmp_path)
+    questions = make_project(tmp_path, ingested)
+    start_chain(tmp_path, "backtrace")
+    return questions
+
+
+def test_base_model_heldout_evaluation_feeds_the_stopping_rule(project, monkeypatch):
+    from factory.stages.s11_bootstrap import heldout_em
+
+    use_policy(monkeypatch, lambda: ScriptedPolicyLLM(project))
+    assert main(["evaluate", "--variant", "base", "--split", "heldout", *sets(evaluate__n_questions=6)]) == 0
+    m = read_json(paths.base_eval_metrics("heldout"))
+    rows = read_rows(paths.base_eval_data("heldout"))
+    assert len(rows) == 6 and {r["split"] for r in rows} == {"heldout"} and {r["dataset"] for r in rows} == set(DATASETS)
+    assert m["status"] == "done" and m["policy"] == "base" and m["questions"] == 6
+    assert m["em"] == m["overall"]["em"] == 1.0 and m["f1"] == 1.0
+    assert set(m["by_dataset"]) == set(DATASETS) and sum(d["trajectories"] for d in m["by_dataset"].values()) == 6
+    assert {r["qtype"] for r in rows} == set(m["by_qtype"]) and {r["route"] for r in rows} == set(m["by_route"])
+    assert all(r["seed"] == Params().evaluate.seed and r["sample"] == 0 for r in rows)
+    assert heldout_em(paths.base_eval_metrics("heldout")) == 1.0
+
+
+def test_same_questions_every_round_and_policy_after_the_round(project, monkeypatch):
+    use_policy(monkeypatch, lambda: ScriptedPolicyLLM(project))
+    # round 0 produced no adapter (empty set): the policy after it falls back to the base model
+    write_json(paths.adapter_dir("backtrace", 0) / "status.json", {"status": "empty"})
+    write_json(paths.decision("backtrace", 0), {"stop": False, "reason": None})
+    write_json(paths.adapter_dir("backtrace", 1) / "status.json", {"status": "empty"})
+    params = Params(evaluate={"n_questions": 5})
+    m0 = s10_evaluate.run(params, "backtrace", 0, "test")
+    m1 = s10_evaluate.run(params, "backtrace", 1, "test")
+    q0 = [r["question_id"] for r in read_rows(paths.eval_data("backtrace", 0, "test"))]
+    q1 = [r["question_id"] for r in read_rows(paths.eval_data("backtrace", 1, "test"))]
+    assert q0 == q1 and len(q0) == 5
+    assert m0["policy"] == m1["policy"] == "base" and m1["round"] == 1
+    assert read_json(paths.eval_metrics("backtrace", 1, "test"))["overall"]["em"] == 1.0
+
+
+def test_a_round_after_the_stop_point_is_recorded_skipped(project):
+    write_json(paths.decision("backtrace", 0), {"stop": True, "reason": "max_rounds (1) reached"})
+    m = s10_evaluate.run(Params(), "backtrace", 1, "heldout")
+    assert m["status"] == "skipped" and m["reason"] == "max_rounds (1) reached"
+    assert read_json(paths.eval_metrics("backtrace", 1, "heldout"))["status"] == "skipped"
+    assert read_rows(paths.eval_data("backtrace", 1, "heldout")) == []
+
+
+@pytest.mark.slow
+def test_tiny_model_greedy_evaluation_is_reproducible(project, tiny_model_dir):
+    argv = [
+        "evaluate", "--variant", "base", "--split", "test",
+        *sets(llm__model=str(tiny_model_dir), llm__max_new_tokens=8, llm__cache=False,
+              evaluate__n_questions=2, agent__max_iterations=1, agent__repair_attempts=0),
+    ]
+    assert main(argv) == 0
+    first = read_rows(paths.base_eval_data("test"))
+    m = read_json(paths.base_eval_metrics("test"))
+    assert len(first) == 2 and sum(m["overall"]["status"].values()) == 2 and m["cache"] == {"hits": 0, "misses": 0}
+    assert main(argv) == 0  # greedy, no cache: the same outputs again
+    def strip(rows):
+        return [[s["output"] for s in r["steps"]] for r in rows]
+
+    assert strip(read_rows(paths.base_eval_data("test"))) == strip(first)
