@@ -37,11 +37,19 @@ def load_questions(n: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
     from factory.config import Params
     from factory.corpora import ingest_sources
 
-    params = Params(corpora={
-        "hotpotqa": [str(CORPORA / "hotpotqa" / "dev_sample.json"), str(CORPORA / "hotpotqa" / "train_sample.json")],
-        "2wikimultihopqa": [str(CORPORA / "2wikimultihopqa" / "dev_sample.json")],
-        "musique": [str(CORPORA / "musique" / "dev_sample.jsonl"), str(CORPORA / "musique" / "train_sample.jsonl")],
-    })
+    params = Params(
+        corpora={
+            "hotpotqa": [
+                str(CORPORA / "hotpotqa" / "dev_sample.json"),
+                str(CORPORA / "hotpotqa" / "train_sample.json"),
+            ],
+            "2wikimultihopqa": [str(CORPORA / "2wikimultihopqa" / "dev_sample.json")],
+            "musique": [
+                str(CORPORA / "musique" / "dev_sample.jsonl"),
+                str(CORPORA / "musique" / "train_sample.jsonl"),
+            ],
+        }
+    )
     result = ingest_sources(params)
     questions = sample_questions(result.questions, n, seed=seed, split="train")
     pids = {p["pid"] for q in questions for p in q["passages"]}
@@ -81,7 +89,9 @@ def run_agent(questions, passages, llm, samples: int) -> dict:
     retriever = BM25Retriever.build(passages)
     timed = TimedLLM(llm)
     cpu, wall = time.process_time(), time.perf_counter()
-    records = run_trajectories(questions, timed, retriever, Params(), Policy("base", None, -1), 0, samples, Sampling(temperature=0.7))
+    records = run_trajectories(
+        questions, timed, retriever, Params(), Policy("base", None, -1), 0, samples, Sampling(temperature=0.7)
+    )
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     steps = sum(len(r["steps"]) for r in records)
     return {
@@ -113,22 +123,42 @@ def serve(port: int, latency_s: float, n: int, seed: int) -> None:
         return policy.generate([ChatRequest.of(messages, Sampling())])[0].text
 
     state = MockState(script=script, latency_s=latency_s, record=False)
-    uvicorn.run(make_app(state), host="127.0.0.1", port=port, log_level="warning", backlog=2048, access_log=False)
+    uvicorn.run(
+        make_app(state), host="127.0.0.1", port=port, log_level="warning", backlog=2048, access_log=False
+    )
 
 
 def bench_mock_server(n: int, samples: int, latency_s: float, concurrency: int, seed: int) -> dict:
     from factory.llm.openai_backend import OpenAILLM
 
     port = free_port()
-    cmd = [sys.executable, __file__, "--serve", "--port", str(port), "--latency", str(latency_s), "--questions", str(n), "--seed", str(seed)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--serve",
+        "--port",
+        str(port),
+        "--latency",
+        str(latency_s),
+        "--questions",
+        str(n),
+        "--seed",
+        str(seed),
+    ]
     proc = subprocess.Popen(cmd, cwd=ROOT)
     base_url = f"http://127.0.0.1:{port}/v1"
     try:
         wait_for_server(base_url, proc, timeout_s=120)
         questions, passages = load_questions(n, seed)
         with tempfile.TemporaryDirectory() as tmp:
-            llm = OpenAILLM([base_url], "mock-model", concurrency=concurrency, timeout_s=30, max_retries=3,
-                            registry_path=Path(tmp) / "lora_names.json")
+            llm = OpenAILLM(
+                [base_url],
+                "mock-model",
+                concurrency=concurrency,
+                timeout_s=30,
+                max_retries=3,
+                registry_path=Path(tmp) / "lora_names.json",
+            )
             out = run_agent(questions, passages, llm, samples)
             llm.close()
     finally:
@@ -139,8 +169,14 @@ def bench_mock_server(n: int, samples: int, latency_s: float, concurrency: int, 
     return out
 
 
-def report_agent_loop(questions: int = 96, samples: int = 2, latency_s: float = 0.1, concurrency: int = 32, seed: int = 0,
-                      with_server: bool = True) -> None:
+def report_agent_loop(
+    questions: int = 96,
+    samples: int = 2,
+    latency_s: float = 0.1,
+    concurrency: int = 32,
+    seed: int = 0,
+    with_server: bool = True,
+) -> None:
     """Run (c1) and (c2) and print their tables (bench/trajectories.py calls this after its part (a))."""
     from factory.agent.scripted import ScriptedPolicyLLM
 
@@ -156,14 +192,23 @@ def report_agent_loop(questions: int = 96, samples: int = 2, latency_s: float = 
             ("total CPU ms / step", f"{r['total_cpu_ms_per_step']:.3f}", ""),
             ("wall s", f"{r['wall_s']:.2f}", ""),
         ]
-    print_table(f"(c1) agent loop in process, scripted policy: {questions} questions x {samples} samples", rows(a))
+
+    print_table(
+        f"(c1) agent loop in process, scripted policy: {questions} questions x {samples} samples", rows(a)
+    )
     if not with_server:
         return
     b = bench_mock_server(questions, samples, latency_s, concurrency, seed)
     print_table(
-        f"(c2) agent loop via the openai backend vs the mock server: {latency_s * 1000:.0f} ms latency, concurrency {concurrency}",
-        rows(b) + [
-            ("calls/s achieved (lockstep ticks)", f"{b['calls_per_s']:.1f}", f"ideal {b['ideal_calls_per_s']:.0f}/s"),
+        f"(c2) agent loop via the openai backend vs the mock server: {latency_s * 1000:.0f} ms latency, "
+        f"concurrency {concurrency}",
+        rows(b)
+        + [
+            (
+                "calls/s achieved (lockstep ticks)",
+                f"{b['calls_per_s']:.1f}",
+                f"ideal {b['ideal_calls_per_s']:.0f}/s",
+            ),
             ("fraction of ideal", f"{b['fraction_of_ideal']:.3f}", "(a tick waits for its slowest call)"),
             ("machine load (1 min) / cores", f"{os.getloadavg()[0]:.1f} / {os.cpu_count()}", ""),
         ],
@@ -171,7 +216,9 @@ def report_agent_loop(questions: int = 96, samples: int = 2, latency_s: float = 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--questions", type=int, default=96)
     parser.add_argument("--samples", type=int, default=2)
     parser.add_argument("--latency", type=float, default=0.1)
@@ -185,7 +232,15 @@ def main() -> None:
     if args.serve:
         serve(args.port, args.latency, args.questions, args.seed)
         return
-    report_agent_loop(args.questions, args.samples, args.latency, args.concurrency, args.seed, with_server=not args.skip_server)
+    report_agent_loop(
+        args.questions,
+        args.samples,
+        args.latency,
+        args.concurrency,
+        args.seed,
+        with_server=not args.skip_server,
+    )
+
 
 if __name__ == "__main__":
     main()

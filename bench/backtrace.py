@@ -1,6 +1,7 @@
 """Backtracing benchmark: labels per second for 20-triplet trajectories on one core.
 
-Trajectories come from the simulator (``factory.simulate.trajectories``) on real questions of the shared corpora
+Trajectories come from the simulator (``factory.simulate.trajectories``) on real questions of the shared
+corpora
 at noise levels 0.25-1.0, padded with distractor triplets to exactly 20 triplets each (distractor
 pairs, extra triplets in true completions, spurious edges, surface variants, reversed relations).
 In the same run, on the same trajectories, it times:
@@ -41,9 +42,15 @@ def load_questions() -> list[dict]:
 
     params = Params(
         corpora={
-            "hotpotqa": [str(CORPORA / "hotpotqa" / "dev_sample.json"), str(CORPORA / "hotpotqa" / "train_sample.json")],
+            "hotpotqa": [
+                str(CORPORA / "hotpotqa" / "dev_sample.json"),
+                str(CORPORA / "hotpotqa" / "train_sample.json"),
+            ],
             "2wikimultihopqa": [str(CORPORA / "2wikimultihopqa" / "dev_sample.json")],
-            "musique": [str(CORPORA / "musique" / "dev_sample.jsonl"), str(CORPORA / "musique" / "train_sample.jsonl")],
+            "musique": [
+                str(CORPORA / "musique" / "dev_sample.jsonl"),
+                str(CORPORA / "musique" / "train_sample.jsonl"),
+            ],
         }
     )
     return ingest_sources(params).questions
@@ -69,7 +76,7 @@ def timed(label: str, fn, trajectories: list[dict], repeats: int, chunk: int = 5
     the chunk minima. One plain pass's wall time is reported too."""
     best_wall = best_cpu = 0.0
     for start in range(0, len(trajectories), chunk):
-        part = trajectories[start:start + chunk]
+        part = trajectories[start : start + chunk]
         w = c = float("inf")
         for _ in range(repeats):
             w0, c0 = time.perf_counter(), time.process_time()
@@ -84,8 +91,14 @@ def timed(label: str, fn, trajectories: list[dict], repeats: int, chunk: int = 5
         fn(t)
     plain = time.perf_counter() - w0
     n = len(trajectories)
-    return {"label": label, "trajectories": n, "rate_wall": n / best_wall, "rate_cpu": n / best_cpu,
-            "rate_plain_pass": n / plain, "us_per_trajectory_wall": best_wall / n * 1e6}
+    return {
+        "label": label,
+        "trajectories": n,
+        "rate_wall": n / best_wall,
+        "rate_cpu": n / best_cpu,
+        "rate_plain_pass": n / plain,
+        "us_per_trajectory_wall": best_wall / n * 1e6,
+    }
 
 
 def machine_reference() -> float:
@@ -126,22 +139,47 @@ def main(argv: list[str] | None = None) -> int:
     baseline = timed(
         "naive (all simple paths, no cutoff)",
         lambda t: backtrace(t, mode="undirected_simple", simple_cutoff=None),
-        trajectories, args.baseline_repeats,
+        trajectories,
+        args.baseline_repeats,
     )
-    agree = sum(backtrace(t)["kept_triplet_ids"] == backtrace(t, mode="undirected_simple", simple_cutoff=None)["kept_triplet_ids"]
-                for t in trajectories) / len(trajectories)
+    agree = sum(
+        backtrace(t)["kept_triplet_ids"]
+        == backtrace(t, mode="undirected_simple", simple_cutoff=None)["kept_triplet_ids"]
+        for t in trajectories
+    ) / len(trajectories)
     ratio = factory["rate_wall"] / baseline["rate_wall"]
     reference = machine_reference()
     for side in (factory, baseline):
-        print(f"{side['label']:38s} {side['rate_wall']:7.0f} trajectories/s ({side['us_per_trajectory_wall']:.0f} us each; "
-              f"CPU time {side['rate_cpu']:.0f}/s; one plain pass {side['rate_plain_pass']:.0f}/s)")
-    print(f"ratio factory / naive: {ratio:.1f}x; same S_q in {agree:.1%} of trajectories; "
-          f"{len(trajectories)} trajectories of {args.triplets} triplets on one core; target >= 5,000/s: "
-          f"{'met' if factory['rate_wall'] >= 5000 else 'NOT met'}")
-    print(f"machine reference: a 10-million-step pure-Python loop (s += i) takes {reference:.2f} s CPU on this core")
+        print(
+            f"{side['label']:38s} {side['rate_wall']:7.0f} trajectories/s "
+            f"({side['us_per_trajectory_wall']:.0f} us each; "
+            f"CPU time {side['rate_cpu']:.0f}/s; one plain pass {side['rate_plain_pass']:.0f}/s)"
+        )
+    print(
+        f"ratio factory / naive: {ratio:.1f}x; same S_q in {agree:.1%} of trajectories; "
+        f"{len(trajectories)} trajectories of {args.triplets} triplets on one core; target >= 5,000/s: "
+        f"{'met' if factory['rate_wall'] >= 5000 else 'NOT met'}"
+    )
+    print(
+        f"machine reference: a 10-million-step pure-Python loop (s += i) takes {reference:.2f} s CPU on "
+        "this core"
+    )
     if args.json:
-        args.json.write_text(json.dumps({"factory": factory, "baseline": baseline, "ratio": ratio, "same_sq_share": agree,
-                                         "triplets": args.triplets, "reference_loop_s": reference}, indent=2, sort_keys=True) + "\n")
+        args.json.write_text(
+            json.dumps(
+                {
+                    "factory": factory,
+                    "baseline": baseline,
+                    "ratio": ratio,
+                    "same_sq_share": agree,
+                    "triplets": args.triplets,
+                    "reference_loop_s": reference,
+                },
+                indent=2,
+                sort_keys=True,
+            )
+            + "\n"
+        )
     return 0
 
 

@@ -43,15 +43,39 @@ from factory.train.lora import (  # noqa: E402 (after the sys.path line)
 )
 
 CHAT_TEMPLATE = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}"
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}"
     "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # SmolLM2-135M(-Instruct)'s LlamaConfig; --tiny shrinks it to run on a laptop CPU in seconds.
-REAL_SHAPE = {"hidden_size": 576, "num_hidden_layers": 30, "num_attention_heads": 9, "num_key_value_heads": 3, "intermediate_size": 1536, "vocab_size": 49152}
-TINY_SHAPE = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": None}
+REAL_SHAPE = {
+    "hidden_size": 576,
+    "num_hidden_layers": 30,
+    "num_attention_heads": 9,
+    "num_key_value_heads": 3,
+    "intermediate_size": 1536,
+    "vocab_size": 49152,
+}
+TINY_SHAPE = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "vocab_size": None,
+}
 SYLLABLES = [a + b for a in "bdfgklmnprstvz" for b in ("a", "e", "i", "o", "u", "an", "er", "is", "on", "ul")]
-RELATIONS = ["born in", "director of", "capital of", "spouse of", "located in", "founded by", "member of", "author of"]
+RELATIONS = [
+    "born in",
+    "director of",
+    "capital of",
+    "spouse of",
+    "located in",
+    "founded by",
+    "member of",
+    "author of",
+]
 
 
 def word(rng: random.Random) -> str:
@@ -70,17 +94,27 @@ def synthetic_chats(n: int, max_length: int, seed: int) -> list[dict]:
         question = f"Which {rng.choice(RELATIONS)} the {word(rng)} of {entity(rng)}?"
         passages = []
         for k in range(max(1, rng.randint(max_length // 90, max_length // 45))):
-            passages.append(f"[{k + 1}] {entity(rng)}: " + " ".join(word(rng) for _ in range(rng.randint(6, 14))) + ".")
-        user = f"Question: {question}\nRetrieved passages:\n" + "\n".join(passages) + "\nKnowledge so far: none."
-        triplets = " ".join(
-            f"({entity(rng)} ; {rng.choice(RELATIONS)} ; {entity(rng)})" for _ in range(rng.randint(1, max(1, max_length // 150)))
+            passages.append(
+                f"[{k + 1}] {entity(rng)}: " + " ".join(word(rng) for _ in range(rng.randint(6, 14))) + "."
+            )
+        user = (
+            f"Question: {question}\nRetrieved passages:\n" + "\n".join(passages) + "\nKnowledge so far: none."
         )
-        answer = f"Thought: {' '.join(word(rng) for _ in range(rng.randint(2, max(3, max_length // 85))))}\nTriplets: {triplets}\nAnswer: {entity(rng)}"
+        triplets = " ".join(
+            f"({entity(rng)} ; {rng.choice(RELATIONS)} ; {entity(rng)})"
+            for _ in range(rng.randint(1, max(1, max_length // 150)))
+        )
+        thought = " ".join(word(rng) for _ in range(rng.randint(2, max(3, max_length // 85))))
+        answer = f"Thought: {thought}\nTriplets: {triplets}\nAnswer: {entity(rng)}"
         chats.append(
             {
                 "example_id": f"bench/{i}",
                 "messages": [
-                    {"role": "system", "content": "You answer multi-hop questions by extracting knowledge triplets from passages."},
+                    {
+                        "role": "system",
+                        "content": "You answer multi-hop questions by extracting knowledge triplets from "
+                        "passages.",
+                    },
                     {"role": "user", "content": user},
                     {"role": "assistant", "content": answer},
                 ],
@@ -98,13 +132,25 @@ def build_bench_model(out: Path, chats: list[dict], tiny: bool, seed: int) -> tu
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=1024 if tiny else 8192, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=1024 if tiny else 8192,
+        special_tokens=SPECIAL,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tok.train_from_iterator((m["content"] for c in chats for m in c["messages"]), trainer=trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token=None)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        bos_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        unk_token=None,
+    )
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(out)
     shape = dict(TINY_SHAPE if tiny else REAL_SHAPE)
-    shape["vocab_size"] = max(shape["vocab_size"] or 0, len(fast))  # real shape: 49152 rows, as the real model
+    shape["vocab_size"] = max(
+        shape["vocab_size"] or 0, len(fast)
+    )  # real shape: 49152 rows, as the real model
     torch.manual_seed(seed)
     config = LlamaConfig(
         **shape,
@@ -137,16 +183,22 @@ def run_factory(chats: list[dict], model_dir: Path, out: Path, params: TrainPara
     }
 
 
-def run_trl(chats: list[dict], model_dir: Path, out: Path, params: TrainParams, device: str, dtype: str) -> tuple[dict, object]:
+def run_trl(
+    chats: list[dict], model_dir: Path, out: Path, params: TrainParams, device: str, dtype: str
+) -> tuple[dict, object]:
     """Plain TRL: prompt/completion chats, completion-only loss, the same TrainingArguments values."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, set_seed
     from trl import SFTConfig, SFTTrainer
 
-    dataset = Dataset.from_list([{"prompt": c["messages"][:-1], "completion": c["messages"][-1:]} for c in chats])
+    dataset = Dataset.from_list(
+        [{"prompt": c["messages"][:-1], "completion": c["messages"][-1:]} for c in chats]
+    )
     config = SFTConfig(
-        **training_argument_values(params, str(out), device, dtype, progress=os.environ.get("FACTORY_NO_PROGRESS") != "1"),
+        **training_argument_values(
+            params, str(out), device, dtype, progress=os.environ.get("FACTORY_NO_PROGRESS") != "1"
+        ),
         max_length=params.max_length,
         completion_only_loss=True,
         packing=False,
@@ -160,7 +212,13 @@ def run_trl(chats: list[dict], model_dir: Path, out: Path, params: TrainParams, 
     set_seed(params.seed)
     model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=getattr(torch, dtype))
     model.config.use_cache = False
-    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer, peft_config=lora_config(params))
+    trainer = SFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=lora_config(params),
+    )
     result = trainer.train()
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     runtime = float(result.metrics["train_runtime"])
@@ -189,7 +247,7 @@ def label_agreement(chats: list[dict], trl_rows, model_dir: Path, max_length: in
         ours = [t for t in enc.labels if t != IGNORE]
         theirs = [t for t in row["labels"] if t != IGNORE]
         ids_equal += enc.input_ids == list(row["input_ids"])
-        same += theirs[: len(ours)] == ours and tokenizer.decode(theirs[len(ours):]).strip() == ""
+        same += theirs[: len(ours)] == ours and tokenizer.decode(theirs[len(ours) :]).strip() == ""
     return {"checked": n, "same_input_ids": ids_equal, "same_labels_up_to_trailing_whitespace": same}
 
 
@@ -198,9 +256,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tiny", action="store_true", help="tiny model and data (CPU check of the script)")
     ap.add_argument("--examples", type=int, help="chats (default 2048; --tiny 16)")
     ap.add_argument("--max-length", type=int, help="tokens per example (default 1024; --tiny 256)")
-    ap.add_argument("--batch-size", type=int, help="per-device batch (default params.train.batch_size: 8; --tiny 4)")
+    ap.add_argument(
+        "--batch-size", type=int, help="per-device batch (default params.train.batch_size: 8; --tiny 4)"
+    )
     ap.add_argument("--epochs", type=float, default=1.0)
-    ap.add_argument("--repeats", type=int, help="measured runs of each side, order alternating (default 2; --tiny 1)")
+    ap.add_argument(
+        "--repeats", type=int, help="measured runs of each side, order alternating (default 2; --tiny 1)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="output folder (default: a temporary folder)")
     args = ap.parse_args(argv)
@@ -212,7 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     max_length = args.max_length or (256 if args.tiny else 1024)
     defaults = TrainParams()
     params = TrainParams(
-        max_length=max_length, epochs=args.epochs, batch_size=args.batch_size or (4 if args.tiny else defaults.batch_size)
+        max_length=max_length,
+        epochs=args.epochs,
+        batch_size=args.batch_size or (4 if args.tiny else defaults.batch_size),
     )
     device, dtype = device_and_dtype()
     out = args.out or Path(tempfile.mkdtemp(prefix="gpu-train-"))
@@ -220,8 +284,11 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     chats = synthetic_chats(n, max_length, args.seed)
     model_dir, n_params = build_bench_model(out / "model", chats, args.tiny, args.seed)
-    print(f"model: {n_params / 1e6:.1f}M params ({'tiny' if args.tiny else 'SmolLM2-135M shape'}), {n} chats, "
-          f"max_length {max_length}, device {device} ({dtype}); setup {time.perf_counter() - t0:.1f}s", flush=True)
+    print(
+        f"model: {n_params / 1e6:.1f}M params ({'tiny' if args.tiny else 'SmolLM2-135M shape'}), {n} chats, "
+        f"max_length {max_length}, device {device} ({dtype}); setup {time.perf_counter() - t0:.1f}s",
+        flush=True,
+    )
     if device == "cuda":  # CUDA context, cuBLAS handles, kernels: paid once here, by neither side
         train_lora(chats[: 4 * params.batch_size], model_dir, out / "warmup", params)
 
@@ -239,8 +306,12 @@ def main(argv: list[str] | None = None) -> int:
                 result, trl_rows = run_trl(chats, model_dir, out / f"trl-{rep}", params, device, dtype)
                 runs[side].append(result)
             r = runs[side][-1]
-            print(f"{side:8s} run {rep}: {r['tokens_per_s']:.0f} tokens/s ({r['tokens_seen']} tokens in {r['train_runtime_s']:.2f}s), "
-                  f"loss {r['first_loss']:.4f} -> {r['final_loss']:.4f}", flush=True)
+            print(
+                f"{side:8s} run {rep}: {r['tokens_per_s']:.0f} tokens/s ({r['tokens_seen']} tokens in "
+                f"{r['train_runtime_s']:.2f}s), "
+                f"loss {r['first_loss']:.4f} -> {r['final_loss']:.4f}",
+                flush=True,
+            )
 
     mean = {side: sum(r["tokens_per_s"] for r in rs) / len(rs) for side, rs in runs.items()}
     ratio = mean["factory"] / mean["trl"]
@@ -260,9 +331,28 @@ def main(argv: list[str] | None = None) -> int:
         "versions": {m: __import__(m).__version__ for m in ("torch", "transformers", "peft", "trl")},
     }
     (out / "gpu_train.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps({k: summary[k] for k in ("device", "gpu", "dtype", "model_params_m", "tokens_per_s", "ratio_factory_over_trl", "target_met", "labels")}, indent=2))
-    print(f"tokens/s factory {mean['factory']:.0f} vs TRL SFTTrainer {mean['trl']:.0f}: ratio {ratio:.3f} "
-          f"(target >= 1.0: {'met' if ratio >= 1.0 else 'NOT met'}); details in {out / 'gpu_train.json'}")
+    print(
+        json.dumps(
+            {
+                k: summary[k]
+                for k in (
+                    "device",
+                    "gpu",
+                    "dtype",
+                    "model_params_m",
+                    "tokens_per_s",
+                    "ratio_factory_over_trl",
+                    "target_met",
+                    "labels",
+                )
+            },
+            indent=2,
+        )
+    )
+    print(
+        f"tokens/s factory {mean['factory']:.0f} vs TRL SFTTrainer {mean['trl']:.0f}: ratio {ratio:.3f} "
+        f"(target >= 1.0: {'met' if ratio >= 1.0 else 'NOT met'}); details in {out / 'gpu_train.json'}"
+    )
     return 0
 
 

@@ -70,8 +70,14 @@ print("PEAK_RSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, fil
 def timed(args: list[str], cwd: Path) -> tuple[float, int]:
     """Wall seconds and peak RSS (bytes) of a child process running ``args``."""
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", MEASURED, *args], cwd=cwd, env={**os.environ, "FACTORY_NO_PROGRESS": "1"},
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", MEASURED, *args],
+        cwd=cwd,
+        env={**os.environ, "FACTORY_NO_PROGRESS": "1"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     _, err = proc.communicate()
     wall = time.perf_counter() - start
     if proc.returncode:
@@ -97,7 +103,10 @@ def main() -> None:
     print(f"{'':10s} {'seconds':>9s} {'records/s':>11s} {'peak RSS':>10s}")
     print(f"{'baseline':10s} {base_s:9.1f} {args.records / base_s:11,.0f} {base_rss / 2**30:9.2f}G")
     print(f"{'factory':10s} {fac_s:9.1f} {args.records / fac_s:11,.0f} {fac_rss / 2**30:9.2f}G")
-    print(f"speed ratio factory/baseline: {base_s / fac_s:.2f}x (target >= 2); factory peak RSS {fac_rss / 2**30:.2f} GB (target < 3)")
+    print(
+        f"speed ratio factory/baseline: {base_s / fac_s:.2f}x (target >= 2); factory peak RSS "
+        f"{fac_rss / 2**30:.2f} GB (target < 3)"
+    )
 
 
 if __name__ == "__main__":

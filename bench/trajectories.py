@@ -32,7 +32,8 @@ def start_mock_server(latency_s: float) -> tuple[subprocess.Popen, str]:
     """The mock OpenAI server in its own process; returns (process, base_url) once it answers."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.mock_openai_server", "--port", str(port), "--latency", str(latency_s)], cwd=ROOT
+        [sys.executable, "-m", "tests.mock_openai_server", "--port", str(port), "--latency", str(latency_s)],
+        cwd=ROOT,
     )
     base_url = f"http://127.0.0.1:{port}/v1"
     wait_for_server(base_url, proc)
@@ -43,7 +44,12 @@ def _chat_requests(n: int, max_new_tokens: int = 64):
     from factory.llm.base import ChatRequest, Sampling
 
     sampling = Sampling(max_new_tokens=max_new_tokens)
-    return [ChatRequest.of([{"role": "user", "content": f"Explore question {i}: who directed the film?"}], sampling) for i in range(n)]
+    return [
+        ChatRequest.of(
+            [{"role": "user", "content": f"Explore question {i}: who directed the film?"}], sampling
+        )
+        for i in range(n)
+    ]
 
 
 def bench_openai_backend(n_requests: int = 2000, latency_s: float = 0.1, concurrency: int = 32) -> dict:
@@ -57,8 +63,14 @@ def bench_openai_backend(n_requests: int = 2000, latency_s: float = 0.1, concurr
     server = psutil.Process(proc.pid)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            llm = OpenAILLM([base_url], "mock-model", concurrency=concurrency, timeout_s=30, max_retries=3,
-                            registry_path=Path(tmp) / "lora_names.json")
+            llm = OpenAILLM(
+                [base_url],
+                "mock-model",
+                concurrency=concurrency,
+                timeout_s=30,
+                max_retries=3,
+                registry_path=Path(tmp) / "lora_names.json",
+            )
             llm.generate(_chat_requests(concurrency))  # warm-up: connections, imports
             requests = _chat_requests(n_requests)
             server_cpu0 = sum(server.cpu_times()[:2])
@@ -106,11 +118,15 @@ def hotpot_prompts(n: int) -> list[list[dict]]:
     else:
         questions = [f"Which country is the director of film number {i} from?" for i in range(n)]
     system = "You answer multi-hop questions. Think step by step, then give a short answer."
-    return [[{"role": "system", "content": system}, {"role": "user", "content": f"Question: {q}\nThought:"}] for q in questions]
+    return [
+        [{"role": "system", "content": system}, {"role": "user", "content": f"Question: {q}\nThought:"}]
+        for q in questions
+    ]
 
 
-def bench_local_backend(model_dir: Path, n_prompts: int = 16, batch_size: int = 16, max_new_tokens: int = 64,
-                        device: str = "auto") -> dict:
+def bench_local_backend(
+    model_dir: Path, n_prompts: int = 16, batch_size: int = 16, max_new_tokens: int = 64, device: str = "auto"
+) -> dict:
     """(b) tokens/s of one batch of ``batch_size`` vs the same prompts one at a time (greedy)."""
     from factory.llm.base import ChatRequest, Sampling
     from factory.llm.local import LocalLLM
@@ -145,7 +161,9 @@ def bench_local_backend(model_dir: Path, n_prompts: int = 16, batch_size: int = 
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, default=32)
@@ -153,14 +171,17 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-new-tokens", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads for (b) (default: torch's choice)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch CPU threads for (b) (default: torch's choice)"
+    )
     parser.add_argument("--skip-local", action="store_true")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
     a = bench_openai_backend(args.requests, args.latency, args.concurrency)
     print_table(
-        f"(a) openai backend vs mock server: {a['requests']} calls, {args.latency * 1000:.0f} ms latency, concurrency {args.concurrency}",
+        f"(a) openai backend vs mock server: {a['requests']} calls, {args.latency * 1000:.0f} ms "
+        f"latency, concurrency {args.concurrency}",
         [
             ("calls/s achieved", f"{a['calls_per_s']:.1f}", ""),
             ("ideal calls/s", f"{a['ideal_calls_per_s']:.1f}", ""),
@@ -168,8 +189,16 @@ def main() -> None:
             ("backend CPU ms / call", f"{a['cpu_ms_per_call']:.3f}", ""),
             ("mock server CPU ms / call", f"{a['server_cpu_ms_per_call']:.3f}", "(its own process)"),
             ("failed calls", f"{a['failed']}", "0"),
-            ("machine load (1 min) / cores", f"{a['load_average_1m']:.1f} / {a['cpu_count']}", "(other work competes for the cores)"),
-            ("cache cold: CPU ms / call", f"{a['cache_cold_cpu_ms_per_call']:.3f}", "(backend + cache writes)"),
+            (
+                "machine load (1 min) / cores",
+                f"{a['load_average_1m']:.1f} / {a['cpu_count']}",
+                "(other work competes for the cores)",
+            ),
+            (
+                "cache cold: CPU ms / call",
+                f"{a['cache_cold_cpu_ms_per_call']:.3f}",
+                "(backend + cache writes)",
+            ),
             ("cache warm: hits/s", f"{a['cache_warm_hits_per_s']:.0f}", ""),
             ("cache warm: CPU ms / call", f"{a['cache_warm_cpu_ms_per_call']:.3f}", ""),
         ],
@@ -188,12 +217,25 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     b = bench_local_backend(args.model, args.prompts, args.batch_size, args.max_new_tokens)
     print_table(
-        f"(b) local backend {b['model']} on {b['device']}: {b['prompts']} prompts, greedy, <= {b['max_new_tokens']} new tokens",
+        f"(b) local backend {b['model']} on {b['device']}: {b['prompts']} prompts, greedy, <= "
+        f"{b['max_new_tokens']} new tokens",
         [
-            ("batched tokens/s", f"{b['batched_tokens_per_s']:.1f}", f"batch {args.batch_size}: {b['batched_tokens']} tokens in {b['batched_s']:.1f} s"),
-            ("sequential tokens/s", f"{b['sequential_tokens_per_s']:.1f}", f"{b['sequential_tokens']} tokens in {b['sequential_s']:.1f} s"),
+            (
+                "batched tokens/s",
+                f"{b['batched_tokens_per_s']:.1f}",
+                f"batch {args.batch_size}: {b['batched_tokens']} tokens in {b['batched_s']:.1f} s",
+            ),
+            (
+                "sequential tokens/s",
+                f"{b['sequential_tokens_per_s']:.1f}",
+                f"{b['sequential_tokens']} tokens in {b['sequential_s']:.1f} s",
+            ),
             ("batched / sequential", f"{b['speedup']:.2f}x", "target >= 3x"),
-            ("same text batched vs sequential", f"{b['same_text_share']:.2f}", "(bf16/fp32 padding noise may differ)"),
+            (
+                "same text batched vs sequential",
+                f"{b['same_text_share']:.2f}",
+                "(bf16/fp32 padding noise may differ)",
+            ),
             ("errors", f"{b['errors']}", "0"),
         ],
     )

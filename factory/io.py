@@ -36,7 +36,9 @@ def write_text(path: str | Path, text: str) -> Path:
 
 def write_json(path: str | Path, data: Any) -> Path:
     """Metrics/report JSON: sorted keys, floats rounded to 6 digits, so reruns compare byte for byte."""
-    return write_text(path, json.dumps(_round_floats(data), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    return write_text(
+        path, json.dumps(_round_floats(data), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    )
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
@@ -67,7 +69,13 @@ def gc_paused():
             gc.enable()
 
 
-def progress(iterable: Iterable | None = None, total: int | None = None, desc: str = "", unit: str = "it", initial: int = 0):
+def progress(
+    iterable: Iterable | None = None,
+    total: int | None = None,
+    desc: str = "",
+    unit: str = "it",
+    initial: int = 0,
+):
     """A progress bar with counts, rate and ETA on stderr (plain lines when not a terminal)."""
     return tqdm(
         iterable,

@@ -42,7 +42,8 @@ def trace_dir(variant: str, round_: int, seed: int = 0) -> Path:
 
 
 def adapter_dir(variant: str, round_: int, seed: int = 0) -> Path:
-    """models/<variant>/seed_<s>/round_<r>/ holding adapter/, status.json, loss_curve.json, training_config.json."""
+    """models/<variant>/seed_<s>/round_<r>/ holding adapter/, status.json, loss_curve.json,
+    training_config.json."""
     return MODELS / chain(variant, seed) / f"round_{round_}"
 
 

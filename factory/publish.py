@@ -59,8 +59,12 @@ def _card(variant: str, examples: list[dict], info: dict) -> str:
         "task_categories": ["question-answering", "text-generation"],
         "tags": ["multi-hop-qa", "rag", "knowtrace", "self-training", "synthetic"],
         "source_datasets": [SOURCES[d] for d in datasets if d in SOURCES],
-        "size_categories": ["n<1K" if len(examples) < 1000 else "1K<n<10K" if len(examples) < 10_000 else "10K<n<100K"],
-        "configs": [{"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"}]}],
+        "size_categories": [
+            "n<1K" if len(examples) < 1000 else "1K<n<10K" if len(examples) < 10_000 else "10K<n<100K"
+        ],
+        "configs": [
+            {"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"}]}
+        ],
     }
     by_kind: dict[str, int] = {}
     for e in examples:
@@ -68,11 +72,14 @@ def _card(variant: str, examples: list[dict], info: dict) -> str:
     body = [
         f"# TraceFactory — `{variant}` supervision set",
         "",
-        "Chat-format SFT examples (one per kept step of a correct KnowTrace trajectory: the step's prompt, then",
+        "Chat-format SFT examples (one per kept step of a correct KnowTrace trajectory: the step's "
+        "prompt, then",
         "the kept output as the assistant turn) built by [TraceFactory](README) from multi-hop QA corpora.",
         {
-            "backtrace": "Only generations that contributed to the correct answer (knowledge backtracing) are kept.",
-            "random": "Control set: per trajectory, as many units removed as backtracing removed, chosen at random.",
+            "backtrace": "Only generations that contributed to the correct answer (knowledge "
+                         "backtracing) are kept.",
+            "random": "Control set: per trajectory, as many units removed as backtracing removed, chosen "
+                      "at random.",
             "unfiltered": "Every generation of every correct trajectory (STaR-style).",
         }.get(variant, ""),
         "",
@@ -82,13 +89,16 @@ def _card(variant: str, examples: list[dict], info: dict) -> str:
         f"- model: `{info['model']}`",
         f"- prompt version: `{info['prompt_version']}`",
         f"- rounds included: {info['rounds']}",
-        f"- licenses inherited from the sources: {', '.join(header['license']) if isinstance(header['license'], list) else header['license']}"
+        "- licenses inherited from the sources: "
+        f"{', '.join(header['license']) if isinstance(header['license'], list) else header['license']}"
         + (" (HotpotQA is CC BY-SA 4.0: derived data is share-alike)" if "hotpotqa" in datasets else ""),
         "",
         "## Counts",
         "",
-        f"- examples: {len(examples)} ({', '.join(f'{k}: {v}' for k, v in sorted(by_kind.items())) or 'none'})",
-        f"- trajectories: {len({e['trajectory_id'] for e in examples})}; questions: {len({e['question_id'] for e in examples})}",
+        f"- examples: {len(examples)} "
+        f"({', '.join(f'{k}: {v}' for k, v in sorted(by_kind.items())) or 'none'})",
+        f"- trajectories: {len({e['trajectory_id'] for e in examples})}; questions: "
+        f"{len({e['question_id'] for e in examples})}",
         f"- by dataset: {json.dumps({d: sum(e['dataset'] == d for e in examples) for d in datasets})}",
         f"- FA ratio (generated tokens removed / all, over correct trajectories): {info['fa_ratio']}",
         "",
@@ -135,4 +145,6 @@ def push_to_hub(folder: str | Path, repo: str) -> None:
         api.create_repo(repo, repo_type="dataset", exist_ok=True)
         api.upload_folder(folder_path=str(folder), repo_id=repo, repo_type="dataset")
     except Exception as exc:  # network, permissions: one readable line, never the token
-        raise FactoryError(f"push to {repo} failed: {type(exc).__name__}: {str(exc).replace(token, '***')}") from None
+        raise FactoryError(
+            f"push to {repo} failed: {type(exc).__name__}: {str(exc).replace(token, '***')}"
+        ) from None

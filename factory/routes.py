@@ -117,12 +117,16 @@ def sample_questions(questions: Iterable[dict], n_per_dataset: int, seed: int) -
         by_dataset.setdefault(q["dataset"], []).append(q)
     chosen = []
     for dataset in sorted(by_dataset):
-        ranked = sorted(by_dataset[dataset], key=lambda q: (unit_hash("routes", seed, q["question_id"]), q["question_id"]))
+        ranked = sorted(
+            by_dataset[dataset], key=lambda q: (unit_hash("routes", seed, q["question_id"]), q["question_id"])
+        )
         chosen.extend(ranked[:n_per_dataset])
     return sorted(chosen, key=lambda q: q["question_id"])
 
 
-def classify_routes(questions: Sequence[dict], llm: LLM, max_new_tokens: int = 48, chunk: int = 16) -> list[dict]:
+def classify_routes(
+    questions: Sequence[dict], llm: LLM, max_new_tokens: int = 48, chunk: int = 16
+) -> list[dict]:
     """Ask ``llm`` (greedy, in batches of ``chunk`` with a progress bar) for the route of every question.
 
     Returns one row per question, in input order: question_id, dataset, qtype, gold (the corpus's
@@ -161,7 +165,10 @@ def _scores(rows: Sequence[dict]) -> dict:
     unknown = sum(r["predicted"] == UNKNOWN for r in rows)
     parsed = n - unknown
     confusion = {
-        gold: {pred: sum(1 for r in rows if r["gold"] == gold and r["predicted"] == pred) for pred in (*ROUTES, UNKNOWN)}
+        gold: {
+            pred: sum(1 for r in rows if r["gold"] == gold and r["predicted"] == pred)
+            for pred in (*ROUTES, UNKNOWN)
+        }
         for gold in sorted({*ROUTES, *(r["gold"] for r in rows)})
     }
     return {
@@ -185,5 +192,7 @@ def route_metrics(rows: Sequence[dict]) -> dict:
     return {
         "overall": _scores(rows),
         "by_dataset": {d: _scores([r for r in rows if r["dataset"] == d]) for d in datasets},
-        "by_qtype": {f"{d}/{t}": _scores([r for r in rows if (r["dataset"], r["qtype"]) == (d, t)]) for d, t in qtypes},
+        "by_qtype": {
+            f"{d}/{t}": _scores([r for r in rows if (r["dataset"], r["qtype"]) == (d, t)]) for d, t in qtypes
+        },
     }

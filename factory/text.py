@@ -24,7 +24,9 @@ def normalize_answer(text: str) -> str:
     text = (text or "").lower()
     # ASCII punctuation deleted from the UTF-8 bytes: multi-byte characters hold no ASCII bytes,
     # so this equals str.translate, several times faster
-    text = text.encode("utf-8", "surrogatepass").translate(None, _PUNCT_BYTES).decode("utf-8", "surrogatepass")
+    text = (
+        text.encode("utf-8", "surrogatepass").translate(None, _PUNCT_BYTES).decode("utf-8", "surrogatepass")
+    )
     if text.isascii() and text.isprintable():
         # letters, digits and spaces only: the articles are exactly the space-separated tokens a/an/the
         return " ".join([token for token in text.split() if token not in _ARTICLE_WORDS])

@@ -55,12 +55,19 @@ def _tid(trajectory: Mapping) -> str:
 
 def all_units(trajectory: Mapping) -> tuple[list[str], list[str]]:
     """(pair ids of the explore steps, triplet ids of G), in trajectory order; duplicates are an error."""
-    pairs = [p["pair_id"] for s in trajectory.get("steps") or [] if s.get("kind") == "explore" for p in s.get("pairs") or []]
+    pairs = [
+        p["pair_id"]
+        for s in trajectory.get("steps") or []
+        if s.get("kind") == "explore"
+        for p in s.get("pairs") or []
+    ]
     triplets = [t["triplet_id"] for t in trajectory.get("triplets") or []]
     for kind, ids in (("pair", pairs), ("triplet", triplets)):
         dup = [i for i, n in Counter(ids).items() if n > 1]
         if dup:
-            raise FactoryError(f"trajectory {_tid(trajectory)!r}: {kind} ids are not unique ({sorted(dup)[:3]})")
+            raise FactoryError(
+                f"trajectory {_tid(trajectory)!r}: {kind} ids are not unique ({sorted(dup)[:3]})"
+            )
     return pairs, triplets
 
 
@@ -69,7 +76,9 @@ def is_answer_step(step: Mapping) -> bool:
     return step.get("kind") == "final" or (step.get("kind") == "explore" and bool(step.get("sufficient")))
 
 
-def steps_by_rule(trajectory: Mapping, pair_ids: Iterable[str], triplet_ids: Iterable[str]) -> tuple[int, ...]:
+def steps_by_rule(
+    trajectory: Mapping, pair_ids: Iterable[str], triplet_ids: Iterable[str]
+) -> tuple[int, ...]:
     """Steps kept given kept pairs/triplets, by the backtracing rule (ok steps only)."""
     kp, kt = set(pair_ids), set(triplet_ids)
     kept = []
@@ -92,16 +101,26 @@ def control_rng(seed: int, trajectory_id: str) -> random.Random:
 def _check_labels(trajectory: Mapping, labels_row: Mapping, pairs: list[str], triplets: list[str]) -> None:
     tid = _tid(trajectory)
     if labels_row.get("trajectory_id") != tid:
-        raise FactoryError(f"trajectory {tid!r}: labels row belongs to trajectory {labels_row.get('trajectory_id')!r}")
+        raise FactoryError(
+            f"trajectory {tid!r}: labels row belongs to trajectory {labels_row.get('trajectory_id')!r}"
+        )
     steps = {s["index"] for s in trajectory.get("steps") or []}
-    for name, known in (("kept_pair_ids", set(pairs)), ("kept_triplet_ids", set(triplets)), ("kept_step_indices", steps)):
+    for name, known in (
+        ("kept_pair_ids", set(pairs)),
+        ("kept_triplet_ids", set(triplets)),
+        ("kept_step_indices", steps),
+    ):
         unknown = [x for x in labels_row.get(name) or [] if x not in known]
         if unknown:
-            raise FactoryError(f"trajectory {tid!r}: labels field {name!r} refers to ids not in the trajectory: {unknown[:3]}")
+            raise FactoryError(
+                f"trajectory {tid!r}: labels field {name!r} refers to ids not in the trajectory: "
+                f"{unknown[:3]}"
+            )
 
 
 def kept_units(trajectory: Mapping, labels_row: Mapping | None, variant: str, seed: int) -> Kept:
-    """What ``variant`` keeps of ``trajectory`` (labels_row: its backtrace labels; may be None for unfiltered)."""
+    """What ``variant`` keeps of ``trajectory`` (labels_row: its backtrace labels; may be None for
+    unfiltered)."""
     if variant not in VARIANTS:
         raise FactoryError(f"unknown variant {variant!r} (expected one of {', '.join(VARIANTS)})")
     pairs, triplets = all_units(trajectory)
@@ -109,7 +128,9 @@ def kept_units(trajectory: Mapping, labels_row: Mapping | None, variant: str, se
     if variant == "unfiltered":
         return Kept(tuple(triplets), tuple(pairs), ok_steps, 0, 0, 0)
     if labels_row is None:
-        raise FactoryError(f"trajectory {_tid(trajectory)!r}: the {variant} variant needs the trajectory's backtrace labels")
+        raise FactoryError(
+            f"trajectory {_tid(trajectory)!r}: the {variant} variant needs the trajectory's backtrace labels"
+        )
     _check_labels(trajectory, labels_row, pairs, triplets)
     lp, lt = set(labels_row["kept_pair_ids"]), set(labels_row["kept_triplet_ids"])
     bt_pairs = [p for p in pairs if p in lp]
@@ -118,13 +139,27 @@ def kept_units(trajectory: Mapping, labels_row: Mapping | None, variant: str, se
     if variant == "backtrace":
         ls = set(labels_row["kept_step_indices"])
         steps = tuple(i for i in ok_steps if i in ls)
-        return Kept(tuple(bt_triplets), tuple(bt_pairs), steps, removed_pairs + removed_triplets, removed_pairs, removed_triplets)
+        return Kept(
+            tuple(bt_triplets),
+            tuple(bt_pairs),
+            steps,
+            removed_pairs + removed_triplets,
+            removed_pairs,
+            removed_triplets,
+        )
     rng = control_rng(seed, _tid(trajectory))
     drop_pairs = set(rng.sample(pairs, removed_pairs))
     drop_triplets = set(rng.sample(triplets, removed_triplets))
     kp = tuple(p for p in pairs if p not in drop_pairs)
     kt = tuple(t for t in triplets if t not in drop_triplets)
-    return Kept(kt, kp, steps_by_rule(trajectory, kp, kt), removed_pairs + removed_triplets, removed_pairs, removed_triplets)
+    return Kept(
+        kt,
+        kp,
+        steps_by_rule(trajectory, kp, kt),
+        removed_pairs + removed_triplets,
+        removed_pairs,
+        removed_triplets,
+    )
 
 
 def whitespace_tokens(text: str) -> int:
@@ -145,7 +180,11 @@ def _assistant_turn(step: Mapping, triplets_by_id: Mapping[str, Mapping], kept: 
         kt = set(kept.triplet_ids)
         ids = step.get("triplet_ids") or []
         chosen = [triplets_by_id[i] for i in ids if i in kt]
-        return render_complete([(t["subject"], t["relation"], t["object"]) for t in chosen]), len(ids), len(chosen)
+        return (
+            render_complete([(t["subject"], t["relation"], t["object"]) for t in chosen]),
+            len(ids),
+            len(chosen),
+        )
     raise FactoryError(f"step kind {kind!r} is not explore, complete or final")
 
 
@@ -165,16 +204,24 @@ def labels_index(labels: Iterable[Mapping], mode: str, target_mode: str) -> dict
         if row["mode"] != mode or row["target_mode"] != target_mode:
             continue
         if row["trajectory_id"] in out:
-            raise FactoryError(f"labels: two rows for trajectory {row['trajectory_id']!r} under {mode} x {target_mode}")
+            raise FactoryError(
+                f"labels: two rows for trajectory {row['trajectory_id']!r} under {mode} x {target_mode}"
+            )
         out[row["trajectory_id"]] = row
     return out
 
 
 def build_set(
-    trajectories: Sequence[Mapping], labels: Iterable[Mapping], variant: str, round_: int, seed: int,
-    mode: str = "undirected_shortest", target_mode: str = "thought_and_answer",
+    trajectories: Sequence[Mapping],
+    labels: Iterable[Mapping],
+    variant: str,
+    round_: int,
+    seed: int,
+    mode: str = "undirected_shortest",
+    target_mode: str = "thought_and_answer",
 ) -> SupervisionSet:
-    """Examples of ``variant`` from the correct trajectories, with counts, units and tokens (see module doc)."""
+    """Examples of ``variant`` from the correct trajectories, with counts, units and tokens (see module
+    doc)."""
     if variant not in VARIANTS:
         raise FactoryError(f"unknown variant {variant!r} (expected one of {', '.join(VARIANTS)})")
     assert_trainable(trajectories)
@@ -193,12 +240,20 @@ def build_set(
         tid = _tid(traj)
         row = by_tid.get(tid)
         if row is None and variant != "unfiltered":
-            raise FactoryError(f"trajectory {tid!r} is correct but has no backtrace labels for {mode} x {target_mode}: run `factory backtrace` for this round")
+            raise FactoryError(
+                f"trajectory {tid!r} is correct but has no backtrace labels for {mode} x {target_mode}: "
+                "run `factory backtrace` for this round"
+            )
         kept = kept_units(traj, row, variant, seed)
         everything = kept_units(traj, None, "unfiltered", seed)
         kept_by_tid[tid] = kept
         pairs, triplets = all_units(traj)
-        units.update(pairs_total=len(pairs), triplets_total=len(triplets), pairs_kept=len(kept.pair_ids), triplets_kept=len(kept.triplet_ids))
+        units.update(
+            pairs_total=len(pairs),
+            triplets_total=len(triplets),
+            pairs_kept=len(kept.pair_ids),
+            triplets_kept=len(kept.triplet_ids),
+        )
         triplets_by_id = {t["triplet_id"]: t for t in traj.get("triplets") or []}
         keep_steps = set(kept.step_indices)
         qnorm = normalize_question(traj.get("question") or "")
@@ -220,22 +275,24 @@ def build_set(
             kind = "answer" if is_answer_step(step) else step["kind"]
             kinds[kind] += 1
             datasets[traj.get("dataset")] += 1
-            examples.append({
-                "example_id": f"{variant}/r{round_}/{tid}/{step['index']}",
-                "variant": variant,
-                "round": round_,
-                "trajectory_id": tid,
-                "question_id": traj["question_id"],
-                "dataset": traj["dataset"],
-                "question_norm": qnorm,
-                "step_index": step["index"],
-                "step_kind": step["kind"],
-                "messages": prompt + [{"role": "assistant", "content": content}],
-                "units_total": total,
-                "units_kept": n_kept,
-                "seed": seed,
-                "policy": traj["policy"],
-            })
+            examples.append(
+                {
+                    "example_id": f"{variant}/r{round_}/{tid}/{step['index']}",
+                    "variant": variant,
+                    "round": round_,
+                    "trajectory_id": tid,
+                    "question_id": traj["question_id"],
+                    "dataset": traj["dataset"],
+                    "question_norm": qnorm,
+                    "step_index": step["index"],
+                    "step_kind": step["kind"],
+                    "messages": prompt + [{"role": "assistant", "content": content}],
+                    "units_total": total,
+                    "units_kept": n_kept,
+                    "seed": seed,
+                    "policy": traj["policy"],
+                }
+            )
     fa_labels = [by_tid[t] for t in kept_by_tid if t in by_tid]
     labels_total = sum(r["total_tokens"] for r in fa_labels)
     stats = {
@@ -248,15 +305,24 @@ def build_set(
         "correct": correct,
         "incorrect": len(trajectories) - correct,
         "examples": len(examples),
-        # steps of the correct trajectories: every one is an example, dropped by the variant, or failed (not ok)
-        "steps": {"ok": ok_steps, "kept": len(examples), "dropped": ok_steps - len(examples), "failed_excluded": failed_steps},
+        # steps of the correct trajectories: every one is an example, dropped by the variant, or failed (not
+        # ok)
+        "steps": {
+            "ok": ok_steps,
+            "kept": len(examples),
+            "dropped": ok_steps - len(examples),
+            "failed_excluded": failed_steps,
+        },
         "examples_by_step_kind": dict(sorted(kinds.items())),
         "examples_by_dataset": dict(sorted(datasets.items())),
         "failed_steps_excluded": failed_steps,
         "units": {
             "total": units["pairs_total"] + units["triplets_total"],
             "kept": units["pairs_kept"] + units["triplets_kept"],
-            "removed": units["pairs_total"] + units["triplets_total"] - units["pairs_kept"] - units["triplets_kept"],
+            "removed": units["pairs_total"]
+            + units["triplets_total"]
+            - units["pairs_kept"]
+            - units["triplets_kept"],
             **{k: units[k] for k in ("pairs_total", "pairs_kept", "triplets_total", "triplets_kept")},
         },
         "tokens": {
@@ -266,8 +332,12 @@ def build_set(
             "assistant_all": tokens["assistant_all"],
         },
         # generated tokens this variant removes / all generated tokens of the correct trajectories' ok steps
-        "fa_ratio": 1 - tokens["assistant_kept"] / tokens["assistant_all"] if tokens["assistant_all"] else 0.0,
-        "backtrace_labels_fa_ratio": (sum(r["filtered_tokens"] for r in fa_labels) / labels_total) if labels_total else None,
+        "fa_ratio": 1 - tokens["assistant_kept"] / tokens["assistant_all"]
+        if tokens["assistant_all"]
+        else 0.0,
+        "backtrace_labels_fa_ratio": (sum(r["filtered_tokens"] for r in fa_labels) / labels_total)
+        if labels_total
+        else None,
         "backtrace_labels_tokenizer": sorted({r["tokenizer"] for r in fa_labels}),
         "policies": dict(sorted(Counter(t["policy"] for t in trajectories).items())),
     }
@@ -275,14 +345,21 @@ def build_set(
 
 
 def build_examples(
-    trajectories: Sequence[Mapping], labels: Iterable[Mapping], variant: str, round_: int, seed: int,
-    mode: str = "undirected_shortest", target_mode: str = "thought_and_answer",
+    trajectories: Sequence[Mapping],
+    labels: Iterable[Mapping],
+    variant: str,
+    round_: int,
+    seed: int,
+    mode: str = "undirected_shortest",
+    target_mode: str = "thought_and_answer",
 ) -> list[dict]:
     """schemas.SUPERVISION rows of ``variant``: one per kept step of every correct trajectory."""
     return build_set(trajectories, labels, variant, round_, seed, mode, target_mode).examples
 
 
-def accumulated(examples: list[dict], variant: str, round_: int, protocol_seed: int = 0, root: Path | str = ".") -> tuple[list[dict], list[int]]:
+def accumulated(
+    examples: list[dict], variant: str, round_: int, protocol_seed: int = 0, root: Path | str = "."
+) -> tuple[list[dict], list[int]]:
     """Round r's training set when sets accumulate: the examples of rounds 0..r-1 (read from their files,
     each round's own rows only) followed by ``examples``. Returns (examples, rounds included)."""
     from schemas import read_rows
@@ -292,12 +369,17 @@ def accumulated(examples: list[dict], variant: str, round_: int, protocol_seed: 
     for r in range(round_):  # rounds are numbered from 0 (round 0: the base model's trajectories)
         path = Path(root) / paths.supervision_dir(variant, r, protocol_seed) / "train.parquet"
         if not path.exists():
-            raise FactoryError(f"{path} is missing: build round {r} of {variant} (seed {protocol_seed}) before round {round_}")
+            raise FactoryError(
+                f"{path} is missing: build round {r} of {variant} (seed {protocol_seed}) before round "
+                f"{round_}"
+            )
         own = [row for row in read_rows(path) if row["round"] == r]
         out.extend(own)
         rounds.append(r)
     seen = {row["example_id"] for row in out}
     clash = [e["example_id"] for e in examples if e["example_id"] in seen]
     if clash:
-        raise FactoryError(f"round {round_} of {variant}: example ids already used by an earlier round: {clash[:3]}")
+        raise FactoryError(
+            f"round {round_} of {variant}: example ids already used by an earlier round: {clash[:3]}"
+        )
     return out + list(examples), rounds + [round_]

@@ -34,7 +34,9 @@ MESSAGE = pa.struct([_req("role", S), _req("content", S)])
 PASSAGE_REF = pa.struct([_req("pid", S), _req("title", S), _req("sentences", pa.list_(S))])
 SUPPORT = pa.struct([_req("title", S), _req("sent_idx", I32), _req("pid", S)])  # pid: the resolved passage
 TRIPLE = pa.struct([_req("subject", S), _req("relation", S), _req("object", S)])
-DECOMPOSITION = pa.struct([_req("id", S), _req("question", S), _req("answer", S), _opt("paragraph_support_idx", I32)])
+DECOMPOSITION = pa.struct(
+    [_req("id", S), _req("question", S), _req("answer", S), _opt("paragraph_support_idx", I32)]
+)
 
 QUESTION = pa.schema(
     [
@@ -80,7 +82,9 @@ STEP = pa.struct(
         _req("attempts", I32),  # 1 + repair re-asks
         _req("prompt_tokens", I32),
         _req("completion_tokens", I32),
-        _req("latency_s", F64),  # as first measured (the response cache replays it): reruns stay byte-identical
+        _req(
+            "latency_s", F64
+        ),  # as first measured (the response cache replays it): reruns stay byte-identical
     ]
 )
 TRIPLET = pa.struct(
@@ -207,16 +211,22 @@ _TRACE_GOLD = [
 TRACE_SFT = pa.schema(
     _TRACE_IDS
     + [
-        _req("messages", pa.list_(MESSAGE)),  # system (protocol), user (question + passages), assistant (target)
+        _req(
+            "messages", pa.list_(MESSAGE)
+        ),  # system (protocol), user (question + passages), assistant (target)
         _req("relevance", pa.list_(I32)),  # the target's <relevance> indices
         _req("triplet_ids", pa.list_(S)),  # kept triplets stated in the analysis, in chain order
         _req("answer", S),
     ]
     + _TRACE_GOLD
-    + [_req(f"reward_{c}", F64) for c in ("format", "accuracy", "relevance", "bonus")]  # what the target earns
+    + [
+        _req(f"reward_{c}", F64) for c in ("format", "accuracy", "relevance", "bonus")
+    ]  # what the target earns
 )
 TRACE_RL = pa.schema(
-    _TRACE_IDS + [_req("prompt", pa.list_(MESSAGE))] + _TRACE_GOLD  # prompt: system + user (TRL conversational)
+    _TRACE_IDS
+    + [_req("prompt", pa.list_(MESSAGE))]
+    + _TRACE_GOLD  # prompt: system + user (TRL conversational)
 )
 
 ROUTE_PREDICTIONS = pa.schema(
@@ -259,7 +269,9 @@ def _check_required(rows: Sequence[dict], schema: pa.Schema, artifact: str) -> N
             raise SchemaError(f"{artifact}: row {i} has columns not in the contract: {sorted(extra)}")
         for field in schema:
             if not field.nullable and row.get(field.name) is None:
-                raise SchemaError(f"{artifact}: row {i} ({_row_id(row)}): required column {field.name!r} is missing or null")
+                raise SchemaError(
+                    f"{artifact}: row {i} ({_row_id(row)}): required column {field.name!r} is missing or null"
+                )
 
 
 def _row_id(row: dict) -> str:
@@ -324,7 +336,10 @@ def validate_table(table: pa.Table, schema: pa.Schema, artifact: str) -> pa.Tabl
         try:
             table = table.select(schema.names).cast(schema)
         except (pa.ArrowException, KeyError, ValueError) as exc:  # ValueError: nulls cast to a required field
-            raise SchemaError(f"{artifact}: table does not match the contract (missing {missing}, extra {extra}, types {wrong}): {exc}") from None
+            raise SchemaError(
+                f"{artifact}: table does not match the contract (missing {missing}, extra {extra}, types "
+                f"{wrong}): {exc}"
+            ) from None
     for field in schema:
         col = table.column(field.name)
         if not field.nullable and col.null_count:
@@ -379,8 +394,16 @@ def _write_checked(tables: Iterable[pa.Table], path: str | Path, schema: pa.Sche
     try:
         # One writer thread: parquet encodes and compresses without the GIL, so while it writes a
         # batch this thread builds the next one (``tables`` is often a generator). Writes stay in order.
-        with pq.ParquetWriter(tmp, schema, compression="zstd", write_statistics=True, dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT) as writer, \
-                ThreadPoolExecutor(max_workers=1) as writing:
+        with (
+            pq.ParquetWriter(
+                tmp,
+                schema,
+                compression="zstd",
+                write_statistics=True,
+                dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
+            ) as writer,
+            ThreadPoolExecutor(max_workers=1) as writing,
+        ):
             pending = None
             for table in tables:
                 if pending is not None:

@@ -38,9 +38,15 @@ def corpora_params(corpora):
 
     return Params(
         corpora={
-            "hotpotqa": [str(corpora / "hotpotqa" / "dev_sample.json"), str(corpora / "hotpotqa" / "train_sample.json")],
+            "hotpotqa": [
+                str(corpora / "hotpotqa" / "dev_sample.json"),
+                str(corpora / "hotpotqa" / "train_sample.json"),
+            ],
             "2wikimultihopqa": [str(corpora / "2wikimultihopqa" / "dev_sample.json")],
-            "musique": [str(corpora / "musique" / "dev_sample.jsonl"), str(corpora / "musique" / "train_sample.jsonl")],
+            "musique": [
+                str(corpora / "musique" / "dev_sample.jsonl"),
+                str(corpora / "musique" / "train_sample.jsonl"),
+            ],
         }
     )
 

@@ -100,7 +100,9 @@ def make_app(state: MockState) -> FastAPI:
     def remember(request: Request, body: dict, **extra) -> None:
         if state.record:
             with state.lock:
-                state.records.append({"path": request.url.path, "headers": dict(request.headers), "body": body, **extra})
+                state.records.append(
+                    {"path": request.url.path, "headers": dict(request.headers), "body": body, **extra}
+                )
 
     @app.get("/v1/models")
     async def models() -> dict:
@@ -113,10 +115,17 @@ def make_app(state: MockState) -> FastAPI:
         remember(request, body)
         name, path = body.get("lora_name"), body.get("lora_path")
         if not name or not path:
-            return JSONResponse({"error": {"message": "lora_name and lora_path are required"}}, status_code=400)
+            return JSONResponse(
+                {"error": {"message": "lora_name and lora_path are required"}}, status_code=400
+            )
         if name in state.adapters:  # vLLM's answer for a name it already holds
             return JSONResponse(
-                {"error": {"message": f"The lora adapter '{name}' has already been loaded.", "type": "InvalidUserInput"}},
+                {
+                    "error": {
+                        "message": f"The lora adapter '{name}' has already been loaded.",
+                        "type": "InvalidUserInput",
+                    }
+                },
                 status_code=400,
             )
         state.adapters[name] = path
@@ -178,8 +187,14 @@ async def _reply(state: MockState, body: dict, fault: str | None, request: Reque
             "object": "chat.completion",
             "created": 0,
             "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": len(text.split()), "total_tokens": prompt_tokens + len(text.split())},
+            "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": len(text.split()),
+                "total_tokens": prompt_tokens + len(text.split()),
+            },
         }
     )
 
@@ -195,16 +210,28 @@ class MockOpenAIServer:
         base_model: str = "mock-model",
         record: bool = True,
     ):
-        self.state = MockState(script=script, faults=faults or FaultPlan(), latency_s=latency_s, base_model=base_model, record=record)
+        self.state = MockState(
+            script=script,
+            faults=faults or FaultPlan(),
+            latency_s=latency_s,
+            base_model=base_model,
+            record=record,
+        )
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._sock.bind(("127.0.0.1", 0))
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(
-            make_app(self.state), log_level="warning", timeout_graceful_shutdown=1, backlog=2048, access_log=False
+            make_app(self.state),
+            log_level="warning",
+            timeout_graceful_shutdown=1,
+            backlog=2048,
+            access_log=False,
         )
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.run, kwargs={"sockets": [self._sock]}, daemon=True
+        )
 
     @property
     def base_url(self) -> str:
@@ -245,8 +272,12 @@ def main() -> None:
     parser.add_argument("--fault-rate", type=float, default=0.0)
     parser.add_argument("--model", default="mock-model")
     args = parser.parse_args()
-    state = MockState(faults=FaultPlan(rate=args.fault_rate), latency_s=args.latency, base_model=args.model, record=False)
-    uvicorn.run(make_app(state), host="127.0.0.1", port=args.port, log_level="warning", backlog=2048, access_log=False)
+    state = MockState(
+        faults=FaultPlan(rate=args.fault_rate), latency_s=args.latency, base_model=args.model, record=False
+    )
+    uvicorn.run(
+        make_app(state), host="127.0.0.1", port=args.port, log_level="warning", backlog=2048, access_log=False
+    )
 
 
 if __name__ == "__main__":

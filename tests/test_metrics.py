@@ -29,11 +29,26 @@ def _official_normalize(text):
 def test_normalisation_matches_the_official_code_on_the_corpora_and_odd_text(corpora):
     import json
 
-    texts = ["A\tthe\nan", "—the»", "l'the ÉCOLE", "x\x01the", "the_an", "naïve—a café", "Ⅻ ｔｈｅ", "\u00a0the\u00a0", "", "the"]
+    texts = [
+        "A\tthe\nan",
+        "—the»",
+        "l'the ÉCOLE",
+        "x\x01the",
+        "the_an",
+        "naïve—a café",
+        "Ⅻ ｔｈｅ",
+        "\u00a0the\u00a0",
+        "",
+        "the",
+    ]
     for record in json.loads((corpora / "hotpotqa" / "dev_sample.json").read_text()):
         texts += [record["question"], record["answer"], *(title for title, _ in record["context"])]
     for record in json.loads((corpora / "2wikimultihopqa" / "dev_sample.json").read_text()):
-        texts += [record["question"], record["answer"], *(part for triple in record["evidences"] for part in triple)]
+        texts += [
+            record["question"],
+            record["answer"],
+            *(part for triple in record["evidences"] for part in triple),
+        ]
     assert [normalize_answer(t) for t in texts] == [_official_normalize(t) for t in texts]
 
 

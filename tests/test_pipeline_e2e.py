@@ -51,9 +51,16 @@ def _params(tiny_model_dir: Path) -> Params:
 
 
 def _dvc(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "FACTORY_NO_PROGRESS": "1",
-           "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    return subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=cwd, env=env, capture_output=True, text=True)
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "FACTORY_NO_PROGRESS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "OMP_NUM_THREADS": "1",
+    }
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "dvc"), *args], cwd=cwd, env=env, capture_output=True, text=True
+    )
 
 
 def test_dvc_pipeline_end_to_end(tmp_path, tiny_model_dir, corpora):
@@ -73,7 +80,12 @@ def test_dvc_pipeline_end_to_end(tmp_path, tiny_model_dir, corpora):
         for r in (0, 1):
             status = json.loads((repo / f"models/{variant}/seed_0/round_{r}/status.json").read_text())
             assert status["status"] == "empty"  # no correct trajectory: a recorded outcome, not a crash
-            assert json.loads((repo / f"metrics/eval/{variant}/seed_0/round_{r}_heldout.json").read_text())["status"] == "done"
+            assert (
+                json.loads((repo / f"metrics/eval/{variant}/seed_0/round_{r}_heldout.json").read_text())[
+                    "status"
+                ]
+                == "done"
+            )
         skipped = json.loads((repo / f"metrics/trajectories/{variant}/seed_0/round_2.json").read_text())
         assert skipped["status"] == "skipped" and "patience" in skipped["reason"]
         final = json.loads((repo / f"metrics/bootstrap/{variant}.json").read_text())
@@ -100,4 +112,11 @@ def test_dvc_pipeline_end_to_end(tmp_path, tiny_model_dir, corpora):
     third = _dvc(["repro"], repo)
     assert third.returncode == 0, third.stdout[-3000:] + third.stderr[-3000:]
     ran = {line.split("'")[1] for line in third.stdout.splitlines() if line.startswith("Running stage")}
-    assert ran and {name.split("@")[0] for name in ran} <= {"start", "decide", "select", "report", "publish", "plots"}, sorted(ran)
+    assert ran and {name.split("@")[0] for name in ran} <= {
+        "start",
+        "decide",
+        "select",
+        "report",
+        "publish",
+        "plots",
+    }, sorted(ran)

@@ -34,7 +34,10 @@ def test_parse_route(reply, route):
 
 def test_prompt_is_few_shot_with_own_examples(questions_by_id):
     messages = route_messages("Who is older, A or B?")
-    assert messages[0]["role"] == "system" and messages[-1] == {"role": "user", "content": "Question: Who is older, A or B?"}
+    assert messages[0]["role"] == "system" and messages[-1] == {
+        "role": "user",
+        "content": "Question: Who is older, A or B?",
+    }
     assert len(messages) == 2 + 2 * len(FEW_SHOT)
     assert {r for _, r, _ in FEW_SHOT} == {"parallel", "chain"}
     corpus_questions = {q["question"] for q in questions_by_id.values()}
@@ -46,9 +49,13 @@ def test_prompt_is_few_shot_with_own_examples(questions_by_id):
 def test_sample_is_seeded_per_dataset_and_stable(ingested):
     questions = ingested.questions
     a = sample_questions(questions, 5, seed=37)
-    assert [q["question_id"] for q in a] == [q["question_id"] for q in sample_questions(list(reversed(questions)), 5, seed=37)]
+    assert [q["question_id"] for q in a] == [
+        q["question_id"] for q in sample_questions(list(reversed(questions)), 5, seed=37)
+    ]
     assert {d: sum(q["dataset"] == d for q in a) for d in ("hotpotqa", "2wikimultihopqa", "musique")} == {
-        "hotpotqa": 5, "2wikimultihopqa": 5, "musique": 5,
+        "hotpotqa": 5,
+        "2wikimultihopqa": 5,
+        "musique": 5,
     }
     assert a != sample_questions(questions, 5, seed=38)
     # removing (or adding) records that are not chosen leaves the choice unchanged
@@ -59,18 +66,30 @@ def test_sample_is_seeded_per_dataset_and_stable(ingested):
 
 def test_metrics_by_hand():
     rows = [
-        {"question_id": "a", "dataset": "d1", "qtype": "comparison", "gold": "parallel", "predicted": "parallel"},
+        {
+            "question_id": "a",
+            "dataset": "d1",
+            "qtype": "comparison",
+            "gold": "parallel",
+            "predicted": "parallel",
+        },
         {"question_id": "b", "dataset": "d1", "qtype": "bridge", "gold": "chain", "predicted": "parallel"},
         {"question_id": "c", "dataset": "d1", "qtype": "bridge", "gold": "chain", "predicted": "unknown"},
         {"question_id": "d", "dataset": "d2", "qtype": "2hop", "gold": "chain", "predicted": "chain"},
     ]
     m = route_metrics(rows)
-    assert m["overall"]["accuracy"] == 0.5 and m["overall"]["unknown"] == 1 and m["overall"]["accuracy_parsed"] == pytest.approx(2 / 3)
+    assert (
+        m["overall"]["accuracy"] == 0.5
+        and m["overall"]["unknown"] == 1
+        and m["overall"]["accuracy_parsed"] == pytest.approx(2 / 3)
+    )
     assert m["overall"]["confusion"] == {
         "chain": {"parallel": 1, "chain": 1, "unknown": 1},
         "parallel": {"parallel": 1, "chain": 0, "unknown": 0},
     }
-    assert m["by_dataset"]["d1"]["accuracy"] == pytest.approx(1 / 3) and m["by_dataset"]["d2"]["accuracy"] == 1.0
+    assert (
+        m["by_dataset"]["d1"]["accuracy"] == pytest.approx(1 / 3) and m["by_dataset"]["d2"]["accuracy"] == 1.0
+    )
     assert m["by_qtype"]["d1/bridge"]["correct"] == 0
     assert route_metrics([])["overall"]["accuracy"] is None
 
@@ -102,10 +121,17 @@ def test_stage_against_mock_server(tmp_path, monkeypatch, ingested):
     _stage_dir(tmp_path, monkeypatch, ingested)
     n = 6
     with MockOpenAIServer(script=script) as server:
-        params = Params.model_validate({
-            "llm": {"backend": "openai", "base_urls": [server.base_url], "model": "mock-model", "max_retries": 0},
-            "routes": {"n_questions": n},
-        })
+        params = Params.model_validate(
+            {
+                "llm": {
+                    "backend": "openai",
+                    "base_urls": [server.base_url],
+                    "model": "mock-model",
+                    "max_retries": 0,
+                },
+                "routes": {"n_questions": n},
+            }
+        )
         stage.run(params)
         assert len(server.chat_records()) == 3 * n
         first = paths.ROUTES_PREDICTED.read_bytes(), (tmp_path / "metrics/routes.json").read_text()
@@ -122,7 +148,12 @@ def test_stage_against_mock_server(tmp_path, monkeypatch, ingested):
     wiki_parallel = sum(q["route"] == "parallel" for q in wiki)
     assert m["by_dataset"]["hotpotqa"]["accuracy"] == 1.0
     assert m["by_dataset"]["2wikimultihopqa"]["accuracy"] == pytest.approx(wiki_parallel / n)
-    assert m["by_dataset"]["musique"] == {**m["by_dataset"]["musique"], "accuracy": 0.0, "unknown": n, "accuracy_parsed": None}
+    assert m["by_dataset"]["musique"] == {
+        **m["by_dataset"]["musique"],
+        "accuracy": 0.0,
+        "unknown": n,
+        "accuracy_parsed": None,
+    }
     assert m["overall"]["unknown"] == n and m["overall"]["questions"] == 3 * n
     assert m["overall"]["correct"] == n + wiki_parallel
     assert m["overall"]["accuracy"] == pytest.approx((n + wiki_parallel) / (3 * n))
@@ -138,13 +169,22 @@ def test_stage_counts_failed_calls_as_unknown(tmp_path, monkeypatch, ingested):
 
     _stage_dir(tmp_path, monkeypatch, ingested)
     with MockOpenAIServer(faults=FaultPlan(permanent_rate=1.0)) as server:
-        params = Params.model_validate({
-            "llm": {"backend": "openai", "base_urls": [server.base_url], "max_retries": 0, "cache": False},
-            "routes": {"n_questions": 2},
-        })
+        params = Params.model_validate(
+            {
+                "llm": {
+                    "backend": "openai",
+                    "base_urls": [server.base_url],
+                    "max_retries": 0,
+                    "cache": False,
+                },
+                "routes": {"n_questions": 2},
+            }
+        )
         stage.run(params)
     m = json.loads((tmp_path / "metrics/routes.json").read_text())
-    assert m["overall"]["llm_errors"] == 6 and m["overall"]["unknown"] == 6 and m["overall"]["accuracy"] == 0.0
+    assert (
+        m["overall"]["llm_errors"] == 6 and m["overall"]["unknown"] == 6 and m["overall"]["accuracy"] == 0.0
+    )
 
 
 def test_stage_with_tiny_model(tmp_path, monkeypatch, ingested, tiny_model_dir):
@@ -152,10 +192,12 @@ def test_stage_with_tiny_model(tmp_path, monkeypatch, ingested, tiny_model_dir):
     from factory.stages import s03_classify_routes as stage
 
     _stage_dir(tmp_path, monkeypatch, ingested)
-    params = Params.model_validate({
-        "llm": {"backend": "local", "model": str(tiny_model_dir), "device": "cpu"},
-        "routes": {"n_questions": 2, "max_new_tokens": 8},
-    })
+    params = Params.model_validate(
+        {
+            "llm": {"backend": "local", "model": str(tiny_model_dir), "device": "cpu"},
+            "routes": {"n_questions": 2, "max_new_tokens": 8},
+        }
+    )
     stage.run(params)
     rows = pq.read_table(tmp_path / "data/interim/routes_predicted.parquet").to_pylist()
     assert len(rows) == 6 and all(r["predicted"] in ("parallel", "chain", "unknown") for r in rows)

@@ -14,10 +14,22 @@ from schemas import (
 
 def label_row(**over):
     row = {
-        "trajectory_id": "t1", "question_id": "hotpotqa/1", "mode": "undirected_shortest", "target_mode": "thought_and_answer",
-        "correct": True, "initial_entities": ["a"], "target_entities": ["b"], "kept_triplet_ids": ["t1#t0"], "kept_pair_ids": ["p0"],
-        "kept_step_indices": [0, 1], "path_found": True, "admin_dropped": 0, "filtered_tokens": 3, "total_tokens": 10,
-        "fa_ratio": 0.3, "tokenizer": "whitespace",
+        "trajectory_id": "t1",
+        "question_id": "hotpotqa/1",
+        "mode": "undirected_shortest",
+        "target_mode": "thought_and_answer",
+        "correct": True,
+        "initial_entities": ["a"],
+        "target_entities": ["b"],
+        "kept_triplet_ids": ["t1#t0"],
+        "kept_pair_ids": ["p0"],
+        "kept_step_indices": [0, 1],
+        "path_found": True,
+        "admin_dropped": 0,
+        "filtered_tokens": 3,
+        "total_tokens": 10,
+        "fa_ratio": 0.3,
+        "tokenizer": "whitespace",
     }
     row.update(over)
     return row
@@ -29,7 +41,9 @@ def test_valid_rows_roundtrip(tmp_path):
 
 
 def test_missing_required_column_names_row_and_column():
-    with pytest.raises(SchemaError, match=r"labels: row 1 \(trajectory_id='t2'\): required column 'fa_ratio'"):
+    with pytest.raises(
+        SchemaError, match=r"labels: row 1 \(trajectory_id='t2'\): required column 'fa_ratio'"
+    ):
         to_table([label_row(), label_row(trajectory_id="t2", fa_ratio=None)], LABELS, "labels")
 
 
@@ -47,9 +61,20 @@ def test_null_inside_a_required_nested_field_is_rejected():
     from schemas import SUPERVISION
 
     row = {
-        "example_id": "e", "variant": "backtrace", "round": 0, "trajectory_id": "t", "question_id": "q", "dataset": "hotpotqa",
-        "question_norm": "q", "step_index": 0, "step_kind": "explore", "messages": [{"role": "user", "content": None}],
-        "units_total": 1, "units_kept": 1, "seed": 0, "policy": "base",
+        "example_id": "e",
+        "variant": "backtrace",
+        "round": 0,
+        "trajectory_id": "t",
+        "question_id": "q",
+        "dataset": "hotpotqa",
+        "question_norm": "q",
+        "step_index": 0,
+        "step_kind": "explore",
+        "messages": [{"role": "user", "content": None}],
+        "units_total": 1,
+        "units_kept": 1,
+        "seed": 0,
+        "policy": "base",
     }
     with pytest.raises(SchemaError, match="messages"):
         to_table([row], SUPERVISION, "supervision")
@@ -70,7 +95,9 @@ def test_streamed_batches_are_checked_and_a_bad_batch_leaves_no_file(tmp_path):
     assert write_parquet_batches([good, good.slice(0, 1)], out, "labels") == 3
     assert [r["trajectory_id"] for r in read_rows(out)] == ["t1", "t2", "t1"]
     out.unlink()
-    bad = good.set_column(good.schema.get_field_index("fa_ratio"), "fa_ratio", pa.array([None, 0.5], pa.float64()))
+    bad = good.set_column(
+        good.schema.get_field_index("fa_ratio"), "fa_ratio", pa.array([None, 0.5], pa.float64())
+    )
     with pytest.raises(SchemaError, match="fa_ratio"):
         write_parquet_batches([good, bad], out, "labels")
     assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary remains

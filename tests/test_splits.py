@@ -14,12 +14,23 @@ def test_splits_are_deterministic_disjoint_and_duplicate_safe(ingested, corpora_
     assert all(len(s) == 1 for s in by_text.values())
     counts = {s: sum(q["split"] == s for q in ingested.questions) for s in ("train", "heldout", "test")}
     n = len(ingested.questions)
-    assert abs(counts["train"] / n - 0.8) < 0.05 and counts["heldout"] > 0.05 * n and counts["test"] > 0.05 * n
+    assert (
+        abs(counts["train"] / n - 0.8) < 0.05 and counts["heldout"] > 0.05 * n and counts["test"] > 0.05 * n
+    )
 
 
 def test_split_of_a_question_does_not_depend_on_other_records(corpora):
     one = ingest_sources(params_for({"hotpotqa": [corpora / "hotpotqa" / "dev_sample.json"]}))
-    both = ingest_sources(params_for({"hotpotqa": [corpora / "hotpotqa" / "train_sample.json", corpora / "hotpotqa" / "dev_sample.json"]}))
+    both = ingest_sources(
+        params_for(
+            {
+                "hotpotqa": [
+                    corpora / "hotpotqa" / "train_sample.json",
+                    corpora / "hotpotqa" / "dev_sample.json",
+                ]
+            }
+        )
+    )
     split = {q["question_id"]: q["split"] for q in both.questions}
     assert all(split[q["question_id"]] == q["split"] for q in one.questions)
 
@@ -37,5 +48,3 @@ def test_equal_question_text_lands_in_one_split(tmp_path, corpora):
     res = ingest_sources(params_for({"hotpotqa": [f]}))
     split = {q["source_id"]: q["split"] for q in res.questions}
     assert all(split[r["_id"]] == split[f"dup{i}"] for i, r in enumerate(recs))
-
-

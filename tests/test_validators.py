@@ -10,13 +10,31 @@ EXPECTATIONS = "validators.ingest:ingest_expectations"
 
 def _frames(question_ids: list[str]) -> dict[str, pd.DataFrame]:
     n = len(question_ids)
-    questions = pd.DataFrame({
-        "question_id": question_ids, "question": ["q?"] * n, "dataset": ["hotpotqa"] * n, "split": ["train"] * n,
-        "route": ["chain"] * n, "hops": [2] * n, "n_answers": [1] * n, "answer_nonempty": [True] * n,
-        "n_passages": [2] * n, "n_supporting": [2] * n, "supporting_resolved": [True] * n,
-        "sent_idx_in_range": [True] * n, "passages_known": [True] * n,
-    })
-    passages = pd.DataFrame({"pid": ["hotpotqa:1", "hotpotqa:2"], "dataset": ["hotpotqa"] * 2, "text_len": [10, 12], "n_sentences": [1, 2]})
+    questions = pd.DataFrame(
+        {
+            "question_id": question_ids,
+            "question": ["q?"] * n,
+            "dataset": ["hotpotqa"] * n,
+            "split": ["train"] * n,
+            "route": ["chain"] * n,
+            "hops": [2] * n,
+            "n_answers": [1] * n,
+            "answer_nonempty": [True] * n,
+            "n_passages": [2] * n,
+            "n_supporting": [2] * n,
+            "supporting_resolved": [True] * n,
+            "sent_idx_in_range": [True] * n,
+            "passages_known": [True] * n,
+        }
+    )
+    passages = pd.DataFrame(
+        {
+            "pid": ["hotpotqa:1", "hotpotqa:2"],
+            "dataset": ["hotpotqa"] * 2,
+            "text_len": [10, 12],
+            "n_sentences": [1, 2],
+        }
+    )
     return {"questions": questions, "passages": passages}
 
 
@@ -29,7 +47,14 @@ def test_background_gate_passes_and_writes_data_docs(tmp_path):
 
 
 def test_background_gate_failure_names_the_column():
-    with BackgroundGate() as gate, pytest.raises(GateFailed, match=r"1 of 17 expectations failed:\n  - questions\.question_id: expect_column_values_to_be_unique failed \(2 unexpected"):
+    with (
+        BackgroundGate() as gate,
+        pytest.raises(
+            GateFailed,
+            match=r"1 of 17 expectations failed:\n  - questions\.question_id: "
+                  r"expect_column_values_to_be_unique failed \(2 unexpected",
+        ),
+    ):
         gate.submit("ingest", EXPECTATIONS, _frames(["a", "a", "b"]), docs_dir=None)
         gate.result()
 
@@ -37,7 +62,12 @@ def test_background_gate_failure_names_the_column():
 def test_background_gate_that_cannot_run_is_a_clear_error():
     from factory.errors import FactoryError
 
-    with BackgroundGate() as gate, pytest.raises(FactoryError, match=r"ingest: the Great Expectations gate failed to run: ModuleNotFoundError"):
+    with (
+        BackgroundGate() as gate,
+        pytest.raises(
+            FactoryError, match=r"ingest: the Great Expectations gate failed to run: ModuleNotFoundError"
+        ),
+    ):
         gate.submit("ingest", "validators.no_such_suite:expectations", _frames(["a"]), docs_dir=None)
         gate.result()
 
@@ -52,11 +82,23 @@ def test_ingest_frames_flag_broken_cross_references():
     pool = PassagePool()
     known, unknown = pool.pairs("hotpotqa", [("T", ["s0", "s1"]), ("T", ["other"])])
     pid, missing_pid = pool.pids[known], pool.pids[unknown]
-    passages = pa.Table.from_pylist([{"pid": pid, "dataset": "hotpotqa", "title": "T", "text": "s0 s1", "sentences": ["s0", "s1"]}], schema=PASSAGE)
+    passages = pa.Table.from_pylist(
+        [{"pid": pid, "dataset": "hotpotqa", "title": "T", "text": "s0 s1", "sentences": ["s0", "s1"]}],
+        schema=PASSAGE,
+    )
 
     def question(qid, supporting, entry=known):
-        return {"question_id": qid, "dataset": "hotpotqa", "split": "train", "route": "chain", "question": "q?", "hops": 2,
-                "answers": ["a"], "passages": [entry], "supporting": supporting}
+        return {
+            "question_id": qid,
+            "dataset": "hotpotqa",
+            "split": "train",
+            "route": "chain",
+            "question": "q?",
+            "hops": 2,
+            "answers": ["a"],
+            "passages": [entry],
+            "supporting": supporting,
+        }
 
     rows = [
         question("ok", [{"title": "T", "sent_idx": 1, "pid": pid}]),
@@ -67,9 +109,24 @@ def test_ingest_frames_flag_broken_cross_references():
     ]
     frame = pd.DataFrame(ingest_frames(rows, pool, passages)["questions"]).set_index("question_id")
     assert frame["supporting_resolved"].to_dict() == {
-        "ok": True, "index out of range": True, "title not in pool": False, "pid not in pool": False, "pid not in passages": True}
+        "ok": True,
+        "index out of range": True,
+        "title not in pool": False,
+        "pid not in pool": False,
+        "pid not in passages": True,
+    }
     assert frame["sent_idx_in_range"].to_dict() == {
-        "ok": True, "index out of range": False, "title not in pool": True, "pid not in pool": False, "pid not in passages": True}
+        "ok": True,
+        "index out of range": False,
+        "title not in pool": True,
+        "pid not in pool": False,
+        "pid not in passages": True,
+    }
     assert frame["passages_known"].to_dict() == {
-        "ok": True, "index out of range": True, "title not in pool": True, "pid not in pool": True, "pid not in passages": False}
+        "ok": True,
+        "index out of range": True,
+        "title not in pool": True,
+        "pid not in pool": True,
+        "pid not in passages": False,
+    }
     assert frame["n_passages"].tolist() == [1] * 5 and frame["n_supporting"].tolist() == [1] * 5

@@ -58,7 +58,12 @@ def _describe(result: Any, suite: str) -> str:
     return f"{what}: {cfg.type} {extra if extra else ''} failed ({detail}{shown})".replace("  ", " ")
 
 
-def run_suites(stage: str, specs: list[SuiteSpec], docs_dir: str | Path | None = "reports/gx", raise_on_failure: bool = True) -> GateResult:
+def run_suites(
+    stage: str,
+    specs: list[SuiteSpec],
+    docs_dir: str | Path | None = "reports/gx",
+    raise_on_failure: bool = True,
+) -> GateResult:
     """Validate each frame against its expectations; write data docs; raise on failure.
 
     Frames with no rows (a skipped or empty round) have nothing to check: the gate passes without
@@ -84,7 +89,10 @@ def run_suites(stage: str, specs: list[SuiteSpec], docs_dir: str | Path | None =
             site_name=site_name,
             site_config={
                 "class_name": "SiteBuilder",
-                "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(site_dir.resolve())},
+                "store_backend": {
+                    "class_name": "TupleFilesystemStoreBackend",
+                    "base_directory": str(site_dir.resolve()),
+                },
                 "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
             },
         )
@@ -97,13 +105,19 @@ def run_suites(stage: str, specs: list[SuiteSpec], docs_dir: str | Path | None =
         suite = ctx.suites.add(gx.ExpectationSuite(name=f"{stage}.{spec.name}"))
         for expectation in spec.expectations:
             suite.add_expectation(expectation)
-        definitions.append(ctx.validation_definitions.add(gx.ValidationDefinition(data=batch, suite=suite, name=f"{stage}.{spec.name}")))
+        definitions.append(
+            ctx.validation_definitions.add(
+                gx.ValidationDefinition(data=batch, suite=suite, name=f"{stage}.{spec.name}")
+            )
+        )
         frames[spec.name] = spec.frame
     failures: list[str] = []
     evaluated = 0
     # One checkpoint per frame: each validation definition needs its own dataframe batch parameter.
     for spec, definition in zip(specs, definitions, strict=True):
-        checkpoint = ctx.checkpoints.add(gx.Checkpoint(name=f"{stage}.{spec.name}", validation_definitions=[definition]))
+        checkpoint = ctx.checkpoints.add(
+            gx.Checkpoint(name=f"{stage}.{spec.name}", validation_definitions=[definition])
+        )
         outcome = checkpoint.run(batch_parameters={"dataframe": frames[spec.name]})
         for run_result in outcome.run_results.values():
             for result in run_result.results:
@@ -121,8 +135,17 @@ def check_gate(stage: str, gate: GateResult) -> GateResult:
     """Raise ``GateFailed`` listing every failed expectation; log the pass otherwise."""
     if gate.failures:
         docs = f" Data docs: {gate.docs_index}." if gate.docs_index else ""
-        raise GateFailed(f"{stage}: {len(gate.failures)} of {gate.evaluated} expectations failed:\n  - " + "\n  - ".join(gate.failures) + docs)
-    log.info("%s: %d expectations passed%s", stage, gate.evaluated, f" (data docs: {gate.docs_index})" if gate.docs_index else "")
+        raise GateFailed(
+            f"{stage}: {len(gate.failures)} of {gate.evaluated} expectations failed:\n  - "
+            + "\n  - ".join(gate.failures)
+            + docs
+        )
+    log.info(
+        "%s: %d expectations passed%s",
+        stage,
+        gate.evaluated,
+        f" (data docs: {gate.docs_index})" if gate.docs_index else "",
+    )
     return gate
 
 
@@ -132,7 +155,9 @@ def _run_in_child(stage: str, expectations: str, frames: dict[str, Any], docs_di
     import pandas as pd
 
     by_frame = getattr(importlib.import_module(module), name)(gx.expectations)
-    specs = [SuiteSpec(frame_name, pd.DataFrame(frames[frame_name]), by_frame[frame_name]) for frame_name in frames]
+    specs = [
+        SuiteSpec(frame_name, pd.DataFrame(frames[frame_name]), by_frame[frame_name]) for frame_name in frames
+    ]
     return run_suites(stage, specs, docs_dir=docs_dir, raise_on_failure=False)
 
 
@@ -184,7 +209,13 @@ class BackgroundGate:
         child_conn.close()
         self._stage: str | None = None
 
-    def submit(self, stage: str, expectations: str, frames: dict[str, Any], docs_dir: str | Path | None = "reports/gx") -> None:
+    def submit(
+        self,
+        stage: str,
+        expectations: str,
+        frames: dict[str, Any],
+        docs_dir: str | Path | None = "reports/gx",
+    ) -> None:
         self._stage = stage
         self._conn.send((stage, expectations, frames, None if docs_dir is None else str(docs_dir)))
 
@@ -194,7 +225,10 @@ class BackgroundGate:
             status, outcome = self._conn.recv()
         except EOFError:
             self._process.join(timeout=10)
-            raise FactoryError(f"{self._stage}: the Great Expectations gate process exited without a result (exit code {self._process.exitcode})") from None
+            raise FactoryError(
+                f"{self._stage}: the Great Expectations gate process exited without a result (exit code "
+                f"{self._process.exitcode})"
+            ) from None
         if status != "ok":
             raise FactoryError(f"{self._stage}: the Great Expectations gate failed to run: {outcome}")
         return check_gate(self._stage, outcome)

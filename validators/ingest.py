@@ -45,7 +45,9 @@ def _pool_checks(rows: list[dict], pool: PassagePool, passages: pa.Table) -> dic
     entry_title = np.array([title_code.setdefault(t, len(title_code)) for t in pool.titles], dtype=np.int64)
     entry_sentences = np.fromiter(map(len, pool.sentences), dtype=np.int64, count=len(pool))
     n_passages = np.fromiter((len(q["passages"]) for q in rows), dtype=np.int64, count=n)
-    entries = np.fromiter(chain.from_iterable(q["passages"] for q in rows), dtype=np.int64, count=int(n_passages.sum()))
+    entries = np.fromiter(
+        chain.from_iterable(q["passages"] for q in rows), dtype=np.int64, count=int(n_passages.sum())
+    )
     pool_q = np.repeat(np.arange(n, dtype=np.int64), n_passages)
     facts = [(i, s["pid"], s["title"], s["sent_idx"]) for i, q in enumerate(rows) for s in q["supporting"]]
     fact_q = np.array([f[0] for f in facts], dtype=np.int64)
@@ -54,13 +56,19 @@ def _pool_checks(rows: list[dict], pool: PassagePool, passages: pa.Table) -> dic
     sent_idx = np.array([f[3] for f in facts], dtype=np.int64)
     # (question, pid) and (question, title) as single integers, to look supporting facts up in pools
     width = np.int64(len(pid_code) + len(title_code) + 1)
-    keys, first = np.unique(pool_q * width + entry_pid[entries], return_index=True)  # a repeated pid: its first occurrence
+    keys, first = np.unique(
+        pool_q * width + entry_pid[entries], return_index=True
+    )  # a repeated pid: its first occurrence
     found, at = _found(fact_q * width + fact_pid, keys)
     found &= fact_pid >= 0
-    title_found = _found(fact_q * width + fact_title, np.sort(pool_q * width + entry_title[entries]))[0] & (fact_title >= 0)
+    title_found = _found(fact_q * width + fact_title, np.sort(pool_q * width + entry_title[entries]))[0] & (
+        fact_title >= 0
+    )
     limit = np.where(found, entry_sentences[entries[first[at]]] if len(keys) else 0, 0)
     in_range = (sent_idx == -1) | (found & (sent_idx >= 0) & (sent_idx < limit))
-    table_pids = np.sort(np.array([pid_code[p] for p in passages.column("pid").to_pylist() if p in pid_code], dtype=np.int64))
+    table_pids = np.sort(
+        np.array([pid_code[p] for p in passages.column("pid").to_pylist() if p in pid_code], dtype=np.int64)
+    )
     return {
         "n_passages": n_passages,
         "n_supporting": np.bincount(fact_q, minlength=n),
@@ -74,7 +82,10 @@ def ingest_frames(rows: list[dict], pool: PassagePool, passages: pa.Table) -> di
     """The checked columns of the Question rows (their ``passages`` are entries of ``pool``) and of
     the Passage table, as dicts of columns: the gate's child makes pandas frames of them, so the
     stage itself never imports pandas."""
-    questions = {name: [q[name] for q in rows] for name in ("question_id", "dataset", "split", "route", "question", "hops")}
+    questions = {
+        name: [q[name] for q in rows]
+        for name in ("question_id", "dataset", "split", "route", "question", "hops")
+    }
     questions["n_answers"] = [len(q["answers"]) for q in rows]
     questions["answer_nonempty"] = [bool(q["answers"]) and bool(q["answers"][0].strip()) for q in rows]
     questions |= _pool_checks(rows, pool, passages)

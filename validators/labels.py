@@ -28,21 +28,38 @@ def labels_frame(trajectories: Sequence[Mapping], labels: Sequence[Mapping]) -> 
     known = [ids.get(r["trajectory_id"], empty) for r in labels]
     return pd.DataFrame(
         {
-            "key": pd.Series([f"{r['trajectory_id']}|{r['mode']}|{r['target_mode']}" for r in labels], dtype=object),
+            "key": pd.Series(
+                [f"{r['trajectory_id']}|{r['mode']}|{r['target_mode']}" for r in labels], dtype=object
+            ),
             "mode": pd.Series([r["mode"] for r in labels], dtype=object),
             "target_mode": pd.Series([r["target_mode"] for r in labels], dtype=object),
             "trajectory_known": pd.Series([r["trajectory_id"] in ids for r in labels], dtype=bool),
-            "triplets_known": pd.Series([set(r["kept_triplet_ids"]) <= k[0] for r, k in zip(labels, known)], dtype=bool),
-            "pairs_known": pd.Series([set(r["kept_pair_ids"]) <= k[1] for r, k in zip(labels, known)], dtype=bool),
-            "steps_known": pd.Series([set(r["kept_step_indices"]) <= k[2] for r, k in zip(labels, known)], dtype=bool),
-            "tokens_consistent": pd.Series([0 <= r["filtered_tokens"] <= r["total_tokens"] for r in labels], dtype=bool),
-            "path_consistent": pd.Series([r["path_found"] == bool(r["kept_triplet_ids"]) for r in labels], dtype=bool),
+            "triplets_known": pd.Series(
+                [set(r["kept_triplet_ids"]) <= k[0] for r, k in zip(labels, known)], dtype=bool
+            ),
+            "pairs_known": pd.Series(
+                [set(r["kept_pair_ids"]) <= k[1] for r, k in zip(labels, known)], dtype=bool
+            ),
+            "steps_known": pd.Series(
+                [set(r["kept_step_indices"]) <= k[2] for r, k in zip(labels, known)], dtype=bool
+            ),
+            "tokens_consistent": pd.Series(
+                [0 <= r["filtered_tokens"] <= r["total_tokens"] for r in labels], dtype=bool
+            ),
+            "path_consistent": pd.Series(
+                [r["path_found"] == bool(r["kept_triplet_ids"]) for r in labels], dtype=bool
+            ),
             "fa_ratio": pd.Series([r["fa_ratio"] for r in labels], dtype=float),
         }
     )
 
 
-def labels_specs(trajectories: Sequence[Mapping], labels: Sequence[Mapping], modes: Sequence[str], target_modes: Sequence[str]) -> list[SuiteSpec]:
+def labels_specs(
+    trajectories: Sequence[Mapping],
+    labels: Sequence[Mapping],
+    modes: Sequence[str],
+    target_modes: Sequence[str],
+) -> list[SuiteSpec]:
     """The suite of the backtrace gate (see module doc)."""
     import great_expectations as gx
 
@@ -56,6 +73,13 @@ def labels_specs(trajectories: Sequence[Mapping], labels: Sequence[Mapping], mod
         E.ExpectColumnValuesToBeBetween(column="fa_ratio", min_value=0.0, max_value=1.0),
     ] + [
         E.ExpectColumnValuesToBeInSet(column=c, value_set=[True])
-        for c in ("trajectory_known", "triplets_known", "pairs_known", "steps_known", "tokens_consistent", "path_consistent")
+        for c in (
+            "trajectory_known",
+            "triplets_known",
+            "pairs_known",
+            "steps_known",
+            "tokens_consistent",
+            "path_consistent",
+        )
     ]
     return [SuiteSpec("labels", labels_frame(trajectories, labels), suite)]

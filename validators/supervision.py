@@ -21,7 +21,8 @@ EVAL_SPLITS = ("heldout", "test")
 
 
 def leakage_frame(examples: Sequence[Mapping], questions: Iterable[Mapping]) -> pd.DataFrame:
-    """Per example: its question's split (``unknown`` if absent) and whether its text is an eval question's."""
+    """Per example: its question's split (``unknown`` if absent) and whether its text is an eval
+    question's."""
     split_by_id: dict[str, str] = {}
     eval_norms: set[str] = set()
     for q in questions:
@@ -32,15 +33,26 @@ def leakage_frame(examples: Sequence[Mapping], questions: Iterable[Mapping]) -> 
         {
             "example_id": pd.Series([e["example_id"] for e in examples], dtype=object),
             "question_id": pd.Series([e["question_id"] for e in examples], dtype=object),
-            "question_split": pd.Series([split_by_id.get(e["question_id"], "unknown") for e in examples], dtype=object),
-            "text_of_eval_question": pd.Series([e["question_norm"] in eval_norms for e in examples], dtype=bool),
-            "ends_with_assistant": pd.Series([bool(e["messages"]) and e["messages"][-1]["role"] == "assistant" for e in examples], dtype=bool),
-            "units_consistent": pd.Series([0 <= e["units_kept"] <= e["units_total"] for e in examples], dtype=bool),
+            "question_split": pd.Series(
+                [split_by_id.get(e["question_id"], "unknown") for e in examples], dtype=object
+            ),
+            "text_of_eval_question": pd.Series(
+                [e["question_norm"] in eval_norms for e in examples], dtype=bool
+            ),
+            "ends_with_assistant": pd.Series(
+                [bool(e["messages"]) and e["messages"][-1]["role"] == "assistant" for e in examples],
+                dtype=bool,
+            ),
+            "units_consistent": pd.Series(
+                [0 <= e["units_kept"] <= e["units_total"] for e in examples], dtype=bool
+            ),
         }
     )
 
 
-def matching_frame(trajectories: Iterable[Mapping], labels_by_tid: Mapping[str, Mapping], seed: int) -> pd.DataFrame:
+def matching_frame(
+    trajectories: Iterable[Mapping], labels_by_tid: Mapping[str, Mapping], seed: int
+) -> pd.DataFrame:
     """Per correct trajectory: units removed by backtracing and by the random control (pairs, triplets)."""
     rows = []
     for t in trajectories:
@@ -48,27 +60,52 @@ def matching_frame(trajectories: Iterable[Mapping], labels_by_tid: Mapping[str, 
             continue
         row = labels_by_tid.get(t["trajectory_id"])
         if row is None:
-            rows.append({"trajectory_id": t["trajectory_id"], "labelled": False, "pairs_matched": False, "triplets_matched": False,
-                         "backtrace_removed": -1, "random_removed": -1})
+            rows.append(
+                {
+                    "trajectory_id": t["trajectory_id"],
+                    "labelled": False,
+                    "pairs_matched": False,
+                    "triplets_matched": False,
+                    "backtrace_removed": -1,
+                    "random_removed": -1,
+                }
+            )
             continue
         bt = kept_units(t, row, "backtrace", seed)
         rnd = kept_units(t, row, "random", seed)
-        rows.append({
-            "trajectory_id": t["trajectory_id"],
-            "labelled": True,
-            "pairs_matched": bt.removed_pairs == rnd.removed_pairs and len(bt.pair_ids) == len(rnd.pair_ids),
-            "triplets_matched": bt.removed_triplets == rnd.removed_triplets and len(bt.triplet_ids) == len(rnd.triplet_ids),
-            "backtrace_removed": bt.removed_units,
-            "random_removed": rnd.removed_units,
-        })
-    frame = pd.DataFrame(rows, columns=["trajectory_id", "labelled", "pairs_matched", "triplets_matched", "backtrace_removed", "random_removed"])
+        rows.append(
+            {
+                "trajectory_id": t["trajectory_id"],
+                "labelled": True,
+                "pairs_matched": bt.removed_pairs == rnd.removed_pairs
+                and len(bt.pair_ids) == len(rnd.pair_ids),
+                "triplets_matched": bt.removed_triplets == rnd.removed_triplets
+                and len(bt.triplet_ids) == len(rnd.triplet_ids),
+                "backtrace_removed": bt.removed_units,
+                "random_removed": rnd.removed_units,
+            }
+        )
+    frame = pd.DataFrame(
+        rows,
+        columns=[
+            "trajectory_id",
+            "labelled",
+            "pairs_matched",
+            "triplets_matched",
+            "backtrace_removed",
+            "random_removed",
+        ],
+    )
     frame["removed_equal"] = (frame["backtrace_removed"] == frame["random_removed"]).astype(bool)
     return frame
 
 
 def supervision_specs(
-    examples: Sequence[Mapping], questions: Iterable[Mapping], trajectories: Iterable[Mapping],
-    labels_by_tid: Mapping[str, Mapping], seed: int,
+    examples: Sequence[Mapping],
+    questions: Iterable[Mapping],
+    trajectories: Iterable[Mapping],
+    labels_by_tid: Mapping[str, Mapping],
+    seed: int,
 ) -> list[SuiteSpec]:
     """The suites of the variants gate (see module doc)."""
     import great_expectations as gx

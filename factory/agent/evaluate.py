@@ -22,8 +22,18 @@ def evaluate_policy(params: Params, policy: Policy, *, split: str, seed: int, ru
     llm = make_policy_llm(params, policy)
     try:
         records = generate_trajectories(
-            params, chosen, llm=llm, retriever=retriever, passages=passages, policy=policy,
-            round_=max(policy.round, 0), samples=1, sampling=sampling, out_path=out_path, run_id=run_id, desc=desc,
+            params,
+            chosen,
+            llm=llm,
+            retriever=retriever,
+            passages=passages,
+            policy=policy,
+            round_=max(policy.round, 0),
+            samples=1,
+            sampling=sampling,
+            out_path=out_path,
+            run_id=run_id,
+            desc=desc,
         )
         cache = {"hits": int(getattr(llm, "hits", 0)), "misses": int(getattr(llm, "misses", 0))}
         identity = llm.identity
@@ -33,8 +43,16 @@ def evaluate_policy(params: Params, policy: Policy, *, split: str, seed: int, ru
     summary.pop("rationalized", None)  # evaluation never rationalizes
     overall = summary["overall"]
     metrics = {
-        "status": "done", "policy": policy.name, "policy_round": policy.round, "model": identity,
-        "prompt_version": params.agent.prompt_version, "questions": len(chosen), "eval_seed": eval_seed,
-        "em": overall["em"], "f1": overall["f1"], "cache": cache, **summary,
+        "status": "done",
+        "policy": policy.name,
+        "policy_round": policy.round,
+        "model": identity,
+        "prompt_version": params.agent.prompt_version,
+        "questions": len(chosen),
+        "eval_seed": eval_seed,
+        "em": overall["em"],
+        "f1": overall["f1"],
+        "cache": cache,
+        **summary,
     }
     return metrics, records

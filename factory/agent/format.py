@@ -53,10 +53,18 @@ class FinalOutput:
 
 
 _BULLET = re.compile(r"^\s*(?:[-*•·+]|\d{1,2}[.)]|\(\d{1,2}\))\s*")
-_KEY = re.compile(r"^\s*[*_#>]*\s*(thought|reasoning|sufficient|enough|answer|final answer|look ?ups?|queries|pairs|entities|triplets?)\s*[*_]*\s*[:：-]\s*[*_]*\s*(.*)$", re.I)
+_KEY = re.compile(
+    r"^\s*[*_#>]*\s*(thought|reasoning|sufficient|enough|answer|final answer|look "
+    r"?ups?|queries|pairs|entities|triplets?)\s*[*_]*\s*[:：-]\s*[*_]*\s*(.*)$",
+    re.I,
+)
 # "The answer is: X" / "So the final answer is X": small models often answer in prose
-_ANSWER_IS = re.compile(r"^\s*(?:so,?\s+)?(?:the\s+)?(?:final\s+|short\s+)?answer\s+is\s*[:：]?\s*(.*?)\s*\.?$", re.I)
-_NONE = re.compile(r"^\W*(none|nothing( found)?|no (relevant )?(triplets?|information|facts?)( found)?|n/?a|empty)\W*$", re.I)
+_ANSWER_IS = re.compile(
+    r"^\s*(?:so,?\s+)?(?:the\s+)?(?:final\s+|short\s+)?answer\s+is\s*[:：]?\s*(.*?)\s*\.?$", re.I
+)
+_NONE = re.compile(
+    r"^\W*(none|nothing( found)?|no (relevant )?(triplets?|information|facts?)( found)?|n/?a|empty)\W*$", re.I
+)
 _PAIR_SEPS = ("|", "->", "=>", ";", ":", " - ", ",")
 _TRIPLE_SEPS = (";", "|", "\t")
 _YES = {"yes", "y", "true", "sufficient", "enough"}
@@ -86,7 +94,9 @@ def render_triplet(subject: str, relation: str, obj: str) -> str:
     return f"({subject} ; {relation} ; {obj})"
 
 
-def render_explore(thought: str, pairs: list[tuple[str, str]], sufficient: bool = False, answer: str | None = None) -> str:
+def render_explore(
+    thought: str, pairs: list[tuple[str, str]], sufficient: bool = False, answer: str | None = None
+) -> str:
     if sufficient:
         return f"Thought: {thought}\nSufficient: yes\nAnswer: {answer or ''}"
     lines = [f"Thought: {thought}", "Sufficient: no", "Look up:"]
@@ -125,8 +135,17 @@ def _sections(text: str) -> tuple[dict[str, str], list[str]]:
         m = _KEY.match(line)
         if m:
             name = m.group(1).lower()
-            name = {"reasoning": "thought", "enough": "sufficient", "final answer": "answer", "lookup": "look up", "lookups": "look up",
-                    "look ups": "look up", "queries": "look up", "pairs": "look up", "entities": "look up"}.get(name, name)
+            name = {
+                "reasoning": "thought",
+                "enough": "sufficient",
+                "final answer": "answer",
+                "lookup": "look up",
+                "lookups": "look up",
+                "look ups": "look up",
+                "queries": "look up",
+                "pairs": "look up",
+                "entities": "look up",
+            }.get(name, name)
             current = name
             keys.setdefault(name, m.group(2).strip())
             if name == "look up" and m.group(2).strip():

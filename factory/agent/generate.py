@@ -19,19 +19,29 @@ from factory.errors import FactoryError
 from factory.llm.base import LLM, Sampling
 
 
-def plan_fingerprint(params: Any, llm: LLM, policy: Any, samples: Sequence[int], sampling: Sampling, run_id: str, rationalize: bool) -> str:
+def plan_fingerprint(
+    params: Any,
+    llm: LLM,
+    policy: Any,
+    samples: Sequence[int],
+    sampling: Sampling,
+    run_id: str,
+    rationalize: bool,
+) -> str:
     """Everything that decides a shard's content; a checkpoint made under another one is discarded."""
-    return fingerprint({
-        "params": params.digest("agent", "retrieval", "index", "trajectories"),
-        "max_new_tokens": params.llm.max_new_tokens,
-        "backend": llm.backend,
-        "model": llm.identity,
-        "policy": getattr(policy, "name", str(policy)),
-        "samples": list(samples),
-        "sampling": asdict(sampling),
-        "run_id": run_id,
-        "rationalize": rationalize,
-    })
+    return fingerprint(
+        {
+            "params": params.digest("agent", "retrieval", "index", "trajectories"),
+            "max_new_tokens": params.llm.max_new_tokens,
+            "backend": llm.backend,
+            "model": llm.identity,
+            "policy": getattr(policy, "name", str(policy)),
+            "samples": list(samples),
+            "sampling": asdict(sampling),
+            "run_id": run_id,
+            "rationalize": rationalize,
+        }
+    )
 
 
 def generate_trajectories(
@@ -51,21 +61,44 @@ def generate_trajectories(
     desc: str = "trajectories",
     on_shard: Callable[[int], None] | None = None,
 ) -> list[dict]:
-    """Trajectories of ``questions`` x ``samples`` (+ rationalizations) written to ``out_path``; its records."""
+    """Trajectories of ``questions`` x ``samples`` (+ rationalizations) written to ``out_path``; its
+    records."""
     sample_ids = list(range(samples))
 
     def work(shard: list[dict], tick: Callable[[int], None]) -> list[dict]:
         records = run_trajectories(
-            shard, llm, retriever, params, policy, round_, sample_ids, sampling,
-            on_done=lambda _r: tick(1), passages=passages, run_id=run_id,
+            shard,
+            llm,
+            retriever,
+            params,
+            policy,
+            round_,
+            sample_ids,
+            sampling,
+            on_done=lambda _r: tick(1),
+            passages=passages,
+            run_id=run_id,
         )
         extra: list[dict] = []
         if rationalize:
-            wrong = [q for q in shard if not any(r["correct"] for r in records if r["question_id"] == q["question_id"])]
+            wrong = [
+                q
+                for q in shard
+                if not any(r["correct"] for r in records if r["question_id"] == q["question_id"])
+            ]
             if wrong:
                 extra = run_trajectories(
-                    wrong, llm, retriever, params, policy, round_, [samples], sampling,
-                    passages=passages, run_id=run_id, rationalized=True,
+                    wrong,
+                    llm,
+                    retriever,
+                    params,
+                    policy,
+                    round_,
+                    [samples],
+                    sampling,
+                    passages=passages,
+                    run_id=run_id,
+                    rationalized=True,
                 )
         by_question: dict[str, list[dict]] = {}
         for r in records + extra:
@@ -74,8 +107,15 @@ def generate_trajectories(
 
     fp = plan_fingerprint(params, llm, policy, sample_ids, sampling, run_id, rationalize)
     table = run_in_shards(
-        list(questions), lambda q: q["question_id"], params.trajectories.shard_size, out_path, fp, work,
-        desc=desc, total_ticks=len(questions) * samples, on_shard=on_shard,
+        list(questions),
+        lambda q: q["question_id"],
+        params.trajectories.shard_size,
+        out_path,
+        fp,
+        work,
+        desc=desc,
+        total_ticks=len(questions) * samples,
+        on_shard=on_shard,
     )
     records = table.to_pylist()
     check_complete(records, questions, samples)
@@ -96,6 +136,11 @@ def check_complete(records: Sequence[Mapping], questions: Sequence[Mapping], sam
                 problems.append(f"{q['question_id']} sample {s}: {n} records")
         if seen.pop((q["question_id"], samples, True), 0) > 1:
             problems.append(f"{q['question_id']}: more than one rationalization")
-    problems += [f"{qid} sample {s}{' (rationalized)' if rat else ''}: unexpected record" for (qid, s, rat) in sorted(seen)]
+    problems += [
+        f"{qid} sample {s}{' (rationalized)' if rat else ''}: unexpected record"
+        for (qid, s, rat) in sorted(seen)
+    ]
     if problems:
-        raise FactoryError("trajectory records do not add up to one per question x sample: " + "; ".join(problems[:10]))
+        raise FactoryError(
+            "trajectory records do not add up to one per question x sample: " + "; ".join(problems[:10])
+        )

@@ -40,7 +40,9 @@ def _side_tokens(text: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=32768)
-def _passage_tokens(pid: str, title: str, sentences: tuple[str, ...]) -> tuple[frozenset[str], tuple[frozenset[str], ...]]:
+def _passage_tokens(
+    pid: str, title: str, sentences: tuple[str, ...]
+) -> tuple[frozenset[str], tuple[frozenset[str], ...]]:
     """(tokens of title + text, tokens of each sentence); keyed by content so edits never go stale."""
     per_sentence = tuple(frozenset(content_tokens(s)) for s in sentences)
     whole = frozenset(content_tokens(title)).union(*per_sentence)
@@ -53,9 +55,14 @@ def _share(side: frozenset[str], tokens: frozenset[str]) -> float:
 
 def _tokens_of(passage: Mapping) -> tuple[frozenset[str], tuple[frozenset[str], ...]]:
     try:
-        return _passage_tokens(str(passage["pid"]), passage.get("title") or "", tuple(passage.get("sentences") or ()))
+        return _passage_tokens(
+            str(passage["pid"]), passage.get("title") or "", tuple(passage.get("sentences") or ())
+        )
     except (KeyError, TypeError) as exc:
-        raise FactoryError(f"grounding: a passage must be a record with pid, title and sentences (got {type(passage).__name__}: {exc})") from None
+        raise FactoryError(
+            "grounding: a passage must be a record with pid, title and sentences (got "
+            f"{type(passage).__name__}: {exc})"
+        ) from None
 
 
 def best_sentence(subject: str, obj: str, passage: Mapping) -> int | None:
@@ -70,7 +77,9 @@ def best_sentence(subject: str, obj: str, passage: Mapping) -> int | None:
     return best
 
 
-def ground_triplet(subject: str, relation: str, obj: str, passages: Sequence[Mapping], threshold: float = 0.5) -> Grounding:
+def ground_triplet(
+    subject: str, relation: str, obj: str, passages: Sequence[Mapping], threshold: float = 0.5
+) -> Grounding:
     """The passage (and sentence) among ``passages`` ({pid, title, sentences}) that supports the triplet best.
 
     ``relation`` is not scored (relations are paraphrased freely); it is part of the signature so callers
@@ -91,7 +100,9 @@ def ground_triplet(subject: str, relation: str, obj: str, passages: Sequence[Map
     return Grounding(str(passage["pid"]), best_sentence(subject, obj, passage), best_score)
 
 
-def ground_trajectory(trajectory: Mapping, passages_by_pid: Mapping[str, Mapping], threshold: float = 0.5) -> dict:
+def ground_trajectory(
+    trajectory: Mapping, passages_by_pid: Mapping[str, Mapping], threshold: float = 0.5
+) -> dict:
     """A copy of ``trajectory`` whose triplets are (re)grounded against their step's retrieved passages.
 
     Sets ``source_pid``, ``source_sentence`` and ``grounding_score`` of every triplet. A retrieved pid
@@ -106,11 +117,17 @@ def ground_trajectory(trajectory: Mapping, passages_by_pid: Mapping[str, Mapping
         if idx not in pools:
             step = steps.get(idx)
             if step is None:
-                raise FactoryError(f"trajectory {tid!r}: triplet {t.get('triplet_id')!r} refers to step {idx}, which does not exist")
+                raise FactoryError(
+                    f"trajectory {tid!r}: triplet {t.get('triplet_id')!r} refers to step {idx}, which "
+                    "does not exist"
+                )
             pool = []
             for pid in step.get("retrieved") or []:
                 if pid not in passages_by_pid:
-                    raise FactoryError(f"trajectory {tid!r}: step {idx} retrieved passage {pid!r}, which is not among the passages given")
+                    raise FactoryError(
+                        f"trajectory {tid!r}: step {idx} retrieved passage {pid!r}, which is not among "
+                        "the passages given"
+                    )
                 pool.append(passages_by_pid[pid])
             pools[idx] = pool
         g = ground_triplet(t["subject"], t["relation"], t["object"], pools[idx], threshold)

@@ -106,8 +106,15 @@ def _settle(call: _Call, response: ChatResponse, version: str, repair_attempts: 
 
     def done(status: str, parsed: Any, error: str | None) -> None:
         call.outcome = Outcome(
-            status, parsed, text, error, call.current_recorded, call.attempts,
-            int(response.prompt_tokens or 0), int(response.completion_tokens or 0), float(response.latency_s or 0.0),
+            status,
+            parsed,
+            text,
+            error,
+            call.current_recorded,
+            call.attempts,
+            int(response.prompt_tokens or 0),
+            int(response.completion_tokens or 0),
+            float(response.latency_s or 0.0),
         )
 
     if response.error is not None:
@@ -165,7 +172,9 @@ def _step(index: int, kind: str, out: Outcome, **fields: Any) -> dict:
     }
 
 
-def _program(ctx: _Context, q: dict, tid: str, hint: str | None) -> Generator[list[_Call], list[Outcome], dict]:
+def _program(
+    ctx: _Context, q: dict, tid: str, hint: str | None
+) -> Generator[list[_Call], list[Outcome], dict]:
     """The KnowTrace loop for one question; returns the trajectory's fields (without run metadata)."""
     a, version = ctx.params.agent, ctx.version
     question = q["question"]
@@ -196,7 +205,9 @@ def _program(ctx: _Context, q: dict, tid: str, hint: str | None) -> Generator[li
             break
         ex = out.parsed
         if ex.sufficient:
-            steps.append(_step(len(steps), "explore", out, sufficient=True, thought=ex.thought, answer=ex.answer))
+            steps.append(
+                _step(len(steps), "explore", out, sufficient=True, thought=ex.thought, answer=ex.answer)
+            )
             answer, thought, stop_reason = ex.answer, ex.thought, "sufficient"
             break
         pairs = []
@@ -214,12 +225,19 @@ def _program(ctx: _Context, q: dict, tid: str, hint: str | None) -> Generator[li
             retrieved = []
             for hit in hits:
                 if hit.pid not in ctx.passages:
-                    raise FactoryError(f"question {q['question_id']!r}: retrieved passage {hit.pid!r} is not among the passages given to the agent")
+                    raise FactoryError(
+                        f"question {q['question_id']!r}: retrieved passage {hit.pid!r} is not among the "
+                        "passages given to the agent"
+                    )
                 retrieved.append(ctx.passages[hit.pid])
             shown.append(retrieved)
             msgs = prompts.complete_messages(
-                version, question, pair["entity"], pair["relation"],
-                [(p["title"], _passage_text(p)) for p in retrieved], a.passage_chars,
+                version,
+                question,
+                pair["entity"],
+                pair["relation"],
+                [(p["title"], _passage_text(p)) for p in retrieved],
+                a.passage_chars,
             )
             calls.append(_Call("complete", msgs, msgs, parse_complete))
         outs = yield calls
@@ -235,14 +253,31 @@ def _program(ctx: _Context, q: dict, tid: str, hint: str | None) -> Generator[li
                 seen.add(key)
                 g = ctx.ground(subject, relation, obj, retrieved, a.grounding_threshold)
                 triplet_id = f"{tid}#t{len(triplets) + 1}"
-                triplets.append({
-                    "triplet_id": triplet_id, "step_index": index, "pair_id": pair["pair_id"],
-                    "subject": subject, "relation": relation, "object": obj,
-                    "source_pid": g.pid, "source_sentence": g.sentence, "grounding_score": float(g.score),
-                })
+                triplets.append(
+                    {
+                        "triplet_id": triplet_id,
+                        "step_index": index,
+                        "pair_id": pair["pair_id"],
+                        "subject": subject,
+                        "relation": relation,
+                        "object": obj,
+                        "source_pid": g.pid,
+                        "source_sentence": g.sentence,
+                        "grounding_score": float(g.score),
+                    }
+                )
                 new_ids.append(triplet_id)
             added += len(new_ids)
-            steps.append(_step(index, "complete", out, pair_id=pair["pair_id"], retrieved=[p["pid"] for p in retrieved], triplet_ids=new_ids))
+            steps.append(
+                _step(
+                    index,
+                    "complete",
+                    out,
+                    pair_id=pair["pair_id"],
+                    retrieved=[p["pid"] for p in retrieved],
+                    triplet_ids=new_ids,
+                )
+            )
             fail(out)
         if failure is not None:
             break
@@ -267,8 +302,13 @@ def _program(ctx: _Context, q: dict, tid: str, hint: str | None) -> Generator[li
     else:
         status, error = ("max_iterations" if stop_reason == "max_iterations" else "ok"), None
     return {
-        "status": status, "error": error, "stop_reason": stop_reason,
-        "answer": answer, "final_thought": thought, "steps": steps, "triplets": triplets,
+        "status": status,
+        "error": error,
+        "stop_reason": stop_reason,
+        "answer": answer,
+        "final_thought": thought,
+        "steps": steps,
+        "triplets": triplets,
     }
 
 
@@ -319,22 +359,38 @@ def run_trajectories(
             tid = trajectory_id(run, q["question_id"], s, rationalized)
             hint = (q.get("answers") or [None])[0] if rationalized else None
             if rationalized and not hint:
-                raise FactoryError(f"question {q['question_id']!r}: rationalization needs a gold answer (field 'answers' is empty)")
+                raise FactoryError(
+                    f"question {q['question_id']!r}: rationalization needs a gold answer (field "
+                    "'answers' is empty)"
+                )
             jobs.append(_Job(len(jobs), q, s, tid, _program(ctx, q, tid, hint), _Tally()))
     results: list[dict | None] = [None] * len(jobs)
 
     def finish(job: _Job, fields: dict) -> None:
         q = job.question
         record = {
-            "trajectory_id": job.tid, "question_id": q["question_id"], "dataset": q["dataset"], "split": q["split"],
-            "qtype": q["qtype"], "route": q["route"], "policy": recorded_policy, "round": int(round_),
-            "sample": job.sample, "seed": int(sampling.seed), "question": q["question"], "answers": list(q["answers"]),
-            "prompt_version": ctx.version, "model": str(llm.identity), **fields,
+            "trajectory_id": job.tid,
+            "question_id": q["question_id"],
+            "dataset": q["dataset"],
+            "split": q["split"],
+            "qtype": q["qtype"],
+            "route": q["route"],
+            "policy": recorded_policy,
+            "round": int(round_),
+            "sample": job.sample,
+            "seed": int(sampling.seed),
+            "question": q["question"],
+            "answers": list(q["answers"]),
+            "prompt_version": ctx.version,
+            "model": str(llm.identity),
+            **fields,
             "em": exact_match(fields["answer"], q["answers"]) if fields["answer"] is not None else 0.0,
             "f1": f1(fields["answer"], q["answers"]) if fields["answer"] is not None else 0.0,
             "rationalized": bool(rationalized),
-            "llm_calls": job.tally.calls, "prompt_tokens": job.tally.prompt_tokens,
-            "completion_tokens": job.tally.completion_tokens, "latency_s": job.tally.latency_s,
+            "llm_calls": job.tally.calls,
+            "prompt_tokens": job.tally.prompt_tokens,
+            "completion_tokens": job.tally.completion_tokens,
+            "latency_s": job.tally.latency_s,
         }
         record["correct"] = record["em"] == 1.0
         results[job.index] = record
@@ -350,7 +406,10 @@ def run_trajectories(
         requests = [ChatRequest.of(call.current_sent, sampling, job.sample) for job, call in pending]
         responses = llm.generate(requests)
         if len(responses) != len(requests):
-            raise FactoryError(f"LLM backend {llm.backend!r} returned {len(responses)} responses for {len(requests)} requests")
+            raise FactoryError(
+                f"LLM backend {llm.backend!r} returned {len(responses)} responses for {len(requests)} "
+                "requests"
+            )
         for (job, call), response in zip(pending, responses):
             job.tally.add(response)
             _settle(call, response, ctx.version, params.agent.repair_attempts)

@@ -35,11 +35,15 @@ def is_untrainable(policy: str) -> bool:
 
 
 def assert_trainable(records: Iterable[Mapping], what: str = "supervision") -> None:
-    """Refuse trajectories or examples of the scripted or simulated policies: they must never be trained on."""
+    """Refuse trajectories or examples of the scripted or simulated policies: they must never be trained
+    on."""
     bad = Counter(str(r.get("policy")) for r in records if is_untrainable(str(r.get("policy") or "")))
     if bad:
         found = ", ".join(f"{n} record(s) of policy {p!r} (field 'policy')" for p, n in sorted(bad.items()))
-        raise FactoryError(f"refusing to build {what} from {found}: scripted and simulated trajectories are for tests and analysis only")
+        raise FactoryError(
+            f"refusing to build {what} from {found}: scripted and simulated trajectories are for tests "
+            "and analysis only"
+        )
 
 
 def make_policy_llm(params: Params, policy: Policy):

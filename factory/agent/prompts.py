@@ -46,12 +46,16 @@ _V1_EXPLORE_EXAMPLES = [
     (
         "Which river flows through the capital of Hungary?",
         [("Hungary", "capital", "Budapest")],
-        render_explore("The capital is Budapest; now I need the river that flows through it.", [("Budapest", "river")]),
+        render_explore(
+            "The capital is Budapest; now I need the river that flows through it.", [("Budapest", "river")]
+        ),
     ),
     (
         "Which river flows through the capital of Hungary?",
         [("Hungary", "capital", "Budapest"), ("Budapest", "river", "Danube")],
-        render_explore("Budapest is the capital and the Danube flows through it.", [], sufficient=True, answer="Danube"),
+        render_explore(
+            "Budapest is the capital and the Danube flows through it.", [], sufficient=True, answer="Danube"
+        ),
     ),
     (
         "Is the Eiffel Tower taller than the Space Needle?",
@@ -69,8 +73,11 @@ _V1_COMPLETE_EXAMPLES = [
         [
             (
                 "Budapest",
-                ("Budapest is the capital and most populous city of Hungary. The Danube flows through the city, "
-                "dividing Buda on its west bank from Pest on its east bank."),
+                (
+                    "Budapest is the capital and most populous city of Hungary. The Danube flows through "
+                    "the city, "
+                    "dividing Buda on its west bank from Pest on its east bank."
+                ),
             )
         ],
         render_complete([("Budapest", "river", "Danube")]),
@@ -81,8 +88,11 @@ _V1_COMPLETE_EXAMPLES = [
         [
             (
                 "Space Needle",
-                ("The Space Needle is an observation tower in Seattle, Washington. It is 184 m high and was built "
-                "for the 1962 World's Fair."),
+                (
+                    "The Space Needle is an observation tower in Seattle, Washington. It is 184 m high "
+                    "and was built "
+                    "for the 1962 World's Fair."
+                ),
             ),
             ("Seattle Center", "Seattle Center is an arts and entertainment park in Seattle, Washington."),
         ],
@@ -91,7 +101,13 @@ _V1_COMPLETE_EXAMPLES = [
     (
         "Which river flows through the capital of Hungary?",
         ("Hungary", "capital"),
-        [("Lake Balaton", "Lake Balaton is a freshwater lake in western Hungary and the largest lake in Central Europe.")],
+        [
+            (
+                "Lake Balaton",
+                "Lake Balaton is a freshwater lake in western Hungary and the largest lake in "
+                "Central Europe.",
+            )
+        ],
         render_complete([]),
     ),
 ]
@@ -99,7 +115,9 @@ _V1_COMPLETE_EXAMPLES = [
 _V1_FINAL_EXAMPLE = (
     "Is the Eiffel Tower taller than the Space Needle?",
     [("Eiffel Tower", "height", "330 m"), ("Space Needle", "height", "184 m")],
-    render_final("The Eiffel Tower is 330 m high and the Space Needle 184 m, so the Eiffel Tower is taller.", "yes"),
+    render_final(
+        "The Eiffel Tower is 330 m high and the Space Needle 184 m, so the Eiffel Tower is taller.", "yes"
+    ),
 )
 
 
@@ -139,9 +157,11 @@ def _examples(pairs: list[tuple[str, str]]) -> str:
 
 
 _V1_EXPLORE_SYSTEM = (
-    "You answer multi-hop questions by building a knowledge graph of (subject ; relation ; object) triplets.\n"
+    "You answer multi-hop questions by building a knowledge graph of (subject ; relation ; object) "
+    "triplets.\n"
     "You see the question and the graph built so far. If the graph is not enough to answer, write one short "
-    "thought and list what to look up next, one 'entity | relation' pair per line (at most three). If the graph "
+    "thought and list what to look up next, one 'entity | relation' pair per line (at most three). If "
+    "the graph "
     "is enough, write one short thought and a short answer (a name, a date, a number, or yes/no).\n"
     "Reply in exactly one of these two forms and nothing else:\n\n"
     + render_explore("<one sentence>", [("<entity>", "<relation>")])
@@ -175,8 +195,9 @@ PROMPTS: dict[str, PromptSet] = {
         explore_system=_V1_EXPLORE_SYSTEM,
         complete_system=_V1_COMPLETE_SYSTEM,
         final_system=_V1_FINAL_SYSTEM,
-        repair_user="Your reply could not be read: {error}. Reply again in exactly the format shown, with nothing else.",
-        hint_line="Hint: the correct answer is \"{answer}\". Find the facts that lead to it.",
+        repair_user="Your reply could not be read: {error}. Reply again in exactly the format shown, "
+        "with nothing else.",
+        hint_line='Hint: the correct answer is "{answer}". Find the facts that lead to it.',
         stop=("\nQuestion:", "\nExample ", "\nGraph:", "\nPassages:", "\nOutput:"),
     ),
 }
@@ -187,7 +208,9 @@ def prompt_set(version: str) -> PromptSet:
     try:
         return PROMPTS[version]
     except KeyError:
-        raise FactoryError(f"agent.prompt_version={version!r} is unknown (known: {', '.join(sorted(PROMPTS))})") from None
+        raise FactoryError(
+            f"agent.prompt_version={version!r} is unknown (known: {', '.join(sorted(PROMPTS))})"
+        ) from None
 
 
 def _messages(system: str, user: str, hint: str | None, hint_line: str) -> list[dict]:
@@ -205,7 +228,12 @@ def explore_messages(
 
 
 def complete_messages(
-    version: str, question: str, entity: str, relation: str, passages: list[tuple[str, str]], passage_chars: int
+    version: str,
+    question: str,
+    entity: str,
+    relation: str,
+    passages: list[tuple[str, str]],
+    passage_chars: int,
 ) -> list[dict]:
     """Complete prompt: the pair and the retrieved passages (title, text), text cut to ``passage_chars``."""
     p = prompt_set(version)
@@ -238,7 +266,11 @@ def step_kind(messages: list[dict] | tuple) -> str | None:
     if role != "system":
         return None
     for p in PROMPTS.values():
-        for kind, system in (("explore", p.explore_system), ("complete", p.complete_system), ("final", p.final_system)):
+        for kind, system in (
+            ("explore", p.explore_system),
+            ("complete", p.complete_system),
+            ("final", p.final_system),
+        ):
             if content == system:
                 return kind
     return None

@@ -48,10 +48,15 @@ def sample_questions(
             pool.setdefault(q["dataset"], []).append(q)
     if not pool:
         names = ", ".join(sorted(wanted)) if wanted is not None else "any dataset"
-        raise FactoryError(f"no {split!r} questions from {names} in the ingested data (check trajectories.datasets and splits.*)")
+        raise FactoryError(
+            f"no {split!r} questions from {names} in the ingested data (check trajectories.datasets and "
+            "splits.*)"
+        )
     quotas = even_quotas({name: len(rows) for name, rows in pool.items()}, n)
     chosen: list[dict] = []
     for name in sorted(pool):
-        ranked = sorted(pool[name], key=lambda q: (unit_hash("sample", seed, q["question_id"]), q["question_id"]))
+        ranked = sorted(
+            pool[name], key=lambda q: (unit_hash("sample", seed, q["question_id"]), q["question_id"])
+        )
         chosen.extend(ranked[: quotas[name]])
     return sorted(chosen, key=lambda q: (unit_hash("order", seed, q["question_id"]), q["question_id"]))

@@ -68,7 +68,11 @@ def _supporting_text(q: Mapping, passages: Mapping[str, Mapping]) -> dict[str, l
 def _twowiki_hops(q: Mapping, support: dict[str, list[str]]) -> list[Hop]:
     hops = []
     for e in q.get("evidences") or []:
-        titles = tuple(t for t, sents in support.items() if _share(e["subject"], t) >= 0.5 or _contains(" ".join(sents), e["object"]))
+        titles = tuple(
+            t
+            for t, sents in support.items()
+            if _share(e["subject"], t) >= 0.5 or _contains(" ".join(sents), e["object"])
+        )
         hops.append(Hop(e["subject"], e["relation"], e["object"], titles or tuple(support)))
     return hops
 
@@ -81,6 +85,7 @@ def _musique_hops(q: Mapping) -> list[Hop]:
         text = step["question"]
         idx = step.get("paragraph_support_idx")
         title = pool[idx]["title"] if idx is not None and 0 <= idx < len(pool) else ""
+
         def resolve(s: str) -> str:
             return _HOP_REF.sub(lambda m: answers.get(m.group(1), m.group(0)), s)
 
@@ -129,7 +134,9 @@ class ScriptedPolicyLLM:
     backend = "scripted"
     identity = "scripted-gold-policy"
 
-    def __init__(self, questions: Iterable[Mapping], passages: Iterable[Mapping] | Mapping[str, Mapping] | None = None):
+    def __init__(
+        self, questions: Iterable[Mapping], passages: Iterable[Mapping] | Mapping[str, Mapping] | None = None
+    ):
         by_pid = passages if isinstance(passages, Mapping) else {p["pid"]: p for p in passages or []}
         self.questions: dict[str, Mapping] = {}
         self.hops: dict[str, list[Hop]] = {}
@@ -160,8 +167,12 @@ class ScriptedPolicyLLM:
         question = _field(user, "Question")
         q = self.questions.get(question or "")
         if kind is None or q is None:
-            return ChatResponse("", error=f"scripted policy: not a prompt about a known question (kind {kind}, question {question!r})",
-                                finish_reason="error")
+            return ChatResponse(
+                "",
+                error=f"scripted policy: not a prompt about a known question (kind {kind}, question "
+                      f"{question!r})",
+                finish_reason="error",
+            )
         if kind == "explore":
             text = self._explore(q, _graph(user))
         elif kind == "complete":
@@ -169,8 +180,10 @@ class ScriptedPolicyLLM:
         else:
             text = render_final(f"From the graph, the answer is {q['answers'][0]}.", q["answers"][0])
         return ChatResponse(
-            text, prompt_tokens=sum(self.count_tokens(m["content"]) for m in messages),
-            completion_tokens=self.count_tokens(text), finish_reason="stop",
+            text,
+            prompt_tokens=sum(self.count_tokens(m["content"]) for m in messages),
+            completion_tokens=self.count_tokens(text),
+            finish_reason="stop",
         )
 
     def _explore(self, q: Mapping, graph: list[tuple[str, str, str]]) -> str:
@@ -179,7 +192,9 @@ class ScriptedPolicyLLM:
         missing = [h for h in hops if normalize_answer(h.object) not in have]
         if not missing:
             answer = q["answers"][0]
-            return render_explore(f"The graph links the question to {answer}.", [], sufficient=True, answer=answer)
+            return render_explore(
+                f"The graph links the question to {answer}.", [], sufficient=True, answer=answer
+            )
         known = " ".join([q["question"], *(f"{s} {o}" for s, _, o in graph)])
         ready = [h for h in missing if _share(h.entity, known) >= 0.5] or missing[:1]
         pairs = list(dict.fromkeys((h.entity, h.relation) for h in ready))
@@ -189,11 +204,15 @@ class ScriptedPolicyLLM:
         look = _field(user, "Look up") or ""
         entity, _, relation = (x.strip() for x in look.partition("|"))
         body = user.split("Passages:\n", 1)[-1]
-        titles = {p["title"] for p in q.get("passages") or []} | {t for h in self.hops[q["question_id"]] for t in h.titles}
+        titles = {p["title"] for p in q.get("passages") or []} | {
+            t for h in self.hops[q["question_id"]] for t in h.titles
+        }
         shown = {t for t in titles if f"] {t}: " in body}
         found = []
         for h in self.hops[q["question_id"]]:
-            if normalize_answer(h.entity) != normalize_answer(entity) or normalize_answer(h.relation) != normalize_answer(relation):
+            if normalize_answer(h.entity) != normalize_answer(entity) or normalize_answer(
+                h.relation
+            ) != normalize_answer(relation):
                 continue
             if any(t in shown for t in h.titles) or _contains(body, h.object):
                 found.append((h.entity, h.relation, h.object))
@@ -204,7 +223,7 @@ def _field(user: str, name: str) -> str | None:
     prefix = f"{name}: "
     for line in user.split("\n"):
         if line.startswith(prefix):
-            return line[len(prefix):].strip()
+            return line[len(prefix) :].strip()
     return None
 
 

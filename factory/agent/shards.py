@@ -62,7 +62,11 @@ def run_in_shards(
     final_path = Path(final_path)
     folder = shard_folder(final_path)
     shards = [list(units[i: i + shard_size]) for i in range(0, len(units), shard_size)]
-    plan = {"fingerprint": plan_fingerprint, "artifact": artifact, "shards": [[unit_id(u) for u in s] for s in shards]}
+    plan = {
+        "fingerprint": plan_fingerprint,
+        "artifact": artifact,
+        "shards": [[unit_id(u) for u in s] for s in shards],
+    }
     manifest = folder / "manifest.json"
     if folder.exists():
         old = read_json(manifest) if manifest.exists() else None

@@ -28,7 +28,9 @@ def trajectory_stats(records: Iterable[Mapping]) -> dict:
     return {
         "trajectories": len(rows),
         "status": {s: status.get(s, 0) for s in STATUSES},
-        "stop_reason": {s: stops.get(s, 0) for s in (*STOP_REASONS, "unknown") if stops.get(s, 0) or s != "unknown"},
+        "stop_reason": {
+            s: stops.get(s, 0) for s in (*STOP_REASONS, "unknown") if stops.get(s, 0) or s != "unknown"
+        },
         "em": _mean([float(r["em"]) for r in rows]),
         "f1": _mean([float(r["f1"]) for r in rows]),
         "correct": sum(1 for r in rows if r["correct"]),
@@ -58,7 +60,8 @@ def _by(records: list[Mapping], key: str) -> dict:
 
 
 def summarize(records: Iterable[Mapping], *, breakdowns: tuple[str, ...] = ("dataset",)) -> dict:
-    """Overall stats of the ordinary trajectories, broken down by ``breakdowns``, plus a rationalized block."""
+    """Overall stats of the ordinary trajectories, broken down by ``breakdowns``, plus a rationalized
+    block."""
     rows = list(records)
     ordinary = [r for r in rows if not r.get("rationalized")]
     rationalized = [r for r in rows if r.get("rationalized")]

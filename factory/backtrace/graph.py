@@ -1,4 +1,5 @@
-"""The graph G of a trajectory and the supporting subgraph S_q (see ``factory.backtrace.labels`` for the rules).
+"""The graph G of a trajectory and the supporting subgraph S_q (see ``factory.backtrace.labels`` for the
+rules).
 
 ``build_graph`` applies the DTKG rule filter and links the triplets' entity names to nodes;
 ``supporting_subgraph`` finds the triplets on paths between initial and target entities.
@@ -30,7 +31,9 @@ _RELATION_WORDS: dict[str, frozenset[str]] = {}
 def _relation_words(relation: str) -> frozenset[str]:
     words = _RELATION_WORDS.get(relation)
     if words is None:
-        words = remember(_RELATION_WORDS, relation, frozenset(_WORD.findall(_CAMEL.sub(r"\1 \2", relation).lower())))
+        words = remember(
+            _RELATION_WORDS, relation, frozenset(_WORD.findall(_CAMEL.sub(r"\1 \2", relation).lower()))
+        )
     return words
 
 
@@ -96,11 +99,19 @@ def build_graph(
     subjects = [fast(t["subject"]) or key(t["subject"]) for t in kept]
     objects = [fast(t["object"]) or key(t["object"]) for t in kept]
     unique = sorted(set(subjects).union(objects))
-    node_of = _merge(unique, containment, zip(subjects, objects))  # the pairs are read only if a merge is proposed
+    node_of = _merge(
+        unique, containment, zip(subjects, objects)
+    )  # the pairs are read only if a merge is proposed
     node = node_of.__getitem__
     edges = list(zip([t["triplet_id"] for t in kept], map(node, subjects), map(node, objects)))
-    linker = Linker(node_of, containment=containment, fuzzy_threshold=fuzzy_threshold, embedder=embedder,
-                    embedding_threshold=embedding_threshold, names=unique)
+    linker = Linker(
+        node_of,
+        containment=containment,
+        fuzzy_threshold=fuzzy_threshold,
+        embedder=embedder,
+        embedding_threshold=embedding_threshold,
+        names=unique,
+    )
     return Graph(edges, linker, len(dropped), dropped)
 
 
@@ -189,7 +200,9 @@ def _directed_reach(graph: Graph, initial: Sequence[str], targets: Sequence[str]
     return {tid for tid, s, o in graph.edges if s != o and s in from_i and o in to_t}
 
 
-def _undirected_simple(graph: Graph, initial: Sequence[str], targets: Sequence[str], cutoff: int | None) -> set[str]:
+def _undirected_simple(
+    graph: Graph, initial: Sequence[str], targets: Sequence[str], cutoff: int | None
+) -> set[str]:
     import networkx as nx
 
     by_pair: dict[tuple[str, str], list[str]] = defaultdict(list)

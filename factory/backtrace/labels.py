@@ -13,7 +13,8 @@ the entity choices in ``factory.backtrace.targets``, entity linking in ``factory
 - ``supporting_subgraph``: the triplets S_q on paths between I and T, per mode:
   ``undirected_shortest`` (default) — union of all shortest paths between every (i, t) on the
   undirected multigraph view, computed exactly from BFS distances (an edge u-v lies on a shortest
-  i-t path iff d(i,u) + 1 + d(v,t) == d(i,t); tested against networkx); ``directed_reach`` — s->o kept iff s is reachable
+  i-t path iff d(i,u) + 1 + d(v,t) == d(i,t); tested against networkx); ``directed_reach`` — s->o kept iff s
+  is reachable
   from I (or in I) and some t in T is reachable from o (or o in T); ``undirected_simple`` — all
   simple paths of at most ``simple_cutoff`` triplets (networkx ``all_simple_paths``; ``None`` = no
   cutoff, the naive baseline).
@@ -135,7 +136,9 @@ def check_trajectory(trajectory: Any) -> str:
         if step["index"] in indices:
             raise BadTrajectory(tid, f"steps[{n}].index", f"duplicate step index {step['index']}")
         if step.get("kind") not in _KINDS:
-            raise BadTrajectory(tid, f"steps[{n}].kind", f"must be explore|complete|final, got {step.get('kind')!r}")
+            raise BadTrajectory(
+                tid, f"steps[{n}].kind", f"must be explore|complete|final, got {step.get('kind')!r}"
+            )
         for m, pair in enumerate(step.get("pairs") or []):
             for key in ("pair_id", "entity", "relation"):
                 if not isinstance(pair, dict) or not isinstance(pair.get(key), str):
@@ -155,7 +158,9 @@ def check_trajectory(trajectory: Any) -> str:
             raise BadTrajectory(tid, f"triplets[{n}].triplet_id", f"duplicate id {trip['triplet_id']!r}")
         seen.add(trip["triplet_id"])
         if trip.get("step_index") not in indices:
-            raise BadTrajectory(tid, f"triplets[{n}].step_index", f"{trip.get('step_index')!r} is not the index of a step")
+            raise BadTrajectory(
+                tid, f"triplets[{n}].step_index", f"{trip.get('step_index')!r} is not the index of a step"
+            )
     for key in ("question", "answer", "final_thought"):
         if trajectory.get(key) is not None and not isinstance(trajectory[key], str):
             raise BadTrajectory(tid, key, "not a string")
@@ -191,8 +196,13 @@ class _Accounting:
         indices = set(order)
         # the cross-record conditions that would not raise by themselves; anything else malformed
         # raises while labelling and is then diagnosed by check_trajectory
-        if (len(self.position) != len(triplets) or len(indices) != len(steps) or not indices.issuperset(self.step_of)
-                or not _KINDS.issuperset([s["kind"] for s in steps]) or not isinstance(trajectory["trajectory_id"], str)):
+        if (
+            len(self.position) != len(triplets)
+            or len(indices) != len(steps)
+            or not indices.issuperset(self.step_of)
+            or not _KINDS.issuperset([s["kind"] for s in steps])
+            or not isinstance(trajectory["trajectory_id"], str)
+        ):
             check_trajectory(trajectory)
         final = final_step(trajectory)
         final_index = final["index"] if final is not None else None
@@ -239,14 +249,18 @@ class _Accounting:
                 filtered += n
                 continue
             pair_id = step.get("pair_id")
-            if pair_id:  # a complete step answers its pair: its contributive triplets make the pair contributive
+            if (
+                pair_id
+            ):  # a complete step answers its pair: its contributive triplets make the pair contributive
                 good_pairs.add(pair_id)
             kept_steps.append(idx)
             own = step.get("triplet_ids") or ()
             keep = [t for t in own if t in kept]
             if len(keep) < len(own):
                 rows = [self.triplet(t) for t in keep]
-                filtered += max(0, n - count(render_complete([(t["subject"], t["relation"], t["object"]) for t in rows])))
+                filtered += max(
+                    0, n - count(render_complete([(t["subject"], t["relation"], t["object"]) for t in rows]))
+                )
         kept_pairs: list[str] = []
         for idx, n, step in self.explores:
             pairs = step.get("pairs") or ()
@@ -257,7 +271,9 @@ class _Accounting:
             kept_steps.append(idx)
             kept_pairs.extend(p["pair_id"] for p in keep)
             if len(keep) < len(pairs):
-                rendered = render_explore(step.get("thought") or "", [(p["entity"], p["relation"]) for p in keep])
+                rendered = render_explore(
+                    step.get("thought") or "", [(p["entity"], p["relation"]) for p in keep]
+                )
                 filtered += max(0, n - count(rendered))
         kept_steps.sort()
         return StepLabels(kept_pairs, kept_steps, filtered, self.total)
@@ -299,20 +315,46 @@ def backtrace_modes(
             raise FactoryError(f"unknown target_mode {m!r}; expected one of {', '.join(TARGET_MODES)}")
     counter = tokenizer if isinstance(tokenizer, TokenCounter) else TokenCounter(tokenizer)
     try:
-        return _label(trajectory, modes, target_modes, counter, simple_cutoff, fuzzy_threshold, containment,
-                      admin_relations, gold_answers, embedder, embedding_threshold)
+        return _label(
+            trajectory,
+            modes,
+            target_modes,
+            counter,
+            simple_cutoff,
+            fuzzy_threshold,
+            containment,
+            admin_relations,
+            gold_answers,
+            embedder,
+            embedding_threshold,
+        )
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         tid = check_trajectory(trajectory)  # names the bad field; if it finds none, report the raw error
         raise BadTrajectory(tid, "record", f"cannot be backtraced ({type(exc).__name__}: {exc})") from None
 
 
-def _label(trajectory, modes, target_modes, counter, simple_cutoff, fuzzy_threshold, containment, admin_relations,
-           gold_answers, embedder, embedding_threshold) -> list[dict]:
+def _label(
+    trajectory,
+    modes,
+    target_modes,
+    counter,
+    simple_cutoff,
+    fuzzy_threshold,
+    containment,
+    admin_relations,
+    gold_answers,
+    embedder,
+    embedding_threshold,
+) -> list[dict]:
     accounting = _Accounting(trajectory, counter)  # validates the cross-record ids first
     tid = trajectory["trajectory_id"]
     graph = build_graph(
-        trajectory["triplets"], admin_relations=admin_relations, containment=containment,
-        fuzzy_threshold=fuzzy_threshold, embedder=embedder, embedding_threshold=embedding_threshold,
+        trajectory["triplets"],
+        admin_relations=admin_relations,
+        containment=containment,
+        fuzzy_threshold=fuzzy_threshold,
+        embedder=embedder,
+        embedding_threshold=embedding_threshold,
     )
     initial = initial_entities(trajectory, graph)
     texts = final_text(trajectory)
@@ -320,7 +362,9 @@ def _label(trajectory, modes, target_modes, counter, simple_cutoff, fuzzy_thresh
     correct = bool(trajectory.get("correct"))
     rows = []
     for target_mode in target_modes:
-        targets = target_entities(trajectory, graph, target_mode, initial=initial, gold_answers=gold_answers, texts=texts)
+        targets = target_entities(
+            trajectory, graph, target_mode, initial=initial, gold_answers=gold_answers, texts=texts
+        )
         for mode in modes:
             kept = supporting_subgraph(graph, initial, targets, mode, simple_cutoff)
             labels = accounting.labels(kept)
@@ -366,11 +410,20 @@ def backtrace(
 
     ``tokenizer``: None (whitespace tokens), an object with ``count_tokens(text)``, a HF tokenizer
     or a ``TokenCounter``; its name is recorded. ``gold_answers`` overrides the trajectory's
-    ``answers`` for ``target_mode="gold_answer"``. ``embedder`` (e.g. ``factory.backtrace.linking.sentence_embedder()``)
+    ``answers`` for ``target_mode="gold_answer"``. ``embedder`` (e.g.
+    ``factory.backtrace.linking.sentence_embedder()``)
     enables embedding-similarity linking at ``embedding_threshold``.
     """
     return backtrace_modes(
-        trajectory, (mode,), (target_mode,), tokenizer=tokenizer, simple_cutoff=simple_cutoff,
-        fuzzy_threshold=fuzzy_threshold, containment=containment, admin_relations=admin_relations,
-        gold_answers=gold_answers, embedder=embedder, embedding_threshold=embedding_threshold,
+        trajectory,
+        (mode,),
+        (target_mode,),
+        tokenizer=tokenizer,
+        simple_cutoff=simple_cutoff,
+        fuzzy_threshold=fuzzy_threshold,
+        containment=containment,
+        admin_relations=admin_relations,
+        gold_answers=gold_answers,
+        embedder=embedder,
+        embedding_threshold=embedding_threshold,
     )[0]

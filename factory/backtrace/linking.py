@@ -34,10 +34,31 @@ from rapidfuzz import fuzz, process
 
 from factory.text import normalize_answer
 
-_STOP = frozenset([
-    "a", "an", "the", "of", "in", "on", "at", "to", "for", "from", "by", "with", "and", "or", "is", "was", "are", "were",
-    "be", "been", "s",
-])
+_STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "from",
+        "by",
+        "with",
+        "and",
+        "or",
+        "is",
+        "was",
+        "are",
+        "were",
+        "be",
+        "been",
+        "s",
+    ]
+)
 _CONSUMED = "\x00"
 
 Embedder = Callable[[list[str]], "object"]  # list of texts -> 2-D array of L2-normalised vectors
@@ -89,7 +110,9 @@ def is_specific(name: str) -> bool:
     """A name specific enough to link by containment: >= 1 alphabetic token that is not a stop word."""
     value = _SPECIFIC.get(name)
     if value is None:
-        value = remember(_SPECIFIC, name, any(tok not in _STOP and any(c.isalpha() for c in tok) for tok in name.split()))
+        value = remember(
+            _SPECIFIC, name, any(tok not in _STOP and any(c.isalpha() for c in tok) for tok in name.split())
+        )
     return value
 
 
@@ -136,8 +159,15 @@ def _merge(unique: list[str], containment: bool, distinct: Iterable[tuple[str, s
     for short in shorts:
         needle, size = f" {short} ", len(short)
         cands = [n for n, p in zip(unique, padded) if len(n) > size and needle in p]
-        minimal = cands if len(cands) == 1 else [
-            c for c in cands if not any(o != c and len(o) < len(c) and f" {o} " in f" {c} " for o in cands)]
+        minimal = (
+            cands
+            if len(cands) == 1
+            else [
+                c
+                for c in cands
+                if not any(o != c and len(o) < len(c) and f" {o} " in f" {c} " for o in cands)
+            ]
+        )
         if len(minimal) != 1:
             continue
         ra, rb = find(minimal[0]), find(short)
@@ -154,7 +184,6 @@ def _merge(unique: list[str], containment: bool, distinct: Iterable[tuple[str, s
     for n in parent:
         node[n] = find(n)
     return node
-
 
 
 class Linker:
@@ -192,7 +221,9 @@ class Linker:
         """(" name ", node) for every non-empty name, longest first, then alphabetical."""
         if self._by_length is None:
             # sorted() is stable: equal lengths stay in alphabetical order
-            self._by_length = [(f" {n} ", self.node_of[n]) for n in sorted(self.names, key=len, reverse=True) if n.strip()]
+            self._by_length = [
+                (f" {n} ", self.node_of[n]) for n in sorted(self.names, key=len, reverse=True) if n.strip()
+            ]
         return self._by_length
 
     @classmethod
@@ -223,7 +254,9 @@ class Linker:
             if hits:
                 return self._best(key, hits), "containment"
         if self.fuzzy_threshold <= 100 and self.names:
-            found = process.extract(key, self.names, scorer=fuzz.token_set_ratio, score_cutoff=self.fuzzy_threshold, limit=None)
+            found = process.extract(
+                key, self.names, scorer=fuzz.token_set_ratio, score_cutoff=self.fuzzy_threshold, limit=None
+            )
             if found:
                 top = max(score for _, score, _ in found)
                 return self._best(key, [name for name, score, _ in found if score == top]), "fuzzy"

@@ -20,8 +20,14 @@ def backtrace_options(params: Params) -> dict[str, Any]:
         from factory.backtrace.linking import sentence_embedder
 
         embedder = sentence_embedder(bp.embedding_model)
-    return {"simple_cutoff": bp.simple_cutoff, "fuzzy_threshold": bp.fuzzy_threshold, "containment": bp.containment,
-            "admin_relations": tuple(bp.admin_relations), "embedder": embedder, "embedding_threshold": bp.embedding_threshold}
+    return {
+        "simple_cutoff": bp.simple_cutoff,
+        "fuzzy_threshold": bp.fuzzy_threshold,
+        "containment": bp.containment,
+        "admin_relations": tuple(bp.admin_relations),
+        "embedder": embedder,
+        "embedding_threshold": bp.embedding_threshold,
+    }
 
 
 def load_token_counter(params: Params) -> tuple[TokenCounter, str | None]:
@@ -33,7 +39,9 @@ def load_token_counter(params: Params) -> tuple[TokenCounter, str | None]:
             continue
         try:
             fast = Path(folder) / "tokenizer.json"
-            if fast.is_file():  # the same encoder a fast HF tokenizer wraps, without importing transformers (~5 s)
+            if (
+                fast.is_file()
+            ):  # the same encoder a fast HF tokenizer wraps, without importing transformers (~5 s)
                 from tokenizers import Tokenizer
 
                 tokenizer = Tokenizer.from_file(str(fast))

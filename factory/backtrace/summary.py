@@ -1,4 +1,5 @@
-"""The backtrace stage's metrics: label statistics per mode x target mode, overall, by dataset and by route."""
+"""The backtrace stage's metrics: label statistics per mode x target mode, overall, by dataset and by
+route."""
 
 from __future__ import annotations
 

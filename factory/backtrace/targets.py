@@ -37,7 +37,11 @@ def final_step(trajectory: dict) -> dict | None:
         if kind == "final":
             if final is None or s["index"] > final["index"]:
                 final = s
-        elif kind == "explore" and s.get("sufficient") and (sufficient is None or s["index"] > sufficient["index"]):
+        elif (
+            kind == "explore"
+            and s.get("sufficient")
+            and (sufficient is None or s["index"] > sufficient["index"])
+        ):
             sufficient = s
     return final if final is not None else sufficient
 
@@ -92,7 +96,9 @@ def explored_entities(trajectory: dict, graph: Graph) -> list[str]:
     return out
 
 
-def comparison_targets(trajectory: dict, graph: Graph, initial: Sequence[str], thought: str | None = None) -> list[str]:
+def comparison_targets(
+    trajectory: dict, graph: Graph, initial: Sequence[str], thought: str | None = None
+) -> list[str]:
     """The compared entities' attribute values: the nodes named in the final thought that are not
     compared entities (the initial entities and every entity the agent looked up) and are connected to
     one of them in G; when the thought names none, the values at the end of the compared entities'
@@ -133,7 +139,9 @@ def target_entities(
     if target_mode == "thought_and_answer":
         nodes = answer_nodes(answer, graph)
         found = set(linker.mentions(thought)) | set(nodes)
-        if answer and _is_comparison_answer(answer, nodes, set(initial) | set(explored_entities(trajectory, graph))):
+        if answer and _is_comparison_answer(
+            answer, nodes, set(initial) | set(explored_entities(trajectory, graph))
+        ):
             found.update(comparison_targets(trajectory, graph, initial, thought))
         return sorted(found)
     if target_mode == "question_only":
@@ -147,6 +155,8 @@ def target_entities(
     found = set()
     for a in answers:
         found.update(answer_nodes(a, graph))
-    if answers and _is_comparison_answer(answers[0], sorted(found), set(initial) | set(explored_entities(trajectory, graph))):
+    if answers and _is_comparison_answer(
+        answers[0], sorted(found), set(initial) | set(explored_entities(trajectory, graph))
+    ):
         found.update(comparison_targets(trajectory, graph, initial, thought))
     return sorted(found)

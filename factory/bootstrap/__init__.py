@@ -1,1 +1,2 @@
-"""Bootstrapping rounds: which policy generates a round, the stopping rule (``rounds``) and the report (``report``)."""
+"""Bootstrapping rounds: which policy generates a round, the stopping rule (``rounds``) and the report
+(``report``)."""

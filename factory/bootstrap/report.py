@@ -28,7 +28,11 @@ def _mean_std(values: Sequence[float]) -> dict:
     vals = [v for v in values if v is not None]
     if not vals:
         return {"mean": None, "std": None, "n": 0}
-    return {"mean": statistics.fmean(vals), "std": statistics.stdev(vals) if len(vals) > 1 else 0.0, "n": len(vals)}
+    return {
+        "mean": statistics.fmean(vals),
+        "std": statistics.stdev(vals) if len(vals) > 1 else 0.0,
+        "n": len(vals),
+    }
 
 
 def chain_rounds(variant: str, seed: int, n_rounds: int) -> list[dict]:
@@ -40,19 +44,21 @@ def chain_rounds(variant: str, seed: int, n_rounds: int) -> list[dict]:
         va = _read(paths.stage_metrics("variants", variant, r, seed)) or {}
         tj = _read(paths.stage_metrics("trajectories", variant, r, seed)) or {}
         de = _read(paths.decision(variant, r, seed)) or {}
-        rows.append({
-            "round": r,
-            "status": tr.get("status") or ev.get("status") or "missing",
-            "trajectories": (tj.get("overall") or {}).get("trajectories", tj.get("trajectories")),
-            "train_em": (tj.get("overall") or {}).get("em"),
-            "examples": va.get("examples", (va.get("counts") or {}).get("examples")),
-            "fa_ratio": va.get("fa_ratio"),
-            "train_loss": tr.get("mean_loss"),
-            "heldout_em": None if ev.get("status") == "skipped" else ev.get("em"),
-            "heldout_f1": None if ev.get("status") == "skipped" else ev.get("f1"),
-            "stop": de.get("stop"),
-            "reason": de.get("reason"),
-        })
+        rows.append(
+            {
+                "round": r,
+                "status": tr.get("status") or ev.get("status") or "missing",
+                "trajectories": (tj.get("overall") or {}).get("trajectories", tj.get("trajectories")),
+                "train_em": (tj.get("overall") or {}).get("em"),
+                "examples": va.get("examples", (va.get("counts") or {}).get("examples")),
+                "fa_ratio": va.get("fa_ratio"),
+                "train_loss": tr.get("mean_loss"),
+                "heldout_em": None if ev.get("status") == "skipped" else ev.get("em"),
+                "heldout_f1": None if ev.get("status") == "skipped" else ev.get("f1"),
+                "stop": de.get("stop"),
+                "reason": de.get("reason"),
+            }
+        )
     return rows
 
 
@@ -95,7 +101,12 @@ def verdict_line(name: str, other: str, diff: dict) -> str:
 
 def build_summary(variants: Sequence[str], seeds: Sequence[int], n_rounds: int) -> dict:
     base = _read(paths.base_eval_metrics("heldout")) or {}
-    summary: dict = {"base_heldout_em": base.get("em"), "base_heldout_f1": base.get("f1"), "variants": {}, "verdicts": {}}
+    summary: dict = {
+        "base_heldout_em": base.get("em"),
+        "base_heldout_f1": base.get("f1"),
+        "variants": {},
+        "verdicts": {},
+    }
     correctness = {}
     for variant in variants:
         chains = {seed: chain_rounds(variant, seed, n_rounds) for seed in seeds}
@@ -103,20 +114,29 @@ def build_summary(variants: Sequence[str], seeds: Sequence[int], n_rounds: int) 
         by_round = []
         for r in range(n_rounds):
             cells = [chains[s][r] for s in seeds]
-            by_round.append({
-                "round": r,
-                "heldout_em": _mean_std([c["heldout_em"] for c in cells]),
-                "heldout_f1": _mean_std([c["heldout_f1"] for c in cells]),
-                "fa_ratio": _mean_std([c["fa_ratio"] for c in cells]),
-                "examples": _mean_std([c["examples"] for c in cells]),
-                "status": sorted({c["status"] for c in cells}),
-            })
+            by_round.append(
+                {
+                    "round": r,
+                    "heldout_em": _mean_std([c["heldout_em"] for c in cells]),
+                    "heldout_f1": _mean_std([c["heldout_f1"] for c in cells]),
+                    "fa_ratio": _mean_std([c["fa_ratio"] for c in cells]),
+                    "examples": _mean_std([c["examples"] for c in cells]),
+                    "status": sorted({c["status"] for c in cells}),
+                }
+            )
         selected = {str(s): c for s, c in test.get("chains", {}).items()}
         summary["variants"][variant] = {
             "chains": {str(s): rows for s, rows in chains.items()},
             "by_round": by_round,
             "fa_ratio_by_round": [b["fa_ratio"]["mean"] for b in by_round],
-            "selected": {s: {"round": c.get("selected_round"), "policy": c.get("selected_policy"), "test": c.get("test")} for s, c in selected.items()},
+            "selected": {
+                s: {
+                    "round": c.get("selected_round"),
+                    "policy": c.get("selected_policy"),
+                    "test": c.get("test"),
+                }
+                for s, c in selected.items()
+            },
             "test_em": _mean_std([(c.get("test") or {}).get("em") for c in selected.values()]),
             "test_f1": _mean_std([(c.get("test") or {}).get("f1") for c in selected.values()]),
         }
@@ -124,7 +144,10 @@ def build_summary(variants: Sequence[str], seeds: Sequence[int], n_rounds: int) 
     if "backtrace" in variants:
         for other in (v for v in variants if v != "backtrace"):
             diff = paired_difference(correctness["backtrace"], correctness[other])
-            summary["verdicts"][f"backtrace_vs_{other}"] = {**diff, "line": verdict_line("backtrace", other, diff)}
+            summary["verdicts"][f"backtrace_vs_{other}"] = {
+                **diff,
+                "line": verdict_line("backtrace", other, diff),
+            }
     return summary
 
 
@@ -139,31 +162,51 @@ def render_markdown(summary: dict, relevance: dict | None, seeds: Sequence[int])
         "# Bootstrapping report",
         "",
         f"Protocol seeds: {list(seeds)} (mean ± std over seeds where there are several). "
-        f"Base model held-out EM: {summary['base_heldout_em'] if summary['base_heldout_em'] is not None else '–'}.",
+        "Base model held-out EM: "
+        f"{summary['base_heldout_em'] if summary['base_heldout_em'] is not None else '–'}.",
         "",
         "## Verdict",
         "",
     ]
-    lines += [f"- {v['line']}" for v in summary["verdicts"].values()] or ["- no backtrace variant in this run."]
+    lines += [f"- {v['line']}" for v in summary["verdicts"].values()] or [
+        "- no backtrace variant in this run."
+    ]
     for variant, data in summary["variants"].items():
-        lines += ["", f"## {variant}", "", "| round | status | examples | FA ratio | held-out EM | held-out F1 |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            f"## {variant}",
+            "",
+            "| round | status | examples | FA ratio | held-out EM | held-out F1 |",
+            "|---|---|---|---|---|---|",
+        ]
         for b in data["by_round"]:
-            lines.append(f"| {b['round']} | {', '.join(b['status'])} | {_fmt(b['examples'], 0)} | {_fmt(b['fa_ratio'])} | {_fmt(b['heldout_em'])} | {_fmt(b['heldout_f1'])} |")
+            lines.append(
+                f"| {b['round']} | {', '.join(b['status'])} | {_fmt(b['examples'], 0)} | "
+                f"{_fmt(b['fa_ratio'])} | {_fmt(b['heldout_em'])} | {_fmt(b['heldout_f1'])} |"
+            )
         lines.append("")
         for seed, sel in data["selected"].items():
             test = sel.get("test") or {}
             round_name = "base model" if sel["round"] == -1 else f"round {sel['round']}"
-            lines.append(f"- seed {seed}: selected {round_name} (`{sel['policy']}`); test EM {test.get('em')}, F1 {test.get('f1')} "
-                         f"on {test.get('questions')} questions (the only use of the test split).")
+            lines.append(
+                f"- seed {seed}: selected {round_name} (`{sel['policy']}`); test EM {test.get('em')}, F1 "
+                f"{test.get('f1')} "
+                f"on {test.get('questions')} questions (the only use of the test split)."
+            )
         by_route = {}
         for sel in data["selected"].values():
             for route, stats in ((sel.get("test") or {}).get("by_route") or {}).items():
                 by_route.setdefault(route, []).append(stats.get("em"))
         if by_route:
-            lines.append("- test EM by route: " + ", ".join(f"{k} {_fmt(_mean_std(v))}" for k, v in sorted(by_route.items())))
+            lines.append(
+                "- test EM by route: "
+                + ", ".join(f"{k} {_fmt(_mean_std(v))}" for k, v in sorted(by_route.items()))
+            )
     lines += ["", "## Relevance labels vs gold supporting facts", ""]
     verdicts = (relevance or {}).get("verdicts") or {}
-    lines += [f"- {v['line']}" for v in verdicts.values()] or ["- no relevance verdict (no correct trajectory was labelled)."]
+    lines += [f"- {v['line']}" for v in verdicts.values()] or [
+        "- no relevance verdict (no correct trajectory was labelled)."
+    ]
     lines += ["", "Details: reports/relevance.md. Figures: reports/figures/."]
     return "\n".join(lines) + "\n"
 
@@ -182,13 +225,20 @@ def write_plots(summary: dict, out_dir: Path) -> None:
     em_rows = [["round", *variants], ["-1", *[_csv(summary["base_heldout_em"]) for _ in variants]]]
     fa_rows = [["round", *variants]]
     for r in range(n_rounds):
-        em_rows.append([str(r), *[_csv(summary["variants"][v]["by_round"][r]["heldout_em"]["mean"]) for v in variants]])
-        fa_rows.append([str(r), *[_csv(summary["variants"][v]["by_round"][r]["fa_ratio"]["mean"]) for v in variants]])
+        em_rows.append(
+            [str(r), *[_csv(summary["variants"][v]["by_round"][r]["heldout_em"]["mean"]) for v in variants]]
+        )
+        fa_rows.append(
+            [str(r), *[_csv(summary["variants"][v]["by_round"][r]["fa_ratio"]["mean"]) for v in variants]]
+        )
     write_text(out_dir / "plots" / "em_by_round.csv", "\n".join(",".join(r) for r in em_rows) + "\n")
     write_text(out_dir / "plots" / "fa_by_round.csv", "\n".join(",".join(r) for r in fa_rows) + "\n")
     figures = out_dir / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    for name, rows, ylabel in (("em_by_round", em_rows, "held-out EM (round -1 = base)"), ("fa_by_round", fa_rows, "FA ratio")):
+    for name, rows, ylabel in (
+        ("em_by_round", em_rows, "held-out EM (round -1 = base)"),
+        ("fa_by_round", fa_rows, "FA ratio"),
+    ):
         fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
         for j, variant in enumerate(variants, start=1):
             xs = [int(r[0]) for r in rows[1:] if r[j]]

@@ -37,7 +37,9 @@ def previous_step(round_: int) -> str:
 def read_status(variant: str, round_: int, seed: int = 0) -> dict:
     path = paths.adapter_dir(variant, round_, seed) / "status.json"
     if not path.exists():
-        raise FactoryError(f"{path} is missing: round {round_} of {variant} (seed {seed}) has not been trained yet")
+        raise FactoryError(
+            f"{path} is missing: round {round_} of {variant} (seed {seed}) has not been trained yet"
+        )
     return json.loads(path.read_text())
 
 
@@ -48,7 +50,9 @@ def policy_after(variant: str, round_: int, seed: int = 0) -> Policy:
         return Policy(BASE, None, -1)
     status = read_status(variant, round_, seed)
     if status.get("status") == "trained":
-        return Policy(policy_name(variant, round_, seed), paths.adapter_dir(variant, round_, seed) / "adapter", round_)
+        return Policy(
+            policy_name(variant, round_, seed), paths.adapter_dir(variant, round_, seed) / "adapter", round_
+        )
     return policy_after(variant, round_ - 1, seed)
 
 
@@ -64,7 +68,9 @@ def read_decision(variant: str, round_: int, seed: int = 0) -> dict:
     path = paths.decision(variant, round_, seed) if round_ >= 0 else paths.init_decision(variant, seed)
     if not path.exists():
         step = f"round {round_}" if round_ >= 0 else "the chain start"
-        raise FactoryError(f"{path} is missing: run the bootstrap decision of {step} first (`dvc repro` runs them in order)")
+        raise FactoryError(
+            f"{path} is missing: run the bootstrap decision of {step} first (`dvc repro` runs them in order)"
+        )
     return json.loads(path.read_text())
 
 
@@ -91,7 +97,9 @@ class Decision:
         return asdict(self)
 
 
-def decide(base_em: float, history: list[float | None], *, min_delta: float, patience: int, max_rounds: int) -> Decision:
+def decide(
+    base_em: float, history: list[float | None], *, min_delta: float, patience: int, max_rounds: int
+) -> Decision:
     """Apply the stopping rule to held-out EM after each round (None = a skipped round)."""
     best_round, best_em, stale = -1, float(base_em), 0
     reason = None
@@ -104,7 +112,19 @@ def decide(base_em: float, history: list[float | None], *, min_delta: float, pat
         else:
             stale += 1
         if reason is None and stale >= patience:
-            reason = f"held-out EM has not improved by more than {min_delta} for {stale} round(s) (patience {patience})"
+            reason = (
+                         f"held-out EM has not improved by more than {min_delta} for {stale} round(s) "
+                         f"(patience {patience})"
+                     )
     if reason is None and len(history) >= max_rounds:
         reason = f"max_rounds ({max_rounds}) reached"
-    return Decision(len(history) - 1, float(base_em), list(history), best_round, best_em, stale, reason is not None, reason)
+    return Decision(
+        len(history) - 1,
+        float(base_em),
+        list(history),
+        best_round,
+        best_em,
+        stale,
+        reason is not None,
+        reason,
+    )

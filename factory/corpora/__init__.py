@@ -90,10 +90,18 @@ def ingest_sources(params: Params, progress: Callable | None = None) -> IngestRe
             try:
                 row = build(record, where, source_name, result.pool)
                 if row["question_id"] in seen_ids:
-                    raise BadRecord(dataset, row["source_id"], "_id" if dataset != "musique" else "id", "duplicate id (first occurrence kept)", where)
+                    raise BadRecord(
+                        dataset,
+                        row["source_id"],
+                        "_id" if dataset != "musique" else "id",
+                        "duplicate id (first occurrence kept)",
+                        where,
+                    )
             except BadRecord as bad:
                 if fail:
-                    raise FactoryError(f"bad input record: {bad} (set ingest.on_bad_record=quarantine to skip such records)") from None
+                    raise FactoryError(
+                        f"bad input record: {bad} (set ingest.on_bad_record=quarantine to skip such records)"
+                    ) from None
                 result.quarantine.append({**bad.as_dict(), "source": source, "qtype": str(qtype)})
                 continue
             if cap is not None and kept[dataset] >= cap:
@@ -105,7 +113,9 @@ def ingest_sources(params: Params, progress: Callable | None = None) -> IngestRe
             if progress:
                 progress(1)
     if not result.rows:
-        raise FactoryError("no question was ingested: check corpora.* in params.yaml and data/interim/quarantine.jsonl")
+        raise FactoryError(
+            "no question was ingested: check corpora.* in params.yaml and data/interim/quarantine.jsonl"
+        )
     s = params.splits
     assign_splits(result.rows, s.seed, s.train, s.heldout, s.test)
     result.passage_table = result.pool.passages_table([row["passages"] for row in result.rows])
@@ -141,7 +151,11 @@ def _counts(result: IngestResult, read: Counter, read_by_type: dict, capped: Cou
             "by_type": by_type,
             "by_split": dict(sorted(Counter(q["split"] for q in qs).items())),
             "by_route": dict(sorted(Counter(q["route"] for q in qs).items())),
-            "quarantine_reasons": dict(sorted(Counter(f"{b['field']}: {_generic(b['reason'])}" for b in bad).items())),
+            "quarantine_reasons": dict(
+                sorted(Counter(f"{b['field']}: {_generic(b['reason'])}" for b in bad).items())
+            ),
         }
-    total = {k: sum(v[k] for v in per.values()) for k in ("read", "ingested", "quarantined", "capped", "passages")}
+    total = {
+        k: sum(v[k] for v in per.values()) for k in ("read", "ingested", "quarantined", "capped", "passages")
+    }
     return {"datasets": per, "total": total}

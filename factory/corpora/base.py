@@ -1,7 +1,8 @@
 """What every dataset builder shares: reading official files, field checks, passage ids, routes.
 
 A builder turns one raw record into a Question row (DESIGN §8, assembled by
-``factory.corpora.question.make_question``) whose passages are entries of a ``PassagePool``, or raises ``BadRecord`` naming the record and the field. Passage ids are a stable hash of (dataset, title,
+``factory.corpora.question.make_question``) whose passages are entries of a ``PassagePool``, or raises
+``BadRecord`` naming the record and the field. Passage ids are a stable hash of (dataset, title,
 text), so the same paragraph gets the same pid in every question and every run.
 """
 
@@ -38,7 +39,7 @@ def read_json_records(path: str | Path, record_type: type | None = None) -> Iter
     with path.open("rb") as fh:  # mapped, not read: no copy of a big file (the mapping outlives fh)
         data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     first = _NON_SPACE.search(data)
-    if first and data[first.start():first.start() + 1] == b"[":
+    if first and data[first.start() : first.start() + 1] == b"[":
         records = None
         try:
             if record_type is not None:
@@ -110,7 +111,9 @@ class RecordReader(RecordRef):
     def __init__(self, dataset: str, record: Any, where: str, id_key: str):
         super().__init__(dataset, "?", where)
         if not isinstance(record, dict):
-            raise BadRecord(dataset, "?", "<record>", f"expected a JSON object, got {type(record).__name__}", where)
+            raise BadRecord(
+                dataset, "?", "<record>", f"expected a JSON object, got {type(record).__name__}", where
+            )
         self.record = record
         raw_id = record.get(id_key)
         self.id = str(raw_id) if raw_id is not None else "?"
@@ -149,4 +152,6 @@ class RecordReader(RecordRef):
 def _tname(typ: type | tuple[type, ...]) -> str:
     if isinstance(typ, tuple):
         return " or ".join(t.__name__ for t in typ)
-    return {"str": "string", "int": "integer", "list": "list", "dict": "object"}.get(typ.__name__, typ.__name__)
+    return {"str": "string", "int": "integer", "list": "list", "dict": "object"}.get(
+        typ.__name__, typ.__name__
+    )

@@ -32,9 +32,14 @@ def to_official(row: dict, dataset: str) -> dict:
         row["supporting_facts"] = _zip_columns(row.get("supporting_facts"), "title", ("sent_id", "sent_idx"))
         ev = row.get("evidences")
         if isinstance(ev, dict):
-            row["evidences"] = [list(t) for t in zip(*(ev[k] for k in ("subject", "relation", "object") if k in ev), strict=False)]
+            row["evidences"] = [
+                list(t)
+                for t in zip(*(ev[k] for k in ("subject", "relation", "object") if k in ev), strict=False)
+            ]
         elif isinstance(ev, list):
-            row["evidences"] = [[e["subject"], e["relation"], e["object"]] if isinstance(e, dict) else e for e in ev]
+            row["evidences"] = [
+                [e["subject"], e["relation"], e["object"]] if isinstance(e, dict) else e for e in ev
+            ]
     return row
 
 
@@ -44,7 +49,9 @@ def read_hf(path: str, name: str | None, split: str, dataset: str) -> Iterator[t
 
     local = Path(path)
     try:
-        saved = local.is_dir() and any((local / f).exists() for f in ("dataset_info.json", "dataset_dict.json", "state.json"))
+        saved = local.is_dir() and any(
+            (local / f).exists() for f in ("dataset_info.json", "dataset_dict.json", "state.json")
+        )
         if saved:
             ds = datasets.load_from_disk(str(local))
             if isinstance(ds, datasets.DatasetDict):
@@ -59,7 +66,9 @@ def read_hf(path: str, name: str | None, split: str, dataset: str) -> Iterator[t
     except FactoryError:
         raise
     except Exception as exc:  # datasets raises many types; the user needs the source and the reason
-        raise FactoryError(f"cannot read Hugging Face dataset {path!r} (name={name}, split={split}): {exc}") from None
+        raise FactoryError(
+            f"cannot read Hugging Face dataset {path!r} (name={name}, split={split}): {exc}"
+        ) from None
     label = local.name or path
     for i, row in enumerate(ds):
         yield f"{label}[{i}]", to_official(row, dataset)

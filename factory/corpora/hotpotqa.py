@@ -1,4 +1,5 @@
-"""HotpotQA (distractor setting), official JSON list: _id, answer, question, supporting_facts, context, type, level."""
+"""HotpotQA (distractor setting), official JSON list: _id, answer, question, supporting_facts, context, type,
+level."""
 
 from __future__ import annotations
 
@@ -70,7 +71,12 @@ def build(
     """
     if isinstance(record, Record):
         reader = typed_ref(dataset, record, where)
-        qtype, supporting, question, answer = record.type, record.supporting_facts, record.question, record.answer
+        qtype, supporting, question, answer = (
+            record.type,
+            record.supporting_facts,
+            record.question,
+            record.answer,
+        )
         titles, sentences = zip(*record.context, strict=True)  # typed_ref checked that there is a context
         entries, level = pool.raw(reader, titles, sentences), record.level
     else:

@@ -1,4 +1,5 @@
-"""MuSiQue-Answerable, official JSONL: id, paragraphs, question, question_decomposition, answer, answer_aliases, answerable.
+"""MuSiQue-Answerable, official JSONL: id, paragraphs, question, question_decomposition, answer,
+answer_aliases, answerable.
 
 Paragraphs are not sentence-split upstream; a deterministic rule splitter provides ``sentences``.
 Supporting facts are whole paragraphs (``is_supporting``), recorded with sent_idx = -1. Every
@@ -35,12 +36,27 @@ def build(record: dict, where: str, source_file: str, pool: PassagePool) -> dict
             support_idx.append(i)
     decomposition = []
     for i, step in enumerate(reader.get("question_decomposition", list)):
-        if not isinstance(step, dict) or not isinstance(step.get("question"), str) or not isinstance(step.get("answer"), str):
-            reader.fail(f"question_decomposition[{i}]", "expected {id, question, answer, paragraph_support_idx}")
+        if (
+            not isinstance(step, dict)
+            or not isinstance(step.get("question"), str)
+            or not isinstance(step.get("answer"), str)
+        ):
+            reader.fail(
+                f"question_decomposition[{i}]", "expected {id, question, answer, paragraph_support_idx}"
+            )
         support = step.get("paragraph_support_idx")
         if support is not None and not (isinstance(support, int) and 0 <= support < len(paragraphs)):
-            reader.fail(f"question_decomposition[{i}].paragraph_support_idx", f"{support!r} is not a paragraph index")
-        decomposition.append({"id": str(step.get("id")), "question": step["question"], "answer": step["answer"], "paragraph_support_idx": support})
+            reader.fail(
+                f"question_decomposition[{i}].paragraph_support_idx", f"{support!r} is not a paragraph index"
+            )
+        decomposition.append(
+            {
+                "id": str(step.get("id")),
+                "question": step["question"],
+                "answer": step["answer"],
+                "paragraph_support_idx": support,
+            }
+        )
     aliases = reader.get("answer_aliases", list, optional=True) or []
     if not all(isinstance(a, str) for a in aliases):
         reader.fail("answer_aliases", "aliases must be strings")

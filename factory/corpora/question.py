@@ -45,7 +45,10 @@ def make_question(
                 reader.fail("supporting_facts", f"title {title!r} is not in the record's context")
             n_sentences = len(pool.sentences[entry])
             if not 0 <= idx < n_sentences:
-                reader.fail("supporting_facts", f"sentence index {idx} is out of range for {title!r} ({n_sentences} sentences)")
+                reader.fail(
+                    "supporting_facts",
+                    f"sentence index {idx} is out of range for {title!r} ({n_sentences} sentences)",
+                )
             support_rows.append({"title": title, "sent_idx": idx, "pid": pool.pids[entry]})
     for pos in supporting_idx or []:
         entry = entries[pos]

@@ -29,19 +29,23 @@ def take_lists(lists: pa.ListArray, indices: np.ndarray) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(new_offsets.astype(np.int32)), values, type=lists.type)
 
 
-def question_batches(rows: list[dict], pool: PassagePool, batch_rows: int = ROW_GROUP_SIZE) -> Iterator[pa.Table]:
+def question_batches(
+    rows: list[dict], pool: PassagePool, batch_rows: int = ROW_GROUP_SIZE
+) -> Iterator[pa.Table]:
     """The questions table in batches of ``batch_rows`` (one parquet row group each) from rows whose
     ``passages`` are entries of ``pool``, so that the big ``passages`` column is built, written and
     freed a batch at a time; ``write_parquet_batches`` checks each against the contract."""
     column = pool.columns()
     for start in range(0, len(rows), batch_rows):
-        yield _questions_table(rows[start:start + batch_rows], column)
+        yield _questions_table(rows[start : start + batch_rows], column)
 
 
 def _questions_table(rows: list[dict], column: dict[str, pa.Array]) -> pa.Table:
     offsets = np.zeros(len(rows) + 1, dtype=np.int32)
     np.cumsum([len(q["passages"]) for q in rows], out=offsets[1:])
-    take = np.fromiter(chain.from_iterable(q["passages"] for q in rows), dtype=np.int64, count=int(offsets[-1]))
+    take = np.fromiter(
+        chain.from_iterable(q["passages"] for q in rows), dtype=np.int64, count=int(offsets[-1])
+    )
     pool = pa.StructArray.from_arrays(
         [column["pid"].take(take), column["title"].take(take), take_lists(column["sentences"], take)],
         fields=list(QUESTION.field("passages").type.value_type),

@@ -7,7 +7,12 @@ from factory.corpora.base import RecordReader, RecordRef
 from factory.corpora.pool import PassagePool
 
 DATASET = "2wikimultihopqa"
-ROUTES = {"comparison": "parallel", "bridge_comparison": "parallel", "compositional": "chain", "inference": "chain"}
+ROUTES = {
+    "comparison": "parallel",
+    "bridge_comparison": "parallel",
+    "compositional": "chain",
+    "inference": "chain",
+}
 
 
 class Record(hotpotqa.Record, kw_only=True):

@@ -29,7 +29,8 @@ def server_adapter_path(adapter_path: str | Path, prefix: str | None) -> str:
             rest = path.resolve().relative_to((Path.cwd() / paths.MODELS).resolve())
         except ValueError:
             raise FactoryError(
-                f"adapter {adapter_path} is not under the local '{paths.MODELS}' folder, so llm.lora_path_prefix "
+                f"adapter {adapter_path} is not under the local '{paths.MODELS}' folder, so "
+                "llm.lora_path_prefix "
                 f"({prefix!r}) cannot be applied to it"
             ) from None
     return f"{prefix.rstrip('/')}/{rest.as_posix()}"
@@ -53,7 +54,13 @@ def make_llm(params: Params, adapter_path: str | Path | None = None, adapter_nam
                 f"model folder {cfg.model} does not exist: run `factory prepare-model` first "
                 "(or set llm.model to a local model folder)"
             )
-        llm: LLM = LocalLLM(cfg.model, adapter_path=adapter_path, device=cfg.device, batch_size=cfg.batch_size, dtype=cfg.dtype)
+        llm: LLM = LocalLLM(
+            cfg.model,
+            adapter_path=adapter_path,
+            device=cfg.device,
+            batch_size=cfg.batch_size,
+            dtype=cfg.dtype,
+        )
     elif cfg.backend == "openai":
         llm = _make_openai(params, adapter_path, adapter_name)
     else:  # pydantic already restricts the value; kept for direct callers
@@ -71,7 +78,9 @@ def _make_openai(params: Params, adapter_path: str | Path | None, adapter_name: 
 
     cfg = params.llm
     if not cfg.base_urls:
-        raise FactoryError("llm.backend is 'openai' but llm.base_urls is empty: set e.g. --set llm.base_urls=[http://host:8000/v1]")
+        raise FactoryError(
+            "llm.backend is 'openai' but llm.base_urls is empty: set e.g. --set llm.base_urls=[http://host:8000/v1]"
+        )
     tokenizer = params.model.dir if Path(params.model.dir).is_dir() else None
     llm = OpenAILLM(
         cfg.base_urls,
@@ -85,7 +94,9 @@ def _make_openai(params: Params, adapter_path: str | Path | None, adapter_name: 
         tokenizer_path=tokenizer,
     )
     if adapter_path is not None and adapter_name is None:
-        raise FactoryError("the openai backend serves an adapter by name: pass adapter_name (e.g. '<variant>-r<round>')")
+        raise FactoryError(
+            "the openai backend serves an adapter by name: pass adapter_name (e.g. '<variant>-r<round>')"
+        )
     if adapter_name is not None:
         if adapter_path is None:
             raise FactoryError(f"adapter {adapter_name!r}: the adapter folder is needed to hash its weights")

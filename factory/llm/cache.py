@@ -30,7 +30,9 @@ def cache_key(backend: str, identity: str, request: ChatRequest) -> str:
         "backend": backend,
         "identity": identity,
         "messages": [list(m) for m in request.messages],
-        "sampling": {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(request.sampling).items()},
+        "sampling": {
+            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(request.sampling).items()
+        },
         "sample": request.sample,
     }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -60,7 +62,9 @@ class ResponseCache:
             for start in range(0, len(unique), _CHUNK):
                 chunk = unique[start : start + _CHUNK]
                 marks = ",".join("?" * len(chunk))
-                for key, blob in self._db.execute(f"SELECT key, response FROM responses WHERE key IN ({marks})", chunk):
+                for key, blob in self._db.execute(
+                    f"SELECT key, response FROM responses WHERE key IN ({marks})", chunk
+                ):
                     found[key] = ChatResponse(**json.loads(blob), cached=True)
         return found
 
@@ -75,7 +79,9 @@ class ResponseCache:
                 "latency_s": resp.latency_s,
                 "finish_reason": resp.finish_reason,
             }
-            rows.append((key, backend, identity, json.dumps(record, sort_keys=True, ensure_ascii=False), time.time()))
+            rows.append(
+                (key, backend, identity, json.dumps(record, sort_keys=True, ensure_ascii=False), time.time())
+            )
         if not rows:
             return
         with self._lock:

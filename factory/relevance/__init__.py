@@ -1,1 +1,2 @@
-"""Relevance labels against the corpora's gold supporting facts (DESIGN §4): grounding, controls, CIs, reports."""
+"""Relevance labels against the corpora's gold supporting facts (DESIGN §4): grounding, controls, CIs,
+reports."""

@@ -53,7 +53,9 @@ def sq_method(mode: str, target_mode: str) -> str:
 # ---------------------------------------------------------------- per trajectory
 
 
-def ground_for_relevance(trajectory: Mapping, passages_by_pid: Mapping[str, Mapping], threshold: float) -> dict[str, tuple[str | None, int | None]]:
+def ground_for_relevance(
+    trajectory: Mapping, passages_by_pid: Mapping[str, Mapping], threshold: float
+) -> dict[str, tuple[str | None, int | None]]:
     """triplet_id -> (grounding pid, sentence): the recorded grounding when present, else computed."""
     tid = trajectory.get("trajectory_id", "?")
     steps = {s["index"]: s for s in trajectory.get("steps") or []}
@@ -69,7 +71,10 @@ def ground_for_relevance(trajectory: Mapping, passages_by_pid: Mapping[str, Mapp
         pool = []
         for p in step.get("retrieved") or []:
             if p not in passages_by_pid:
-                raise FactoryError(f"trajectory {tid!r}: step {t['step_index']} retrieved passage {p!r}, which is not in passages.parquet")
+                raise FactoryError(
+                    f"trajectory {tid!r}: step {t['step_index']} retrieved passage {p!r}, which is not "
+                    "in passages.parquet"
+                )
             pool.append(passages_by_pid[p])
         g = ground_triplet(t["subject"], t["relation"], t["object"], pool, threshold)
         out[t["triplet_id"]] = (g.pid, g.sentence)
@@ -79,7 +84,11 @@ def ground_for_relevance(trajectory: Mapping, passages_by_pid: Mapping[str, Mapp
 def gold_support(question: Mapping) -> tuple[set[str], set[tuple[str, int]] | None]:
     """(gold paragraph pids, gold (pid, sentence) facts or None when the corpus has paragraph level only)."""
     pids = {s["pid"] for s in question.get("supporting") or []}
-    facts = {(s["pid"], int(s["sent_idx"])) for s in question.get("supporting") or [] if s["sent_idx"] is not None and s["sent_idx"] >= 0}
+    facts = {
+        (s["pid"], int(s["sent_idx"]))
+        for s in question.get("supporting") or []
+        if s["sent_idx"] is not None and s["sent_idx"] >= 0
+    }
     return pids, (facts or None)
 
 
@@ -88,8 +97,11 @@ def _contains_words(text: str, phrase: str) -> bool:
 
 
 def answer_entity_triplets(trajectory: Mapping) -> list[str]:
-    """Triplets that mention an answer entity: a normalised gold or predicted answer, as whole words, in subject or object."""
-    answers = {normalize_answer(a) for a in list(trajectory.get("answers") or []) + [trajectory.get("answer") or ""]}
+    """Triplets that mention an answer entity: a normalised gold or predicted answer, as whole words, in
+    subject or object."""
+    answers = {
+        normalize_answer(a) for a in list(trajectory.get("answers") or []) + [trajectory.get("answer") or ""]
+    }
     answers.discard("")
     out = []
     for t in trajectory.get("triplets") or []:
@@ -102,7 +114,9 @@ def answer_entity_triplets(trajectory: Mapping) -> list[str]:
 def random_matched(triplet_ids: Sequence[str], size: int, seed: int, trajectory_id: str) -> set[str]:
     """``size`` triplets drawn uniformly with a stable per-(seed, trajectory) RNG."""
     digest = hashlib.blake2b(f"relevance-random:{seed}:{trajectory_id}".encode(), digest_size=8).digest()
-    return set(random.Random(int.from_bytes(digest, "big")).sample(list(triplet_ids), min(size, len(triplet_ids))))
+    return set(
+        random.Random(int.from_bytes(digest, "big")).sample(list(triplet_ids), min(size, len(triplet_ids)))
+    )
 
 
 @dataclass
@@ -129,16 +143,34 @@ class Evaluated:
 
 
 def prepare(
-    trajectory: Mapping, label_rows: Sequence[Mapping], question: Mapping, passages_by_pid: Mapping[str, Mapping], *,
-    threshold: float, combos: Sequence[tuple[str, str]], default: tuple[str, str], random_seeds: Sequence[int], source: str = "",
+    trajectory: Mapping,
+    label_rows: Sequence[Mapping],
+    question: Mapping,
+    passages_by_pid: Mapping[str, Mapping],
+    *,
+    threshold: float,
+    combos: Sequence[tuple[str, str]],
+    default: tuple[str, str],
+    random_seeds: Sequence[int],
+    source: str = "",
 ) -> Evaluated:
-    """Ground a trajectory and compute every method's kept set (labels: its rows, one per mode x target mode)."""
+    """Ground a trajectory and compute every method's kept set (labels: its rows, one per mode x target
+    mode)."""
     tid = trajectory["trajectory_id"]
     by_combo = {(r["mode"], r["target_mode"]): r for r in label_rows}
     gold_pids, gold_facts = gold_support(question)
     triplets = [t["triplet_id"] for t in trajectory.get("triplets") or []]
-    ev = Evaluated(tid, trajectory["dataset"], trajectory["qtype"], trajectory["route"], source, triplets,
-                   ground_for_relevance(trajectory, passages_by_pid, threshold), gold_pids, gold_facts)
+    ev = Evaluated(
+        tid,
+        trajectory["dataset"],
+        trajectory["qtype"],
+        trajectory["route"],
+        source,
+        triplets,
+        ground_for_relevance(trajectory, passages_by_pid, threshold),
+        gold_pids,
+        gold_facts,
+    )
     known = set(triplets)
     for combo in combos:
         row = by_combo.get(combo)
@@ -146,7 +178,10 @@ def prepare(
             raise FactoryError(f"trajectory {tid!r}: no labels for {combo[0]} x {combo[1]}")
         kept = set(row["kept_triplet_ids"])
         if not kept <= known:
-            raise FactoryError(f"trajectory {tid!r}: labels ({combo[0]} x {combo[1]}) keep triplets it does not have: {sorted(kept - known)[:3]}")
+            raise FactoryError(
+                f"trajectory {tid!r}: labels ({combo[0]} x {combo[1]}) keep triplets it does not have: "
+                f"{sorted(kept - known)[:3]}"
+            )
         ev.kept[sq_method(*combo)] = [kept]
         ev.no_path[sq_method(*combo)] = not row["path_found"]
     ev.kept[KEEP_ALL] = [known]
@@ -159,15 +194,21 @@ def prepare(
 # ---------------------------------------------------------------- per-trajectory counts
 
 
-def level_counts(items: Sequence[Evaluated], level: str, methods: Sequence[str]) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
+def level_counts(
+    items: Sequence[Evaluated], level: str, methods: Sequence[str]
+) -> tuple[np.ndarray, dict[str, tuple[np.ndarray, np.ndarray]]]:
     """relevant (trajectories) and, per method, (tp, kept) as seeds x trajectories."""
     relevant = [e.relevant(level) for e in items]
     rel = np.array([len(r) for r in relevant], dtype=float)
     counts = {}
     for m in methods:
         seeds = range(len(items[0].kept[m])) if items else range(1)
-        kept = np.array([[len(e.kept[m][s]) for e in items] for s in seeds], dtype=float).reshape(len(seeds), len(items))
-        tp = np.array([[len(e.kept[m][s] & r) for e, r in zip(items, relevant)] for s in seeds], dtype=float).reshape(len(seeds), len(items))
+        kept = np.array([[len(e.kept[m][s]) for e in items] for s in seeds], dtype=float).reshape(
+            len(seeds), len(items)
+        )
+        tp = np.array(
+            [[len(e.kept[m][s] & r) for e, r in zip(items, relevant)] for s in seeds], dtype=float
+        ).reshape(len(seeds), len(items))
         counts[m] = (tp, kept)
     return rel, counts
 
@@ -183,22 +224,34 @@ def extra_counts(items: Sequence[Evaluated], methods: Sequence[str]) -> dict[str
             covered.append([len({e.grounding[t][0] for t in e.kept[m][s]} & e.gold_pids) for e in items])
             ungrounded.append([sum(e.grounding[t][0] is None for t in e.kept[m][s]) for e in items])
             kept.append([len(e.kept[m][s]) for e in items])
-        out[m] = {"covered": np.array(covered, dtype=float), "ungrounded": np.array(ungrounded, dtype=float),
-                  "kept": np.array(kept, dtype=float), "gold": gold}
+        out[m] = {
+            "covered": np.array(covered, dtype=float),
+            "ungrounded": np.array(ungrounded, dtype=float),
+            "kept": np.array(kept, dtype=float),
+            "gold": gold,
+        }
         if m.startswith("sq/"):
             out[m]["no_path"] = np.array([e.no_path[m] for e in items], dtype=float)
     return out
 
 
 def group_extras(counts: Mapping[str, dict[str, np.ndarray]], members: np.ndarray) -> dict[str, dict]:
-    """Supporting-paragraph recall (micro, macro), ungrounded rate, mean kept size, no-path share (means over seeds)."""
+    """Supporting-paragraph recall (micro, macro), ungrounded rate, mean kept size, no-path share (means over
+    seeds)."""
     out = {}
     for m, c in counts.items():
-        cov, ung, kept, gold = c["covered"][:, members], c["ungrounded"][:, members], c["kept"][:, members], c["gold"][members]
+        cov, ung, kept, gold = (
+            c["covered"][:, members],
+            c["ungrounded"][:, members],
+            c["kept"][:, members],
+            c["gold"][members],
+        )
         with_gold = gold > 0
         out[m] = {
             "support_recall_micro": mean_over_seeds(ratio(cov.sum(-1), gold.sum())),
-            "support_recall_macro": mean_over_seeds([np.mean(row[with_gold] / gold[with_gold]) if with_gold.any() else np.nan for row in cov]),
+            "support_recall_macro": mean_over_seeds(
+                [np.mean(row[with_gold] / gold[with_gold]) if with_gold.any() else np.nan for row in cov]
+            ),
             "ungrounded_rate": mean_over_seeds(ratio(ung.sum(-1), kept.sum(-1))),
             "mean_kept": mean_over_seeds(kept.mean(-1)) if len(members) else None,
         }
@@ -212,8 +265,18 @@ def groups_of(items: Sequence[Evaluated]) -> dict[str, list[int]]:
     groups: dict[str, list[int]] = {"all": list(range(len(items)))}
     keys = []
     for i, e in enumerate(items):
-        keys.append((i, [f"dataset={e.dataset}", f"dataset={e.dataset}/qtype={e.qtype}", f"dataset={e.dataset}/route={e.route}", f"route={e.route}"]
-                     + ([f"source={e.source}"] if e.source else [])))
+        keys.append(
+            (
+                i,
+                [
+                    f"dataset={e.dataset}",
+                    f"dataset={e.dataset}/qtype={e.qtype}",
+                    f"dataset={e.dataset}/route={e.route}",
+                    f"route={e.route}",
+                ]
+                + ([f"source={e.source}"] if e.source else []),
+            )
+        )
     for i, names in keys:
         for name in names:
             groups.setdefault(name, []).append(i)
@@ -223,7 +286,12 @@ def groups_of(items: Sequence[Evaluated]) -> dict[str, list[int]]:
 
 
 def evaluate(
-    items: Sequence[Evaluated], methods: Sequence[str], default_method: str, *, bootstrap_samples: int, seed: int,
+    items: Sequence[Evaluated],
+    methods: Sequence[str],
+    default_method: str,
+    *,
+    bootstrap_samples: int,
+    seed: int,
 ) -> dict[str, dict]:
     """Scores of every group and level; paired bootstrap differences S_q(default) - control."""
     per_level = {level: level_counts(items, level, methods) for level in LEVELS}
@@ -240,10 +308,18 @@ def evaluate(
             weights = bootstrap_weights(len(subset), bootstrap_samples, bootstrap_rng(seed, name, level))
             rel, counts = per_level[level]
             scores, boots = score(counts, rel, subset, weights)
-            diffs = {control: {metric: paired_difference(scores, boots, default_method, control, metric)
-                               for metric in ("micro_f1", "micro_precision", "macro_f1")}
-                     for control in (ANSWER_ENTITY, KEEP_ALL, RANDOM)}
-            group["levels"][level] = {"trajectories": len(subset), "methods": scores, "sq_minus_control": diffs}
+            diffs = {
+                control: {
+                    metric: paired_difference(scores, boots, default_method, control, metric)
+                    for metric in ("micro_f1", "micro_precision", "macro_f1")
+                }
+                for control in (ANSWER_ENTITY, KEEP_ALL, RANDOM)
+            }
+            group["levels"][level] = {
+                "trajectories": len(subset),
+                "methods": scores,
+                "sq_minus_control": diffs,
+            }
         group["extras"] = group_extras(extra, members)
         results[name] = group
     return results
@@ -259,7 +335,11 @@ def verdicts(results: Mapping[str, dict], default_method: str, bar: float) -> di
         para = group["levels"]["paragraph"]
         sq, ae = para["methods"][default_method], para["methods"][ANSWER_ENTITY]
         diff = para["sq_minus_control"][ANSWER_ENTITY]["micro_f1"]
-        p, r, f = sq["micro"]["precision"]["value"], sq["micro"]["recall"]["value"], sq["micro"]["f1"]["value"]
+        p, r, f = (
+            sq["micro"]["precision"]["value"],
+            sq["micro"]["recall"]["value"],
+            sq["micro"]["f1"]["value"],
+        )
         lo = diff["ci"][0]
         beats = lo is not None and lo > 0
         reaches = p is not None and r is not None and p >= bar and r >= bar
@@ -271,14 +351,24 @@ def verdicts(results: Mapping[str, dict], default_method: str, bar: float) -> di
             return "[n/a]" if c[0] is None else f"[{c[0]:.2f}, {c[1]:.2f}]"
 
         line = (
-            f"{dataset}: S_q ({default_method[3:]}) micro F1 {fmt(f)} {ci(sq['micro']['f1']['ci'])} vs answer-entity "
+            f"{dataset}: S_q ({default_method[3:]}) micro F1 {fmt(f)} {ci(sq['micro']['f1']['ci'])} vs "
+            "answer-entity "
             f"{fmt(ae['micro']['f1']['value'])} {ci(ae['micro']['f1']['ci'])} -> "
             f"{'BEATS' if beats else 'does NOT beat'} the answer-entity control beyond the 95% CI "
-            f"(paired difference {fmt(diff['value'])} {ci(diff['ci'])}); precision {fmt(p)} and recall {fmt(r)} "
-            f"{'REACH' if reaches else 'do NOT reach'} the {bar:g} bar (paragraph level, {para['trajectories']} correct trajectories)."
+            f"(paired difference {fmt(diff['value'])} {ci(diff['ci'])}); precision {fmt(p)} and recall "
+            f"{fmt(r)} "
+            f"{'REACH' if reaches else 'do NOT reach'} the {bar:g} bar (paragraph level, "
+            f"{para['trajectories']} correct trajectories)."
         )
-        out[dataset] = {"beats_answer_entity": beats, "reaches_bar": reaches, "precision": p, "recall": r, "f1": f,
-                        "difference": diff, "line": line}
+        out[dataset] = {
+            "beats_answer_entity": beats,
+            "reaches_bar": reaches,
+            "precision": p,
+            "recall": r,
+            "f1": f,
+            "difference": diff,
+            "line": line,
+        }
     return out
 
 
@@ -309,14 +399,25 @@ class Source:
 
 def _content_key(t: Mapping) -> tuple:
     """Identical trajectories (e.g. every variant's round 1 from the same base policy) count once."""
-    return (t["question_id"], t.get("answer"), tuple(s.get("output") for s in t.get("steps") or []),
-            tuple((x["subject"], x["relation"], x["object"]) for x in t.get("triplets") or []))
+    return (
+        t["question_id"],
+        t.get("answer"),
+        tuple(s.get("output") for s in t.get("steps") or []),
+        tuple((x["subject"], x["relation"], x["object"]) for x in t.get("triplets") or []),
+    )
 
 
 def check_relevance(
-    sources: Sequence[Source], questions_by_id: Mapping[str, Mapping], passages_by_pid: Mapping[str, Mapping], *,
-    default_combo: tuple[str, str], threshold: float = 0.5, bootstrap_samples: int = 1000, random_seeds: int = 5,
-    seed: int = 23, bar: float = 0.8,
+    sources: Sequence[Source],
+    questions_by_id: Mapping[str, Mapping],
+    passages_by_pid: Mapping[str, Mapping],
+    *,
+    default_combo: tuple[str, str],
+    threshold: float = 0.5,
+    bootstrap_samples: int = 1000,
+    random_seeds: int = 5,
+    seed: int = 23,
+    bar: float = 0.8,
 ) -> dict:
     """Relevance of the backtraced labels vs gold supporting facts over all sources (see module doc).
 
@@ -330,11 +431,25 @@ def check_relevance(
     for src in sources:
         combo_sets.append({(r["mode"], r["target_mode"]) for r in src.labels})
     combos = sorted(set.intersection(*combo_sets)) if combo_sets else []
-    head = {"sources": [s.name for s in sources], "params": {"threshold": threshold, "bootstrap_samples": bootstrap_samples,
-            "random_seeds": random_seeds, "seed": seed, "bar": bar}}
+    head = {
+        "sources": [s.name for s in sources],
+        "params": {
+            "threshold": threshold,
+            "bootstrap_samples": bootstrap_samples,
+            "random_seeds": random_seeds,
+            "seed": seed,
+            "bar": bar,
+        },
+    }
     if not combos:
         total = sum(len(s.trajectories) for s in sources)
-        return {**head, "status": "no_labels" if total else "no_trajectories", "counts": {"trajectories": total}, "groups": {}, "verdicts": {}}
+        return {
+            **head,
+            "status": "no_labels" if total else "no_trajectories",
+            "counts": {"trajectories": total},
+            "groups": {},
+            "verdicts": {},
+        }
     default = default_combo if default_combo in combos else combos[0]
     seeds = [seed + k for k in range(random_seeds)]
     items: list[Evaluated] = []
@@ -360,15 +475,46 @@ def check_relevance(
                 continue
             question = questions_by_id.get(t["question_id"])
             if question is None:
-                raise FactoryError(f"trajectory {t['trajectory_id']!r}: question {t['question_id']!r} is not in questions.parquet")
-            items.append(prepare(t, rows, question, passages_by_pid, threshold=threshold, combos=combos, default=default,
-                                 random_seeds=seeds, source=src.name))
-    head.update(combos=[list(c) for c in combos], default=list(default),
-                counts={**{k: counts[k] for k in ("trajectories", "correct", "duplicates_dropped", "missing_labels")}, **summarize_counts(items)})
+                raise FactoryError(
+                    f"trajectory {t['trajectory_id']!r}: question {t['question_id']!r} is not in "
+                    "questions.parquet"
+                )
+            items.append(
+                prepare(
+                    t,
+                    rows,
+                    question,
+                    passages_by_pid,
+                    threshold=threshold,
+                    combos=combos,
+                    default=default,
+                    random_seeds=seeds,
+                    source=src.name,
+                )
+            )
+    head.update(
+        combos=[list(c) for c in combos],
+        default=list(default),
+        counts={
+            **{k: counts[k] for k in ("trajectories", "correct", "duplicates_dropped", "missing_labels")},
+            **summarize_counts(items),
+        },
+    )
     if not items:
-        return {**head, "status": "no_correct_trajectories" if counts["trajectories"] else "no_trajectories", "groups": {}, "verdicts": {}}
+        return {
+            **head,
+            "status": "no_correct_trajectories" if counts["trajectories"] else "no_trajectories",
+            "groups": {},
+            "verdicts": {},
+        }
     methods = [sq_method(*c) for c in combos] + [KEEP_ALL, ANSWER_ENTITY, RANDOM]
     default_method = sq_method(*default)
     results = evaluate(items, methods, default_method, bootstrap_samples=bootstrap_samples, seed=seed)
-    return {**head, "status": "ok", "methods": methods, "default_method": default_method, "groups": results,
-            "verdicts": verdicts(results, default_method, bar)}
+    return {
+        **head,
+        "status": "ok",
+        "methods": methods,
+        "default_method": default_method,
+        "groups": results,
+        "verdicts": verdicts(results, default_method, bar),
+    }

@@ -1,4 +1,5 @@
-"""reports/relevance.md and reports/relevance.png from the result of ``factory.relevance.check.check_relevance``."""
+"""reports/relevance.md and reports/relevance.png from the result of
+``factory.relevance.check.check_relevance``."""
 
 from __future__ import annotations
 
@@ -25,20 +26,26 @@ def _vci(cell: Mapping) -> str:
 
 
 def _level_table(level: Mapping, extras: Mapping | None, methods: list[str]) -> list[str]:
-    """P/R/F1 per method; with ``extras`` (paragraph level) also support recall, ungrounded rate, no-path share."""
+    """P/R/F1 per method; with ``extras`` (paragraph level) also support recall, ungrounded rate, no-path
+    share."""
     head = "| method | micro P | micro R | micro F1 | macro P | macro R | macro F1 | kept triplets |"
     if extras is not None:
         head += " supp. para. recall (micro / macro) | ungrounded | no path |"
     out = [head, "|" + " --- |" * (head.count("|") - 1)]
     for m in methods:
         s = level["methods"][m]
-        row = f"| {method_label(m)} | " + " | ".join(_vci(s[scope][k]) for scope in ("micro", "macro") for k in ("precision", "recall", "f1"))
+        row = f"| {method_label(m)} | " + " | ".join(
+            _vci(s[scope][k]) for scope in ("micro", "macro") for k in ("precision", "recall", "f1")
+        )
         row += f" | {s['kept']:.1f} |"
         if extras is not None:
             x = extras[m]
             no_path = x.get("no_path_share")
-            row += (f" {_v(x['support_recall_micro'])} / {_v(x['support_recall_macro'])} | {_v(x['ungrounded_rate'])} |"
-                    f" {'' if no_path is None else _v(no_path)} |")
+            row += (
+                f" {_v(x['support_recall_micro'])} / {_v(x['support_recall_macro'])} | "
+                f"{_v(x['ungrounded_rate'])} |"
+                f" {'' if no_path is None else _v(no_path)} |"
+            )
         out.append(row)
     return out
 
@@ -53,25 +60,45 @@ def render_markdown(result: Mapping) -> str:
     lines = ["# Backtraced relevance labels vs gold supporting facts", ""]
     counts = result.get("counts", {})
     if result.get("status") != "ok":
-        why = {"no_trajectories": "No trajectories were found (data/trajectories/*/seed_*/round_*.parquet are missing or empty).",
-               "no_labels": "Trajectories exist but none has backtrace labels (run `factory backtrace`).",
-               "no_correct_trajectories": "No correct, labelled trajectory was found: nothing to score."}
-        lines += [why.get(result.get("status"), f"Status: {result.get('status')}."), "", f"Counts: {dict(counts)}", ""]
+        why = {
+            "no_trajectories": "No trajectories were found (data/trajectories/*/seed_*/round_*.parquet "
+            "are missing or empty).",
+            "no_labels": "Trajectories exist but none has backtrace labels (run `factory backtrace`).",
+            "no_correct_trajectories": "No correct, labelled trajectory was found: nothing to score.",
+        }
+        lines += [
+            why.get(result.get("status"), f"Status: {result.get('status')}."),
+            "",
+            f"Counts: {dict(counts)}",
+            "",
+        ]
         return "\n".join(lines)
     p = result["params"]
     default = result["default_method"]
     lines += [
         f"Sources: {', '.join(result['sources'])}.",
-        (f"Trajectories {counts['trajectories']}, correct {counts['correct']}, identical duplicates dropped {counts['duplicates_dropped']}, "
-         f"without complete labels {counts['missing_labels']}, scored {counts['evaluated']} ({counts['by_dataset']}); "
-         f"{counts['triplets']} triplets, ungrounded rate {_v(counts['ungrounded_rate_all_triplets'])}."),
+        (
+            f"Trajectories {counts['trajectories']}, correct {counts['correct']}, identical duplicates "
+            f"dropped {counts['duplicates_dropped']}, "
+            f"without complete labels {counts['missing_labels']}, scored {counts['evaluated']} "
+            f"({counts['by_dataset']}); "
+            f"{counts['triplets']} triplets, ungrounded rate {_v(counts['ungrounded_rate_all_triplets'])}."
+        ),
         "",
-        (f"Only correct trajectories are scored (they are what gets trained on). Default S_q: `{default[3:]}`. "
-        f"Gold relevance: a triplet is relevant when the passage (sentence) it grounds to (threshold {p['threshold']}) is a gold "
-        "supporting paragraph (fact); MuSiQue has paragraph-level support only. Micro = over triplets, macro = mean over "
-        f"trajectories; 95% percentile bootstrap CIs over trajectories ({p['bootstrap_samples']} resamples, seed {p['seed']}). "
-        f"Random control: |S_q| triplets drawn uniformly per trajectory, mean over {p['random_seeds']} seeds. "
-        "'Beyond the CI' = the 95% CI of the paired bootstrap difference S_q - control (micro F1) excludes 0."),
+        (
+            "Only correct trajectories are scored (they are what gets trained on). Default S_q: "
+            f"`{default[3:]}`. "
+            "Gold relevance: a triplet is relevant when the passage (sentence) it grounds to (threshold "
+            f"{p['threshold']}) is a gold "
+            "supporting paragraph (fact); MuSiQue has paragraph-level support only. Micro = over "
+            "triplets, macro = mean over "
+            f"trajectories; 95% percentile bootstrap CIs over trajectories ({p['bootstrap_samples']} "
+            f"resamples, seed {p['seed']}). "
+            "Random control: |S_q| triplets drawn uniformly per trajectory, mean over "
+            f"{p['random_seeds']} seeds. "
+            "'Beyond the CI' = the 95% CI of the paired bootstrap difference S_q - control (micro F1) "
+            "excludes 0."
+        ),
         "",
         "## Verdicts",
         "",
@@ -85,15 +112,24 @@ def render_markdown(result: Mapping) -> str:
         for level, table in group["levels"].items():
             lines += [f"### {level} level ({table['trajectories']} trajectories)", ""]
             lines += _level_table(table, group["extras"] if level == "paragraph" else None, methods) + [""]
-    lines += ["## Breakdown by question type, route and source (paragraph level, micro F1)", "",
-              "| group | trajectories | " + " | ".join(method_label(m) for m in [default, *CONTROLS]) + " | S_q - answer-entity |",
-              "| --- | --- |" + " --- |" * (len(CONTROLS) + 2)]
+    lines += [
+        "## Breakdown by question type, route and source (paragraph level, micro F1)",
+        "",
+        "| group | trajectories | "
+        + " | ".join(method_label(m) for m in [default, *CONTROLS])
+        + " | S_q - answer-entity |",
+        "| --- | --- |" + " --- |" * (len(CONTROLS) + 2),
+    ]
     for name, group in groups.items():
         if name == "all" or (name.startswith("dataset=") and "/" not in name):
             continue
         para = group["levels"]["paragraph"]
         cells = [_vci(para["methods"][m]["micro"]["f1"]) for m in [default, *CONTROLS]]
-        lines.append(f"| {name} | {group['trajectories']} | " + " | ".join(cells) + f" | {_vci(para['sq_minus_control'][ANSWER_ENTITY]['micro_f1'])} |")
+        lines.append(
+            f"| {name} | {group['trajectories']} | "
+            + " | ".join(cells)
+            + f" | {_vci(para['sq_minus_control'][ANSWER_ENTITY]['micro_f1'])} |"
+        )
     lines.append("")
     return "\n".join(lines)
 

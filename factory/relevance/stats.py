@@ -48,14 +48,20 @@ def interval(boot: np.ndarray) -> list[float | None]:
 
 def bootstrap_rng(seed: int, *names: str) -> np.random.Generator:
     """A generator per (seed, group, level): results do not depend on the order groups are scored in."""
-    digest = hashlib.blake2b(":".join(("relevance-bootstrap", str(seed), *names)).encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(
+        ":".join(("relevance-bootstrap", str(seed), *names)).encode(), digest_size=8
+    ).digest()
     return np.random.default_rng(int.from_bytes(digest, "big"))
 
 
 def bootstrap_weights(n: int, samples: int, rng: np.random.Generator) -> np.ndarray:
     """samples x n occurrence counts of n trajectories in resamples drawn with replacement."""
     idx = rng.integers(0, n, size=(samples, n))
-    return np.bincount((np.arange(samples)[:, None] * n + idx).ravel(), minlength=samples * n).reshape(samples, n).astype(float)
+    return (
+        np.bincount((np.arange(samples)[:, None] * n + idx).ravel(), minlength=samples * n)
+        .reshape(samples, n)
+        .astype(float)
+    )
 
 
 def _rows(tp: np.ndarray, kept: np.ndarray, rel: np.ndarray) -> np.ndarray:
@@ -69,8 +75,8 @@ def _rows(tp: np.ndarray, kept: np.ndarray, rel: np.ndarray) -> np.ndarray:
 
 def _decode(sums: np.ndarray, seeds: int) -> dict[str, np.ndarray]:
     s = seeds
-    TP, K, R = sums[:s], sums[s:2 * s], sums[2 * s]
-    block = [sums[2 * s + 1 + k * s: 2 * s + 1 + (k + 1) * s] for k in range(6)]
+    TP, K, R = sums[:s], sums[s : 2 * s], sums[2 * s]
+    block = [sums[2 * s + 1 + k * s : 2 * s + 1 + (k + 1) * s] for k in range(6)]
     return {
         "micro_precision": ratio(TP, K),
         "micro_recall": ratio(TP, R),
@@ -81,7 +87,9 @@ def _decode(sums: np.ndarray, seeds: int) -> dict[str, np.ndarray]:
     }
 
 
-def prf(tp: np.ndarray, kept: np.ndarray, rel: np.ndarray, weights: np.ndarray | None = None) -> dict[str, np.ndarray]:
+def prf(
+    tp: np.ndarray, kept: np.ndarray, rel: np.ndarray, weights: np.ndarray | None = None
+) -> dict[str, np.ndarray]:
     """Micro and macro P/R/F1, averaged over seeds: shape () without weights, (resamples,) with
     ``weights`` (resamples x trajectories occurrence counts)."""
     tp, kept = np.atleast_2d(np.asarray(tp, dtype=float)), np.atleast_2d(np.asarray(kept, dtype=float))
@@ -91,7 +99,10 @@ def prf(tp: np.ndarray, kept: np.ndarray, rel: np.ndarray, weights: np.ndarray |
 
 
 def score(
-    counts: Mapping[str, tuple[np.ndarray, np.ndarray]], rel: np.ndarray, members: np.ndarray, weights: np.ndarray,
+    counts: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    rel: np.ndarray,
+    members: np.ndarray,
+    weights: np.ndarray,
 ) -> tuple[dict[str, dict], dict[str, dict[str, np.ndarray]]]:
     """Scores of every method over the ``members`` columns: {method: {kept, relevant, micro, macro}} with
     values and CIs, and the bootstrap distributions (for paired differences between methods)."""
@@ -105,20 +116,28 @@ def score(
     point_sums, boot_sums = stacked.sum(-1), stacked @ weights.T  # one product for all methods
     scores, boots = {}, {}
     for m, (start, size, seeds) in spans.items():
-        point = {k: nanmean(v, 0) for k, v in _decode(point_sums[start:start + size], seeds).items()}
-        boots[m] = {k: nanmean(v, 0) for k, v in _decode(boot_sums[start:start + size], seeds).items()}
+        point = {k: nanmean(v, 0) for k, v in _decode(point_sums[start : start + size], seeds).items()}
+        boots[m] = {k: nanmean(v, 0) for k, v in _decode(boot_sums[start : start + size], seeds).items()}
         res: dict = {"kept": float(counts[m][1][:, members].sum(-1).mean()), "relevant": float(r.sum())}
         for scope in ("micro", "macro"):
-            res[scope] = {name: {"value": number(point[f"{scope}_{name}"]), "ci": interval(boots[m][f"{scope}_{name}"])} for name in METRICS}
+            res[scope] = {
+                name: {"value": number(point[f"{scope}_{name}"]), "ci": interval(boots[m][f"{scope}_{name}"])}
+                for name in METRICS
+            }
         scores[m] = res
     return scores, boots
 
 
-def paired_difference(scores: Mapping[str, dict], boots: Mapping[str, dict], a: str, b: str, metric: str) -> dict:
+def paired_difference(
+    scores: Mapping[str, dict], boots: Mapping[str, dict], a: str, b: str, metric: str
+) -> dict:
     """a - b for ``metric`` (e.g. micro_f1): point value and the CI of the paired bootstrap difference."""
     scope, name = metric.split("_", 1)
     va, vb = scores[a][scope][name]["value"], scores[b][scope][name]["value"]
-    return {"value": None if va is None or vb is None else va - vb, "ci": interval(boots[a][metric] - boots[b][metric])}
+    return {
+        "value": None if va is None or vb is None else va - vb,
+        "ci": interval(boots[a][metric] - boots[b][metric]),
+    }
 
 
 def mean_over_seeds(per_seed: Sequence[float]) -> float | None:

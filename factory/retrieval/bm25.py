@@ -45,7 +45,10 @@ class BM25Retriever:
         for dataset in sorted({p["dataset"] for p in passages}):
             rows = [p for p in passages if p["dataset"] == dataset]
             model = bm25s.BM25(k1=k1, b=b)
-            model.index(bm25s.tokenize([passage_text(p) for p in rows], stopwords="en", show_progress=False), show_progress=False)
+            model.index(
+                bm25s.tokenize([passage_text(p) for p in rows], stopwords="en", show_progress=False),
+                show_progress=False,
+            )
             models[dataset], pids[dataset] = model, [p["pid"] for p in rows]
         return BM25Retriever(models, pids)
 
@@ -59,7 +62,9 @@ class BM25Retriever:
     def load(index_dir: str | Path, passages: list[dict] | None = None) -> BM25Retriever:
         root = Path(index_dir) / "bm25"
         if not root.exists():
-            raise FactoryError(f"no BM25 index under {root}: run `factory index` (or `dvc repro index`) first")
+            raise FactoryError(
+                f"no BM25 index under {root}: run `factory index` (or `dvc repro index`) first"
+            )
         models, pids = {}, {}
         for folder in sorted(p for p in root.iterdir() if p.is_dir()):
             models[folder.name] = bm25s.BM25.load(folder, load_vocab=True, show_progress=False)

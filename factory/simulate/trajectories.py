@@ -41,8 +41,20 @@ from factory.simulate.facts import Fact, assign_levels, distractor_facts, gold_f
 from factory.splits import unit_hash
 
 __all__ = [
-    "Fact", "SimPair", "Simulated", "assemble_trajectory", "assign_levels", "build_trajectory", "distractor_facts",
-    "gold_facts", "salient_phrase", "sample_questions", "simulate", "simulate_trajectory", "surface_variant", "true_labels",
+    "Fact",
+    "SimPair",
+    "Simulated",
+    "assemble_trajectory",
+    "assign_levels",
+    "build_trajectory",
+    "distractor_facts",
+    "gold_facts",
+    "salient_phrase",
+    "sample_questions",
+    "simulate",
+    "simulate_trajectory",
+    "surface_variant",
+    "true_labels",
 ]
 
 POLICY = "simulated"
@@ -56,7 +68,10 @@ P_VARIANT = 0.5
 
 # ---------------------------------------------------------------------- trajectory assembly
 
-SYSTEM = "Simulated KnowTrace trajectory (policy 'simulated'): a test instrument for backtracing, never training data."
+SYSTEM = (
+             "Simulated KnowTrace trajectory (policy 'simulated'): a test instrument for backtracing, never "
+             "training data."
+         )
 
 
 @dataclass
@@ -104,25 +119,44 @@ def assemble_trajectory(
     def add_step(kind: str, user: str, output: str, **extra: Any) -> dict:
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
         step = {
-            "index": len(steps), "kind": kind, "messages": messages, "output": output, "status": "ok", "error": None,
-            "sufficient": extra.get("sufficient"), "thought": extra.get("thought"), "answer": extra.get("answer"),
-            "pairs": extra.get("pairs", []), "pair_id": extra.get("pair_id"), "retrieved": extra.get("retrieved", []),
-            "triplet_ids": extra.get("triplet_ids", []), "attempts": 1,
-            "prompt_tokens": sum(_words(m["content"]) for m in messages), "completion_tokens": _words(output),
+            "index": len(steps),
+            "kind": kind,
+            "messages": messages,
+            "output": output,
+            "status": "ok",
+            "error": None,
+            "sufficient": extra.get("sufficient"),
+            "thought": extra.get("thought"),
+            "answer": extra.get("answer"),
+            "pairs": extra.get("pairs", []),
+            "pair_id": extra.get("pair_id"),
+            "retrieved": extra.get("retrieved", []),
+            "triplet_ids": extra.get("triplet_ids", []),
+            "attempts": 1,
+            "prompt_tokens": sum(_words(m["content"]) for m in messages),
+            "completion_tokens": _words(output),
             "latency_s": 0.0,
         }
         steps.append(step)
         return step
 
     for k, pairs in enumerate(iterations):
-        thought = (thoughts[k] if thoughts and k < len(thoughts) else None) or "I need to look up " + "; ".join(
-            f"the {p.relation} of {p.entity}" for p in pairs) + "."
+        thought = (
+            thoughts[k] if thoughts and k < len(thoughts) else None
+        ) or "I need to look up " + "; ".join(f"the {p.relation} of {p.entity}" for p in pairs) + "."
         ids = [f"{tid}#p{n_pair + j}" for j in range(len(pairs))]
         n_pair += len(pairs)
-        explore_pairs = [{"pair_id": i, "entity": p.entity, "relation": p.relation} for i, p in zip(ids, pairs)]
-        add_step("explore", f"Question: {question.get('question', '')}\nKnowledge graph:\n{graph_text()}",
-                 render_explore(thought, [(p.entity, p.relation) for p in pairs]), sufficient=False, thought=thought,
-                 pairs=explore_pairs)
+        explore_pairs = [
+            {"pair_id": i, "entity": p.entity, "relation": p.relation} for i, p in zip(ids, pairs)
+        ]
+        add_step(
+            "explore",
+            f"Question: {question.get('question', '')}\nKnowledge graph:\n{graph_text()}",
+            render_explore(thought, [(p.entity, p.relation) for p in pairs]),
+            sufficient=False,
+            thought=thought,
+            pairs=explore_pairs,
+        )
         for pair_id, p in zip(ids, pairs):
             index = len(steps)
             new_ids = []
@@ -133,34 +167,75 @@ def assemble_trajectory(
                     continue
                 seen.add(key)
                 t_id = f"{tid}#t{len(triplets)}"
-                triplets.append({"triplet_id": t_id, "step_index": index, "pair_id": pair_id, "subject": s, "relation": r,
-                                 "object": o, "source_pid": spec[4] if len(spec) > 4 else p.pid, "source_sentence": None,
-                                 "grounding_score": None})
+                triplets.append(
+                    {
+                        "triplet_id": t_id,
+                        "step_index": index,
+                        "pair_id": pair_id,
+                        "subject": s,
+                        "relation": r,
+                        "object": o,
+                        "source_pid": spec[4] if len(spec) > 4 else p.pid,
+                        "source_sentence": None,
+                        "grounding_score": None,
+                    }
+                )
                 tags[t_id] = spec[3] if len(spec) > 3 else "true"
                 new_ids.append(t_id)
-            add_step("complete", f"Look up: {p.entity} | {p.relation}",
-                     render_complete([(s[0], s[1], s[2]) for s in p.triplets]), pair_id=pair_id,
-                     retrieved=[p.pid] if p.pid else [], triplet_ids=new_ids)
+            add_step(
+                "complete",
+                f"Look up: {p.entity} | {p.relation}",
+                render_complete([(s[0], s[1], s[2]) for s in p.triplets]),
+                pair_id=pair_id,
+                retrieved=[p.pid] if p.pid else [],
+                triplet_ids=new_ids,
+            )
     user = f"Question: {question.get('question', '')}\nKnowledge graph:\n{graph_text()}"
     if final_kind == "final":
         add_step("final", user, render_final(final_thought, answer), thought=final_thought, answer=answer)
     else:
-        add_step("explore", user, render_explore(final_thought, [], sufficient=True, answer=answer), sufficient=True,
-                 thought=final_thought, answer=answer)
+        add_step(
+            "explore",
+            user,
+            render_explore(final_thought, [], sufficient=True, answer=answer),
+            sufficient=True,
+            thought=final_thought,
+            answer=answer,
+        )
     answers = list(question.get("answers") or [])
     em = exact_match(answer, answers) if answers else 0.0
     trajectory = {
-        "trajectory_id": tid, "question_id": qid, "dataset": question.get("dataset", ""),
-        "split": question.get("split", "train"), "qtype": question.get("qtype", ""), "route": question.get("route", "chain"),
-        "policy": policy, "round": 0, "sample": 0, "seed": seed, "question": question.get("question", ""),
-        "answers": answers, "prompt_version": PROMPT_VERSION, "model": policy, "status": "ok", "error": None,
-        "answer": answer, "final_thought": final_thought, "em": em, "f1": f1(answer, answers) if answers else 0.0,
-        "correct": em == 1.0, "rationalized": False, "steps": steps, "triplets": triplets,
+        "trajectory_id": tid,
+        "question_id": qid,
+        "dataset": question.get("dataset", ""),
+        "split": question.get("split", "train"),
+        "qtype": question.get("qtype", ""),
+        "route": question.get("route", "chain"),
+        "policy": policy,
+        "round": 0,
+        "sample": 0,
+        "seed": seed,
+        "question": question.get("question", ""),
+        "answers": answers,
+        "prompt_version": PROMPT_VERSION,
+        "model": policy,
+        "status": "ok",
+        "error": None,
+        "answer": answer,
+        "final_thought": final_thought,
+        "em": em,
+        "f1": f1(answer, answers) if answers else 0.0,
+        "correct": em == 1.0,
+        "rationalized": False,
+        "steps": steps,
+        "triplets": triplets,
     }
     return trajectory, tags
 
 
-def build_trajectory(question: dict, iterations: list[list[tuple]], final_thought: str, answer: str, **options: Any) -> dict:
+def build_trajectory(
+    question: dict, iterations: list[list[tuple]], final_thought: str, answer: str, **options: Any
+) -> dict:
     """Convenience for notebooks and tests: iterations as lists of (entity, relation, [triplets])."""
     its = [[SimPair(e, r, list(ts)) for e, r, ts in it] for it in iterations]
     return assemble_trajectory(question, its, final_thought, answer, **options)[0]
@@ -179,7 +254,13 @@ def surface_variant(name: str, rng: random.Random) -> str:
     if kind == "lower":
         return name.lower()
     if kind == "punct":
-        return rng.choice([f'"{name}"', name.replace(",", "") + ".", name.replace(" ", " -", 1) if len(tokens) > 1 else f"{name}."])
+        return rng.choice(
+            [
+                f'"{name}"',
+                name.replace(",", "") + ".",
+                name.replace(" ", " -", 1) if len(tokens) > 1 else f"{name}.",
+            ]
+        )
     keep = tokens[1:] if rng.random() < 0.5 else tokens[-2:] if len(tokens) > 2 else tokens[-1:]
     variant = " ".join(keep).strip(",")
     return variant if node_key(variant) else name
@@ -195,7 +276,9 @@ def _rng(seed: int, *parts: object) -> random.Random:
     return random.Random(int(unit_hash("simulate", seed, *parts) * 2**53))
 
 
-def _cap_pairs(iterations: list[list[SimPair]], max_pairs: int, rng: random.Random | None) -> list[list[SimPair]]:
+def _cap_pairs(
+    iterations: list[list[SimPair]], max_pairs: int, rng: random.Random | None
+) -> list[list[SimPair]]:
     """At most ``max_pairs`` pairs per explore step, as the agent asks (params.agent.max_pairs): a
     longer iteration continues in the next explore steps, its pairs in a shuffled order when noisy."""
     out = []
@@ -203,7 +286,7 @@ def _cap_pairs(iterations: list[list[SimPair]], max_pairs: int, rng: random.Rand
         pairs = list(pairs)
         if rng is not None and len(pairs) > 1:
             rng.shuffle(pairs)
-        out.extend(pairs[k:k + max_pairs] for k in range(0, len(pairs), max_pairs))
+        out.extend(pairs[k : k + max_pairs] for k in range(0, len(pairs), max_pairs))
     return out
 
 
@@ -253,7 +336,10 @@ def simulate_trajectory(
         need = max(0, total_triplets - n_true - n_spurious)
         extra = distractor_facts(question, need, _rng(seed, qid, "pad"))
         while extra and len(extra) < need:  # small pools: reuse passages with other relations
-            extra = extra + [Fact(d.subject, f"{d.relation} ({len(extra)})", d.object, pid=d.pid) for d in extra[: need - len(extra)]]
+            extra = extra + [
+                Fact(d.subject, f"{d.relation} ({len(extra)})", d.object, pid=d.pid)
+                for d in extra[: need - len(extra)]
+            ]
         distractors = extra[:need]
     for n, d in enumerate(distractors):
         spec = (d.subject, d.relation, d.object, "distractor", d.pid)
@@ -263,21 +349,35 @@ def simulate_trajectory(
             rng.choice(true_pairs).triplets.append(spec)
     for _ in range(n_spurious if distractor_entities else 0):
         t, d = rng.choice(true_entities), rng.choice(distractor_entities)
-        spec = (t, "associated with", d, "spurious", None) if rng.random() < 0.5 else (d, "associated with", t, "spurious", None)
+        spec = (
+            (t, "associated with", d, "spurious", None)
+            if rng.random() < 0.5
+            else (d, "associated with", t, "spurious", None)
+        )
         rng.choice(true_pairs).triplets.append(spec)
     iterations = _cap_pairs(iterations, max_pairs, rng if x > 0 else None)
     unfaithful = rng.random() < x
     final_thought = _thought(question, kept_facts, answer, distractor_entities if unfaithful else None, rng)
     final_kind = "final" if unit_hash("final-kind", qid) < 0.25 else "explore"
     tid = f"{POLICY}/{qid}/x{x:.2f}"
-    trajectory, tags = assemble_trajectory(question, iterations, final_thought, answer, trajectory_id=tid,
-                                           final_kind=final_kind, seed=seed)
+    trajectory, tags = assemble_trajectory(
+        question, iterations, final_thought, answer, trajectory_id=tid, final_kind=final_kind, seed=seed
+    )
     truth = true_labels(trajectory, tags)
-    truth.update({"noise": x, "unfaithful": unfaithful, "dropped_hops": len(facts) - len(kept_facts), "gold_facts": len(facts)})
+    truth.update(
+        {
+            "noise": x,
+            "unfaithful": unfaithful,
+            "dropped_hops": len(facts) - len(kept_facts),
+            "gold_facts": len(facts),
+        }
+    )
     return Simulated(trajectory, truth)
 
 
-def _thought(question: dict, facts: list[Fact], answer: str, distractors: list[str] | None, rng: random.Random) -> str:
+def _thought(
+    question: dict, facts: list[Fact], answer: str, distractors: list[str] | None, rng: random.Random
+) -> str:
     if distractors:
         named = distractors[: rng.choice([1, 2])] if len(distractors) > 1 else distractors
         return f"Going by what I found about {' and '.join(named)}, the answer is {answer}."
@@ -299,9 +399,14 @@ def true_labels(trajectory: dict, tags: dict[str, str]) -> dict:
         if s["kind"] == "final" or (s["kind"] == "explore" and s.get("sufficient")):
             steps.add(s["index"])
     return {
-        "trajectory_id": trajectory["trajectory_id"], "question_id": trajectory["question_id"],
-        "dataset": trajectory["dataset"], "route": trajectory["route"], "qtype": trajectory["qtype"],
-        "true_triplet_ids": true_ids, "true_pair_ids": sorted(true_pairs), "true_step_indices": sorted(steps),
+        "trajectory_id": trajectory["trajectory_id"],
+        "question_id": trajectory["question_id"],
+        "dataset": trajectory["dataset"],
+        "route": trajectory["route"],
+        "qtype": trajectory["qtype"],
+        "true_triplet_ids": true_ids,
+        "true_pair_ids": sorted(true_pairs),
+        "true_step_indices": sorted(steps),
         "n_triplets": len(trajectory["triplets"]),
     }
 
@@ -310,14 +415,19 @@ def sample_questions(questions: list[dict], n_per_dataset: int, seed: int) -> li
     """Up to n questions per dataset that have gold facts, chosen with a seeded RNG (sorted by id)."""
     chosen = []
     for dataset in sorted({q["dataset"] for q in questions}):
-        usable = sorted((q for q in questions if q["dataset"] == dataset and gold_facts(q)), key=lambda q: q["question_id"])
+        usable = sorted(
+            (q for q in questions if q["dataset"] == dataset and gold_facts(q)),
+            key=lambda q: q["question_id"],
+        )
         rng = _rng(seed, "sample", dataset)
         picked = rng.sample(usable, min(n_per_dataset, len(usable)))
         chosen.extend(sorted(picked, key=lambda q: q["question_id"]))
     return chosen
 
 
-def simulate(questions: list[dict], noise_levels: list[float], seed: int = 0, max_pairs: int = 3) -> list[Simulated]:
+def simulate(
+    questions: list[dict], noise_levels: list[float], seed: int = 0, max_pairs: int = 3
+) -> list[Simulated]:
     """Every question at every noise level (questions without gold facts are skipped)."""
     out = []
     for q in questions:

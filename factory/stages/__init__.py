@@ -23,7 +23,18 @@ def chain_arguments(
     ``round_default=None`` makes ``--round`` required; the value lands in ``round_`` (``round``
     shadows a builtin in ``run``'s signature).
     """
-    parser.add_argument("--variant", required=True, choices=variants, help="supervision variant whose chain this is")
-    parser.add_argument("--round", dest="round_", metavar="R", type=int, required=round_default is None,
-                        default=round_default, help=round_help)
-    parser.add_argument("--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)")
+    parser.add_argument(
+        "--variant", required=True, choices=variants, help="supervision variant whose chain this is"
+    )
+    parser.add_argument(
+        "--round",
+        dest="round_",
+        metavar="R",
+        type=int,
+        required=round_default is None,
+        default=round_default,
+        help=round_help,
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="protocol seed of the chain (one of bootstrap.seeds)"
+    )

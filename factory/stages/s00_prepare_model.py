@@ -14,4 +14,10 @@ log = logging.getLogger(__name__)
 
 def run(params: Params) -> None:
     info = prepare_base_model(params.model.base, params.model.dir, params.model.dtype)
-    log.info("prepare-model: %s -> %s (%s params, %s)", params.model.base, params.model.dir, f"{info['parameters']:,}", info["dtype"])
+    log.info(
+        "prepare-model: %s -> %s (%s params, %s)",
+        params.model.base,
+        params.model.dir,
+        f"{info['parameters']:,}",
+        info["dtype"],
+    )

@@ -23,7 +23,10 @@ def run(params: Params) -> None:
 
     # Questions are written while the gate runs, to a staging file that only a passed gate publishes.
     staged = paths.QUESTIONS.with_name(f".{paths.QUESTIONS.name}.gated")
-    with BackgroundGate() as gate, gc_paused():  # the gate imports Great Expectations in a child while we parse
+    with (
+        BackgroundGate() as gate,
+        gc_paused(),
+    ):  # the gate imports Great Expectations in a child while we parse
         with progress(desc="ingest", unit="rec") as bar:
             result = ingest_sources(params, progress=bar.update)
         passages, quarantine, counts = result.passage_table, result.quarantine, result.counts
@@ -31,8 +34,15 @@ def run(params: Params) -> None:
             # Arrow takes and parquet encoding release the GIL: the table is written in a thread
             # while this one computes the gate's frames and the child validates them.
             with ThreadPoolExecutor(max_workers=1) as background:
-                written = background.submit(write_parquet_batches, result.question_batches(), staged, "question")
-                gate.submit("ingest", EXPECTATIONS, ingest_frames(result.rows, result.pool, passages), docs_dir=paths.REPORTS / "gx")
+                written = background.submit(
+                    write_parquet_batches, result.question_batches(), staged, "question"
+                )
+                gate.submit(
+                    "ingest",
+                    EXPECTATIONS,
+                    ingest_frames(result.rows, result.pool, passages),
+                    docs_dir=paths.REPORTS / "gx",
+                )
                 written.result()
             del result  # its many small objects go while the collector is paused, not in a full collection
             checked = gate.result()  # a failed expectation stops the stage before anything is published
@@ -46,5 +56,9 @@ def run(params: Params) -> None:
     t = counts["total"]
     log.info(
         "ingest: read %d, ingested %d, quarantined %d (%s), %d passages",
-        t["read"], t["ingested"], t["quarantined"], paths.QUARANTINE, t["passages"],
+        t["read"],
+        t["ingested"],
+        t["quarantined"],
+        paths.QUARANTINE,
+        t["passages"],
     )

@@ -21,7 +21,9 @@ def run(params: Params) -> None:
     from factory.retrieval import load_retriever
 
     passages = read_rows(paths.PASSAGES)
-    questions = read_rows(paths.QUESTIONS, columns=["question_id", "dataset", "question", "passages", "supporting"])
+    questions = read_rows(
+        paths.QUESTIONS, columns=["question_id", "dataset", "question", "passages", "supporting"]
+    )
     shutil.rmtree(paths.INDEX_DIR, ignore_errors=True)
     BM25Retriever.build(passages, params.index.k1, params.index.b).save(paths.INDEX_DIR)
     if params.index.retriever in ("dense", "hybrid"):
@@ -34,9 +36,15 @@ def run(params: Params) -> None:
         "retriever": params.index.retriever,
         "scope": params.index.scope,
         "recall": {
-            scope: supporting_recall(retriever, questions, params.index.recall_at, scope) for scope in ("question", "pooled")
+            scope: supporting_recall(retriever, questions, params.index.recall_at, scope)
+            for scope in ("question", "pooled")
         },
     }
     write_json(paths.METRICS / "retrieval.json", report)
     r = report["recall"][params.index.scope]["all"]
-    log.info("index: %d passages; recall (%s scope): %s", len(passages), params.index.scope, {k: round(v, 3) for k, v in r.items() if k != "questions"})
+    log.info(
+        "index: %d passages; recall (%s scope): %s",
+        len(passages),
+        params.index.scope,
+        {k: round(v, 3) for k, v in r.items() if k != "questions"},
+    )

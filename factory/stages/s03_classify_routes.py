@@ -12,7 +12,9 @@ from factory.routes import PROMPT_VERSION, classify_routes, route_metrics, sampl
 from schemas import read_rows, write_parquet
 
 COMMAND = "classify-routes"
-HELP = "ask the LLM whether sampled questions are parallel or chain (DTKG) and score it against the gold routes"
+HELP = (
+    "ask the LLM whether sampled questions are parallel or chain (DTKG) and score it against the gold routes"
+)
 log = logging.getLogger(__name__)
 
 
@@ -44,6 +46,10 @@ def run(params: Params) -> None:
     overall = report["overall"]
     log.info(
         "classify-routes: %d questions, accuracy %s, unknown %d, LLM errors %d (cache hits %d, misses %d)",
-        overall["questions"], None if overall["accuracy"] is None else round(overall["accuracy"], 3),
-        overall["unknown"], overall["llm_errors"], hits, misses,
+        overall["questions"],
+        None if overall["accuracy"] is None else round(overall["accuracy"], 3),
+        overall["unknown"],
+        overall["llm_errors"],
+        hits,
+        misses,
     )

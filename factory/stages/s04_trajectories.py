@@ -50,36 +50,74 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     t = params.trajectories
     unknown = sorted(set(t.datasets) - set(DATASETS))
     if unknown:
-        raise FactoryError(f"trajectories.datasets: unknown dataset(s) {unknown} (known: {', '.join(DATASETS)})")
+        raise FactoryError(
+            f"trajectories.datasets: unknown dataset(s) {unknown} (known: {', '.join(DATASETS)})"
+        )
     policy = policy_for(variant, round_, seed)
     gen_seed = derived_seed(t.seed, seed, round_ if t.resample_each_round else None)
     questions, passages, retriever = load_inputs(params)
     chosen = sample_questions(questions, t.n_questions, seed=gen_seed, split="train", datasets=t.datasets)
-    sampling = Sampling(temperature=t.temperature, top_p=t.top_p if t.temperature > 0 else 1.0,
-                        max_new_tokens=params.llm.max_new_tokens, seed=gen_seed)
+    sampling = Sampling(
+        temperature=t.temperature,
+        top_p=t.top_p if t.temperature > 0 else 1.0,
+        max_new_tokens=params.llm.max_new_tokens,
+        seed=gen_seed,
+    )
     llm = make_policy_llm(params, policy)
     try:
         records = generate_trajectories(
-            params, chosen, llm=llm, retriever=retriever, passages=passages, policy=policy, round_=round_,
-            samples=t.samples, sampling=sampling, out_path=out, run_id=f"{variant}/seed_{seed}/round_{round_}",
-            rationalize=t.rationalize, desc=f"trajectories {variant} r{round_}",
+            params,
+            chosen,
+            llm=llm,
+            retriever=retriever,
+            passages=passages,
+            policy=policy,
+            round_=round_,
+            samples=t.samples,
+            sampling=sampling,
+            out_path=out,
+            run_id=f"{variant}/seed_{seed}/round_{round_}",
+            rationalize=t.rationalize,
+            desc=f"trajectories {variant} r{round_}",
         )
         cache = {"hits": int(getattr(llm, "hits", 0)), "misses": int(getattr(llm, "misses", 0))}
         identity = llm.identity
     finally:
         llm.close()
     metrics = {
-        **head, "status": "done", "policy": policy.name, "model": identity, "prompt_version": params.agent.prompt_version,
-        "questions": len(chosen), "samples": t.samples, "generation_seed": gen_seed, "temperature": t.temperature,
-        "cache": cache, **summarize(records, breakdowns=("dataset", "qtype", "route")),
+        **head,
+        "status": "done",
+        "policy": policy.name,
+        "model": identity,
+        "prompt_version": params.agent.prompt_version,
+        "questions": len(chosen),
+        "samples": t.samples,
+        "generation_seed": gen_seed,
+        "temperature": t.temperature,
+        "cache": cache,
+        **summarize(records, breakdowns=("dataset", "qtype", "route")),
     }
     write_json(metrics_path, metrics)
     o = metrics["overall"]
     log.info(
-        "trajectories %s round %d (seed %d, policy %s): %d records, status %s, EM %.3f, cache %d hits / %d misses -> %s",
-        variant, round_, seed, policy.name, len(records), o["status"], o["em"] or 0.0, cache["hits"], cache["misses"], out,
+        "trajectories %s round %d (seed %d, policy %s): %d records, status %s, EM %.3f, cache %d hits / "
+        "%d misses -> %s",
+        variant,
+        round_,
+        seed,
+        policy.name,
+        len(records),
+        o["status"],
+        o["em"] or 0.0,
+        cache["hits"],
+        cache["misses"],
+        out,
     )
     if o["status"]["llm_error"]:
-        log.warning("%d trajectories ended in llm_error (reasons in the 'error' column); re-running the stage retries "
-                    "them, with every successful call answered from the response cache", o["status"]["llm_error"])
+        log.warning(
+            "%d trajectories ended in llm_error (reasons in the 'error' column); re-running the stage "
+            "retries "
+            "them, with every successful call answered from the response cache",
+            o["status"]["llm_error"],
+        )
     return metrics

@@ -54,7 +54,10 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     from validators.labels import labels_specs
 
     bp = params.backtrace
-    for name, values, allowed in (("modes", bp.modes, BACKTRACE_MODES), ("target_modes", bp.target_modes, TARGET_MODES)):
+    for name, values, allowed in (
+        ("modes", bp.modes, BACKTRACE_MODES),
+        ("target_modes", bp.target_modes, TARGET_MODES),
+    ):
         unknown = sorted(set(values) - set(allowed))
         if unknown or not values:
             raise FactoryError(f"backtrace.{name}: {unknown or 'empty'} (allowed: {', '.join(allowed)})")
@@ -62,15 +65,30 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     out = paths.labels(variant, round_, seed)
     metrics_path = paths.stage_metrics("backtrace", variant, round_, seed)
     if not src.exists():
-        raise FactoryError(f"{src} is missing: run `factory trajectories --variant {variant} --round {round_} --seed {seed}` first")
+        raise FactoryError(
+            f"{src} is missing: run `factory trajectories --variant {variant} --round {round_} --seed "
+            f"{seed}` first"
+        )
     trajectories = read_rows(src)
-    head = {"variant": variant, "round": round_, "protocol_seed": seed, "modes": list(bp.modes), "target_modes": list(bp.target_modes)}
+    head = {
+        "variant": variant,
+        "round": round_,
+        "protocol_seed": seed,
+        "modes": list(bp.modes),
+        "target_modes": list(bp.target_modes),
+    }
     if not trajectories:
         try:
             reason = skip_reason(variant, round_, seed)
         except FactoryError:  # no decision recorded: the trajectories stage simply produced nothing
             reason = None
-        metrics = {**head, "status": "skipped", "reason": reason or "the round's trajectory file is empty", "trajectories": 0, "labels": 0}
+        metrics = {
+            **head,
+            "status": "skipped",
+            "reason": reason or "the round's trajectory file is empty",
+            "trajectories": 0,
+            "labels": 0,
+        }
         write_parquet([], out, "labels")
         write_json(metrics_path, metrics)
         log.info("backtrace %s round %d (seed %d): skipped: %s", variant, round_, seed, metrics["reason"])
@@ -79,7 +97,11 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     if fallback:
         log.warning("backtrace: no policy tokenizer (%s); counting whitespace tokens", fallback)
     labels = label_all(trajectories, params, counter)
-    gate = run_suites(f"backtrace-{variant}-seed_{seed}-round_{round_}", labels_specs(trajectories, labels, bp.modes, bp.target_modes), docs_dir=paths.REPORTS / "gx")
+    gate = run_suites(
+        f"backtrace-{variant}-seed_{seed}-round_{round_}",
+        labels_specs(trajectories, labels, bp.modes, bp.target_modes),
+        docs_dir=paths.REPORTS / "gx",
+    )
     write_parquet(labels, out, "labels")
     metrics = {
         **head,
@@ -96,6 +118,15 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     }
     write_json(metrics_path, metrics)
     d = metrics["by_mode"].get(metrics["default"], {}).get("all", {})
-    log.info("backtrace %s round %d (seed %d): %d trajectories, %d labels; default %s: FA %s, no path %s", variant, round_, seed,
-             len(trajectories), len(labels), metrics["default"], d.get("mean_fa_ratio_correct"), d.get("no_path_share"))
+    log.info(
+        "backtrace %s round %d (seed %d): %d trajectories, %d labels; default %s: FA %s, no path %s",
+        variant,
+        round_,
+        seed,
+        len(trajectories),
+        len(labels),
+        metrics["default"],
+        d.get("mean_fa_ratio_correct"),
+        d.get("no_path_share"),
+    )
     return metrics

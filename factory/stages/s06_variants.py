@@ -23,7 +23,10 @@ from factory.variants import accumulated, build_set, labels_index
 from schemas import read_rows, write_parquet
 
 COMMAND = "variants"
-HELP = "build a round's supervision set of a variant (backtrace | random | unfiltered): parquet, OpenAI JSONL, stats, leakage gate"
+HELP = (
+           "build a round's supervision set of a variant (backtrace | random | unfiltered): parquet, OpenAI "
+           "JSONL, stats, leakage gate"
+       )
 log = logging.getLogger(__name__)
 
 
@@ -56,22 +59,43 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     metrics_path = paths.stage_metrics("variants", variant, round_, seed)
     control_seed = params.variants.seed + 1000 * seed  # derived seed of this chain
     mode, target_mode = params.backtrace.mode, params.backtrace.target_mode
-    head = {"variant": variant, "round": round_, "protocol_seed": seed, "seed": control_seed, "mode": mode, "target_mode": target_mode}
+    head = {
+        "variant": variant,
+        "round": round_,
+        "protocol_seed": seed,
+        "seed": control_seed,
+        "mode": mode,
+        "target_mode": target_mode,
+    }
 
     traj_path = paths.trajectories(variant, round_, seed)
     if not traj_path.exists():
-        raise FactoryError(f"{traj_path} is missing: run `factory trajectories --variant {variant} --round {round_} --seed {seed}` first")
+        raise FactoryError(
+            f"{traj_path} is missing: run `factory trajectories --variant {variant} --round {round_} "
+            f"--seed {seed}` first"
+        )
     trajectories = read_rows(traj_path)
     if not trajectories:
-        stats = {**head, "status": "skipped", "reason": _why_empty(variant, round_, seed), "trajectories": 0, "correct": 0,
-                 "examples": 0, "examples_in_set": 0, "accumulated_rounds": []}
+        stats = {
+            **head,
+            "status": "skipped",
+            "reason": _why_empty(variant, round_, seed),
+            "trajectories": 0,
+            "correct": 0,
+            "examples": 0,
+            "examples_in_set": 0,
+            "accumulated_rounds": [],
+        }
         _write(out_dir, [], stats, metrics_path)
         log.info("variants %s round %d (seed %d): skipped: %s", variant, round_, seed, stats["reason"])
         return stats
 
     labels_path = paths.labels(variant, round_, seed)
     if not labels_path.exists():
-        raise FactoryError(f"{labels_path} is missing: run `factory backtrace --variant {variant} --round {round_} --seed {seed}` first")
+        raise FactoryError(
+            f"{labels_path} is missing: run `factory backtrace --variant {variant} --round {round_} "
+            f"--seed {seed}` first"
+        )
     labels = read_rows(labels_path)
     built = build_set(trajectories, labels, variant, round_, control_seed, mode, target_mode)
     examples, rounds = built.examples, [round_]
@@ -79,7 +103,9 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         examples, rounds = accumulated(built.examples, variant, round_, seed)
 
     questions = read_rows(paths.QUESTIONS, columns=["question_id", "split", "question_norm"])
-    specs = supervision_specs(examples, questions, trajectories, labels_index(labels, mode, target_mode), control_seed)
+    specs = supervision_specs(
+        examples, questions, trajectories, labels_index(labels, mode, target_mode), control_seed
+    )
     gate = run_suites(f"variants-{variant}-seed_{seed}-round_{round_}", specs, docs_dir=paths.REPORTS / "gx")
 
     status = "ok" if examples else "empty"
@@ -95,8 +121,18 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         stats["reason"] = "no correct trajectory in this round"
     _write(out_dir, examples, stats, metrics_path)
     log.info(
-        "variants %s round %d (seed %d): %d correct of %d trajectories -> %d examples (%d in the set, rounds %s); units kept %d/%d; FA %.3f",
-        variant, round_, seed, built.stats["correct"], len(trajectories), len(built.examples), len(examples), rounds,
-        built.stats["units"]["kept"], built.stats["units"]["total"], built.stats["fa_ratio"],
+        "variants %s round %d (seed %d): %d correct of %d trajectories -> %d examples (%d in the set, "
+        "rounds %s); units kept %d/%d; FA %.3f",
+        variant,
+        round_,
+        seed,
+        built.stats["correct"],
+        len(trajectories),
+        len(built.examples),
+        len(examples),
+        rounds,
+        built.stats["units"]["kept"],
+        built.stats["units"]["total"],
+        built.stats["fa_ratio"],
     )
     return stats

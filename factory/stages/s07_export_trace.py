@@ -16,7 +16,10 @@ from factory.trace.export import PROTOCOL_VERSION, TraceExport, export_stats, ex
 from schemas import read_rows, write_parquet
 
 COMMAND = "export-trace"
-HELP = "export a round's correct trajectories in the TRACE protocol (SFT targets + RL prompts with reward references)"
+HELP = (
+           "export a round's correct trajectories in the TRACE protocol (SFT targets + RL prompts with "
+           "reward references)"
+       )
 log = logging.getLogger(__name__)
 
 
@@ -33,7 +36,9 @@ def write_outputs(result: TraceExport, stats: dict, out_dir: Path, metrics_path:
     """sft/rl as parquet (contracts TRACE_SFT/TRACE_RL) and JSONL, stats.json, and the stage metrics."""
     write_parquet(result.sft, out_dir / "sft.parquet", "trace_sft")
     write_parquet(result.rl, out_dir / "rl.parquet", "trace_rl")
-    write_jsonl(out_dir / "sft.jsonl", ({"messages": r["messages"]} for r in result.sft))  # chat fine-tuning format
+    write_jsonl(
+        out_dir / "sft.jsonl", ({"messages": r["messages"]} for r in result.sft)
+    )  # chat fine-tuning format
     write_jsonl(out_dir / "rl.jsonl", result.rl)  # prompt + reward reference columns
     write_json(out_dir / "stats.json", stats)
     write_json(metrics_path, stats)
@@ -67,18 +72,31 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
     }
     traj_path, labels_path = paths.trajectories(variant, round_, seed), paths.labels(variant, round_, seed)
     if not traj_path.exists():
-        raise FactoryError(f"{traj_path} is missing: run `factory trajectories --variant {variant} --round {round_} --seed {seed}` first")
+        raise FactoryError(
+            f"{traj_path} is missing: run `factory trajectories --variant {variant} --round {round_} "
+            f"--seed {seed}` first"
+        )
     trajectories = read_rows(traj_path)
     if not trajectories:  # a skipped round (stop decision) or a round that produced nothing
         reason = _skip_reason(variant, round_, seed)
         status = "skipped" if reason else "empty"
-        stats = {**head, "status": status, "reason": reason or "the round's trajectory file is empty", **export_stats(TraceExport(), 0)}
+        stats = {
+            **head,
+            "status": status,
+            "reason": reason or "the round's trajectory file is empty",
+            **export_stats(TraceExport(), 0),
+        }
         write_outputs(TraceExport(), stats, out_dir, metrics_path)
-        log.info("export-trace %s round %d (seed %d): %s (%s)", variant, round_, seed, status, stats["reason"])
+        log.info(
+            "export-trace %s round %d (seed %d): %s (%s)", variant, round_, seed, status, stats["reason"]
+        )
         return
     for path, stage in ((labels_path, "backtrace"), (paths.QUESTIONS, "ingest"), (paths.PASSAGES, "ingest")):
         if not Path(path).exists():
-            raise FactoryError(f"{path} is missing: run `factory {stage}` first (variant {variant}, round {round_}, seed {seed})")
+            raise FactoryError(
+                f"{path} is missing: run `factory {stage}` first (variant {variant}, round {round_}, "
+                f"seed {seed})"
+            )
     labels = read_rows(labels_path)
     question_ids = {t["question_id"] for t in trajectories}
     questions = {
@@ -87,12 +105,22 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         if q["question_id"] in question_ids
     }
     wanted = {pid for t in trajectories for s in t["steps"] for pid in s["retrieved"]}
-    passages = {p["pid"]: p for p in read_rows(paths.PASSAGES, columns=["pid", "title", "text"]) if p["pid"] in wanted}
+    passages = {
+        p["pid"]: p for p in read_rows(paths.PASSAGES, columns=["pid", "title", "text"]) if p["pid"] in wanted
+    }
     result = export_trace(
-        trajectories, labels, questions, passages,
-        variant=variant, round_=round_, seed=seed, variant_seed=variant_seed(params, seed),
-        mode=params.backtrace.mode, target_mode=params.backtrace.target_mode,
-        max_passages=params.trace.max_passages, passage_chars=params.agent.passage_chars,
+        trajectories,
+        labels,
+        questions,
+        passages,
+        variant=variant,
+        round_=round_,
+        seed=seed,
+        variant_seed=variant_seed(params, seed),
+        mode=params.backtrace.mode,
+        target_mode=params.backtrace.target_mode,
+        max_passages=params.trace.max_passages,
+        passage_chars=params.agent.passage_chars,
         bonus_weight=params.trace.bonus_weight,
     )
     stats = export_stats(result, len(trajectories))
@@ -100,7 +128,12 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
     write_outputs(result, {**head, "status": status, **stats}, out_dir, metrics_path)
     overall = stats["sft_rewards"]["overall"]
     log.info(
-        "export-trace %s round %d: %d trajectories, %d SFT / %d RL records; SFT targets earn format %s, accuracy %s, relevance %s",
-        variant, round_, len(trajectories), len(result.sft), len(result.rl),
+        "export-trace %s round %d: %d trajectories, %d SFT / %d RL records; SFT targets earn format %s, "
+        "accuracy %s, relevance %s",
+        variant,
+        round_,
+        len(trajectories),
+        len(result.sft),
+        len(result.rl),
         *(None if overall[c] is None else round(overall[c], 3) for c in ("format", "accuracy", "relevance")),
     )

@@ -21,7 +21,9 @@ from factory.relevance.report import render_figure, render_markdown
 from schemas import read_rows
 
 COMMAND = "validate-labels"
-HELP = "check backtraced relevance labels against gold supporting facts (P/R/F1 with bootstrap CIs vs controls)"
+HELP = (
+    "check backtraced relevance labels against gold supporting facts (P/R/F1 with bootstrap CIs vs controls)"
+)
 log = logging.getLogger(__name__)
 _ROUND_FILE = re.compile(r"^round_(\d+)\.parquet$")
 _SEED_DIR = re.compile(r"^seed_(\d+)$")
@@ -48,7 +50,13 @@ def run(params: Params) -> dict:
             continue
         labels_path = paths.labels(variant, round_, seed)
         if not labels_path.exists():
-            left_out.append({"source": name, "reason": f"{labels_path} is missing (run `factory backtrace`)", "trajectories": len(trajectories)})
+            left_out.append(
+                {
+                    "source": name,
+                    "reason": f"{labels_path} is missing (run `factory backtrace`)",
+                    "trajectories": len(trajectories),
+                }
+            )
             continue
         sources.append(Source(name, trajectories, read_rows(labels_path)))
 
@@ -58,23 +66,45 @@ def run(params: Params) -> dict:
             if not path.exists():
                 raise FactoryError(f"{path} is missing: run `factory ingest` first")
         wanted = {t["question_id"] for s in sources for t in s.trajectories}
-        questions_by_id = {q["question_id"]: q for q in read_rows(paths.QUESTIONS, columns=["question_id", "supporting"]) if q["question_id"] in wanted}
+        questions_by_id = {
+            q["question_id"]: q
+            for q in read_rows(paths.QUESTIONS, columns=["question_id", "supporting"])
+            if q["question_id"] in wanted
+        }
         pids = {p for s in sources for t in s.trajectories for st in t["steps"] for p in st["retrieved"]}
-        pids |= {x["source_pid"] for s in sources for t in s.trajectories for x in t["triplets"] if x["source_pid"]}
-        passages_by_pid = {p["pid"]: p for p in read_rows(paths.PASSAGES, columns=["pid", "title", "sentences"]) if p["pid"] in pids}
+        pids |= {
+            x["source_pid"] for s in sources for t in s.trajectories for x in t["triplets"] if x["source_pid"]
+        }
+        passages_by_pid = {
+            p["pid"]: p
+            for p in read_rows(paths.PASSAGES, columns=["pid", "title", "sentences"])
+            if p["pid"] in pids
+        }
 
     r = params.relevance
     result = check_relevance(
-        sources, questions_by_id, passages_by_pid,
-        default_combo=(params.backtrace.mode, params.backtrace.target_mode), threshold=params.agent.grounding_threshold,
-        bootstrap_samples=r.bootstrap_samples, random_seeds=r.random_seeds, seed=r.seed, bar=r.bar,
+        sources,
+        questions_by_id,
+        passages_by_pid,
+        default_combo=(params.backtrace.mode, params.backtrace.target_mode),
+        threshold=params.agent.grounding_threshold,
+        bootstrap_samples=r.bootstrap_samples,
+        random_seeds=r.random_seeds,
+        seed=r.seed,
+        bar=r.bar,
     )
     result["left_out_sources"] = left_out
     write_json(paths.METRICS / "relevance.json", result)
     write_text(paths.REPORTS / "relevance.md", render_markdown(result))
     render_figure(result, paths.REPORTS / "relevance.png")
     if result["status"] != "ok":
-        log.warning("validate-labels: %s (%d sources, %d left out); wrote %s", result["status"], len(sources), len(left_out), paths.REPORTS / "relevance.md")
+        log.warning(
+            "validate-labels: %s (%d sources, %d left out); wrote %s",
+            result["status"],
+            len(sources),
+            len(left_out),
+            paths.REPORTS / "relevance.md",
+        )
     for verdict in result["verdicts"].values():
         log.info("%s", verdict["line"])
     return result

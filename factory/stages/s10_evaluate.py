@@ -22,12 +22,20 @@ from factory.stages import chain_arguments
 from schemas import write_parquet
 
 COMMAND = "evaluate"
-HELP = "greedy inference of the policy after a round on the held-out or test split (EM/F1 by dataset, type, route)"
+HELP = (
+           "greedy inference of the policy after a round on the held-out or test split (EM/F1 by dataset, "
+           "type, route)"
+       )
 log = logging.getLogger(__name__)
 
 
 def add_arguments(parser) -> None:
-    chain_arguments(parser, "evaluate the policy after this round (ignored for base)", variants=(BASE, *VARIANTS), round_default=0)
+    chain_arguments(
+        parser,
+        "evaluate the policy after this round (ignored for base)",
+        variants=(BASE, *VARIANTS),
+        round_default=0,
+    )
     parser.add_argument("--split", choices=("heldout", "test"), default="heldout", help="which split")
 
 
@@ -50,11 +58,28 @@ def run(params: Params, variant: str, round_: int = 0, split: str = "heldout", s
         return metrics
 
     policy = policy_after(variant, round_ if variant != BASE else -1, seed)
-    run_id = f"eval/{BASE}/{split}" if variant == BASE else f"eval/{variant}/seed_{seed}/round_{round_}/{split}"
-    result, _ = evaluate_policy(params, policy, split=split, seed=seed, run_id=run_id, out_path=data_path,
-                                desc=f"evaluate {variant} r{round_} {split}")
+    run_id = (
+        f"eval/{BASE}/{split}" if variant == BASE else f"eval/{variant}/seed_{seed}/round_{round_}/{split}"
+    )
+    result, _ = evaluate_policy(
+        params,
+        policy,
+        split=split,
+        seed=seed,
+        run_id=run_id,
+        out_path=data_path,
+        desc=f"evaluate {variant} r{round_} {split}",
+    )
     metrics = {**head, **result}
     write_json(metrics_path, metrics)
-    log.info("evaluate %s (policy %s) on %d %s questions: EM %.3f F1 %.3f -> %s",
-             variant, policy.name, metrics["questions"], split, metrics["em"] or 0.0, metrics["f1"] or 0.0, metrics_path)
+    log.info(
+        "evaluate %s (policy %s) on %d %s questions: EM %.3f F1 %.3f -> %s",
+        variant,
+        policy.name,
+        metrics["questions"],
+        split,
+        metrics["em"] or 0.0,
+        metrics["f1"] or 0.0,
+        metrics_path,
+    )
     return metrics

@@ -48,7 +48,21 @@ def run(params: Params, variant: str, seed: int = 0, round_: int = -1) -> None:
     if round_ < 0:
         # the chain's starting point, so that round 0 depends on "the step before" like every other round:
         # the base policy (no adapter) and an empty supervision set
-        write_json(paths.adapter_dir(variant, 0, seed).parent / "init" / "status.json", {"status": "base", "adapter": None})
-        write_json(paths.supervision_dir(variant, 0, seed).parent / "init" / "stats.json", {"status": "init", "examples": 0})
+        write_json(
+            paths.adapter_dir(variant, 0, seed).parent / "init" / "status.json",
+            {"status": "base", "adapter": None},
+        )
+        write_json(
+            paths.supervision_dir(variant, 0, seed).parent / "init" / "stats.json",
+            {"status": "init", "examples": 0},
+        )
     verdict = f"stop ({decision.reason})" if decision.stop else "continue"
-    log.info("bootstrap %s seed %d after round %d: EM history %s, best round %d -> %s", variant, seed, round_, history, decision.best_round, verdict)
+    log.info(
+        "bootstrap %s seed %d after round %d: EM history %s, best round %d -> %s",
+        variant,
+        seed,
+        round_,
+        history,
+        decision.best_round,
+        verdict,
+    )

@@ -43,22 +43,55 @@ def run(params: Params, variant: str) -> dict:
     for seed in params.bootstrap.seeds:
         decision = last_decision(variant, seed, len(params.bootstrap.rounds))
         policy = policy_after(variant, decision["best_round"], seed)
-        metrics, _ = evaluate_policy(params, policy, split="test", seed=seed, run_id=f"test/{variant}/seed_{seed}/selected",
-                                     out_path=paths.selected_test_data(variant, seed), desc=f"test {variant} seed {seed}")
+        metrics, _ = evaluate_policy(
+            params,
+            policy,
+            split="test",
+            seed=seed,
+            run_id=f"test/{variant}/seed_{seed}/selected",
+            out_path=paths.selected_test_data(variant, seed),
+            desc=f"test {variant} seed {seed}",
+        )
         chains[str(seed)] = {
             "decision": decision,
             "selected_round": decision["best_round"],
             "selected_policy": policy.name,
             "heldout_em": decision["best_em"],
-            "test": {k: metrics[k] for k in ("em", "f1", "questions", "by_dataset", "by_route", "by_qtype") if k in metrics},
+            "test": {
+                k: metrics[k]
+                for k in ("em", "f1", "questions", "by_dataset", "by_route", "by_qtype")
+                if k in metrics
+            },
         }
-        log.info("select %s seed %d: round %d (%s), held-out EM %.3f, test EM %.3f", variant, seed,
-                 decision["best_round"], policy.name, decision["best_em"], metrics["em"] or 0.0)
-    write_json(paths.METRICS / "bootstrap" / f"{variant}.json", {
+        log.info(
+            "select %s seed %d: round %d (%s), held-out EM %.3f, test EM %.3f",
+            variant,
+            seed,
+            decision["best_round"],
+            policy.name,
+            decision["best_em"],
+            metrics["em"] or 0.0,
+        )
+    write_json(
+        paths.METRICS / "bootstrap" / f"{variant}.json",
+        {
+            "variant": variant,
+            "rule": {
+                "min_delta": params.bootstrap.min_delta,
+                "patience": params.bootstrap.patience,
+                "max_rounds": params.bootstrap.max_rounds,
+            },
+            "chains": {
+                s: {k: c[k] for k in ("decision", "selected_round", "selected_policy", "heldout_em")}
+                for s, c in chains.items()
+            },
+        },
+    )
+    summary = {
         "variant": variant,
-        "rule": {"min_delta": params.bootstrap.min_delta, "patience": params.bootstrap.patience, "max_rounds": params.bootstrap.max_rounds},
-        "chains": {s: {k: c[k] for k in ("decision", "selected_round", "selected_policy", "heldout_em")} for s, c in chains.items()},
-    })
-    summary = {"variant": variant, "chains": {s: {k: c[k] for k in ("selected_round", "selected_policy", "test")} for s, c in chains.items()}}
+        "chains": {
+            s: {k: c[k] for k in ("selected_round", "selected_policy", "test")} for s, c in chains.items()
+        },
+    }
     write_json(paths.METRICS / "test" / f"{variant}.json", summary)
     return summary

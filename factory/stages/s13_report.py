@@ -19,7 +19,10 @@ def run(params: Params) -> dict:
     summary = build_summary(b.variants, b.seeds, len(b.rounds))
     relevance_path = paths.METRICS / "relevance.json"
     relevance = read_json(relevance_path) if relevance_path.exists() else None
-    summary["relevance_verdicts"] = {k: {kk: vv for kk, vv in v.items() if kk != "difference"} for k, v in ((relevance or {}).get("verdicts") or {}).items()}
+    summary["relevance_verdicts"] = {
+        k: {kk: vv for kk, vv in v.items() if kk != "difference"}
+        for k, v in ((relevance or {}).get("verdicts") or {}).items()
+    }
     write_json(paths.METRICS / "summary.json", summary)
     write_text(paths.REPORTS / "bootstrap.md", render_markdown(summary, relevance, b.seeds))
     write_plots(summary, paths.REPORTS)

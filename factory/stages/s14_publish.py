@@ -29,7 +29,9 @@ def _model_identity(params: Params) -> str:
 
 def run(params: Params, push_to_hub: str | None = None) -> list[dict]:
     summary = read_json(paths.METRICS / "summary.json") if (paths.METRICS / "summary.json").exists() else {}
-    relevance = read_json(paths.METRICS / "relevance.json") if (paths.METRICS / "relevance.json").exists() else {}
+    relevance = (
+        read_json(paths.METRICS / "relevance.json") if (paths.METRICS / "relevance.json").exists() else {}
+    )
     seed = params.bootstrap.seeds[0]
     results = []
     for variant in params.bootstrap.variants:
@@ -38,14 +40,24 @@ def run(params: Params, push_to_hub: str | None = None) -> list[dict]:
             "prompt_version": params.agent.prompt_version,
             "fa_ratio": summary.get("variants", {}).get(variant, {}).get("fa_ratio_by_round"),
             "relevance": relevance.get("verdicts", relevance.get("summary", {})),
-            "params": params.digest("trajectories", "agent", "retrieval", "backtrace", "variants", "train", "bootstrap"),
+            "params": params.digest(
+                "trajectories", "agent", "retrieval", "backtrace", "variants", "train", "bootstrap"
+            ),
             "datasets": list(params.corpora),
         }
-        result = publishing.publish_variant(variant, OUT / variant, info, seed=seed, rounds=len(params.bootstrap.rounds))
+        result = publishing.publish_variant(
+            variant, OUT / variant, info, seed=seed, rounds=len(params.bootstrap.rounds)
+        )
         if push_to_hub:
             publishing.push_to_hub(OUT / variant, f"{push_to_hub}-{variant}")
             result["pushed_to"] = f"{push_to_hub}-{variant}"
         results.append(result)
-        log.info("publish %s: %d examples from rounds %s -> %s", variant, result["examples"], result["rounds"], result["path"])
+        log.info(
+            "publish %s: %d examples from rounds %s -> %s",
+            variant,
+            result["examples"],
+            result["rounds"],
+            result["path"],
+        )
     write_json(paths.METRICS / "published.json", {"sets": results})
     return results

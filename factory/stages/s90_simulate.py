@@ -15,7 +15,10 @@ from factory.simulate.trajectories import POLICY, gold_facts, sample_questions, 
 from schemas import read_rows, write_parquet
 
 COMMAND = "simulate"
-HELP = "simulate trajectories with known labels from gold facts, add noise, and measure backtracing precision/recall"
+HELP = (
+           "simulate trajectories with known labels from gold facts, add noise, and measure backtracing "
+           "precision/recall"
+       )
 log = logging.getLogger(__name__)
 
 
@@ -43,7 +46,9 @@ def run(params: Params) -> dict:
         "questions": len(chosen),
         "questions_by_dataset": dict(sorted(Counter(q["dataset"] for q in chosen).items())),
         "questions_read": len(questions),
-        "questions_with_gold_facts": dict(sorted(Counter(q["dataset"] for q in questions if gold_facts(q)).items())),
+        "questions_with_gold_facts": dict(
+            sorted(Counter(q["dataset"] for q in questions if gold_facts(q)).items())
+        ),
         "trajectories": len(sims),
         "triplets": sum(len(t["triplets"]) for t in trajectories),
         "tokenizer": "whitespace",
@@ -52,7 +57,14 @@ def run(params: Params) -> dict:
         "results": aggregate(rows),
     }
     write_json(paths.METRICS / "simulate.json", metrics)
-    write_report(metrics, paths.REPORTS / "backtrace_sensitivity.md", paths.REPORTS / "backtrace_sensitivity.png")
-    log.info("simulate: %d questions x %d noise levels -> %d trajectories; report %s", len(chosen), len(noise_levels),
-             len(sims), paths.REPORTS / "backtrace_sensitivity.md")
+    write_report(
+        metrics, paths.REPORTS / "backtrace_sensitivity.md", paths.REPORTS / "backtrace_sensitivity.png"
+    )
+    log.info(
+        "simulate: %d questions x %d noise levels -> %d trajectories; report %s",
+        len(chosen),
+        len(noise_levels),
+        len(sims),
+        paths.REPORTS / "backtrace_sensitivity.md",
+    )
     return metrics

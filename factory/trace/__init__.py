@@ -1,1 +1,2 @@
-"""The TRACE protocol: export of trajectories as SFT / RL records (``export``) and the reward functions (``rewards``)."""
+"""The TRACE protocol: export of trajectories as SFT / RL records (``export``) and the reward functions
+(``rewards``)."""

@@ -95,12 +95,18 @@ def render_user(question: str, passages: Sequence[Mapping[str, Any]], passage_ch
 
 
 def build_prompt(
-    question: str, pids: Sequence[str], passages_by_pid: Mapping[str, Mapping[str, Any]], passage_chars: int = 0, where: str = ""
+    question: str,
+    pids: Sequence[str],
+    passages_by_pid: Mapping[str, Mapping[str, Any]],
+    passage_chars: int = 0,
+    where: str = "",
 ) -> list[dict]:
     """System + user messages for a question and its numbered passages."""
     missing = [pid for pid in pids if pid not in passages_by_pid]
     if missing:
-        raise FactoryError(f"{where}: retrieved passages {missing[:3]} are not in the passage table (re-run ingest/index)")
+        raise FactoryError(
+            f"{where}: retrieved passages {missing[:3]} are not in the passage table (re-run ingest/index)"
+        )
     user = render_user(question, [passages_by_pid[pid] for pid in pids], passage_chars)
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]
 
@@ -124,7 +130,9 @@ def _mentions(a: str, b: str) -> bool:
     return bool(a and b) and (a == b or f" {a} " in f" {b} " or f" {b} " in f" {a} ")
 
 
-def chain_order(triplets: Sequence[Mapping[str, Any]], initial_entities: Iterable[str], question: str = "") -> list[dict]:
+def chain_order(
+    triplets: Sequence[Mapping[str, Any]], initial_entities: Iterable[str], question: str = ""
+) -> list[dict]:
     """Triplets ordered along the reasoning chain: start with a triplet whose subject is an initial
     entity (else a subject named in the question), then repeatedly the earliest-created triplet
     whose subject — failing that, whose object — is an entity reached so far; a triplet connected
@@ -176,7 +184,8 @@ def assert_exportable(trajectories: Iterable[Mapping[str, Any]], allow_synthetic
     for t in trajectories:
         if is_untrainable(str(t.get("policy") or "")):
             raise FactoryError(
-                f"trajectory {t.get('trajectory_id')!r}: policy {t['policy']!r} is synthetic (gold facts, not a model); "
+                f"trajectory {t.get('trajectory_id')!r}: policy {t['policy']!r} is synthetic (gold "
+                "facts, not a model); "
                 "it cannot be exported for training"
             )
 
@@ -212,7 +221,9 @@ def export_trajectory(
         return NO_PASSAGES, None, None, counts
     counts["passages_numbered"] += len(pids)
     counts["passages_cut"] += retrieved - len(pids)
-    prompt = build_prompt(trajectory["question"], pids, passages_by_pid, passage_chars, where=f"trajectory {tid!r}")
+    prompt = build_prompt(
+        trajectory["question"], pids, passages_by_pid, passage_chars, where=f"trajectory {tid!r}"
+    )
     gold_indices, coverage = gold_reference(question_row, pids)
     answers = list(question_row.get("answers") or trajectory["answers"])
     base = {
@@ -227,7 +238,12 @@ def export_trajectory(
         "route": trajectory["route"],
         "policy": trajectory["policy"],
     }
-    gold = {"passage_ids": pids, "gold_answers": answers, "gold_relevant_indices": gold_indices, "gold_coverage": coverage}
+    gold = {
+        "passage_ids": pids,
+        "gold_answers": answers,
+        "gold_relevant_indices": gold_indices,
+        "gold_coverage": coverage,
+    }
     rl = {**base, "prompt": prompt, **gold}
 
     if kept_fn is None:
@@ -240,7 +256,9 @@ def export_trajectory(
     counts["triplets_kept"] += len(kept_triplets)
     counts["triplets_cited"] += len(cited)
     counts["triplets_ungrounded"] += sum(1 for t in kept_triplets if not t.get("source_pid"))
-    counts["triplets_beyond_cap"] += sum(1 for t in kept_triplets if t.get("source_pid") and t["source_pid"] not in index_of)
+    counts["triplets_beyond_cap"] += sum(
+        1 for t in kept_triplets if t.get("source_pid") and t["source_pid"] not in index_of
+    )
     if not cited:
         return RL_ONLY, None, rl, counts
 
@@ -248,7 +266,9 @@ def export_trajectory(
     ordered = chain_order(cited, initial, trajectory["question"])
     relevance = sorted({index_of[t["source_pid"]] for t in ordered})
     answer = " ".join((trajectory.get("answer") or "").split())
-    target = render_target(relevance, [render_statement(t, index_of[t["source_pid"]]) for t in ordered], answer)
+    target = render_target(
+        relevance, [render_statement(t, index_of[t["source_pid"]]) for t in ordered], answer
+    )
     rewards = score_completion(target, answers, gold_indices, bonus_weight)
     sft = {
         **base,
@@ -292,10 +312,15 @@ def export_trace(
     assert_exportable(trajectories, allow_synthetic)
     by_tid: dict[str, Mapping[str, Any]] = {}
     for row in labels:
-        if (mode is not None and row["mode"] != mode) or (target_mode is not None and row["target_mode"] != target_mode):
+        if (mode is not None and row["mode"] != mode) or (
+            target_mode is not None and row["target_mode"] != target_mode
+        ):
             continue
         if row["trajectory_id"] in by_tid:
-            raise FactoryError(f"labels: trajectory {row['trajectory_id']!r} has several rows for mode {mode!r} x {target_mode!r}")
+            raise FactoryError(
+                f"labels: trajectory {row['trajectory_id']!r} has several rows for mode {mode!r} x "
+                f"{target_mode!r}"
+            )
         by_tid[row["trajectory_id"]] = row
     out = TraceExport()
     seen: set[str] = set()
@@ -306,11 +331,22 @@ def export_trace(
         seen.add(tid)
         question = questions_by_id.get(t["question_id"])
         if question is None:
-            raise FactoryError(f"trajectory {tid!r}: question {t['question_id']!r} is not in data/interim/questions.parquet")
+            raise FactoryError(
+                f"trajectory {tid!r}: question {t['question_id']!r} is not in data/interim/questions.parquet"
+            )
         status, sft, rl, counts = export_trajectory(
-            t, by_tid.get(tid), question, passages_by_pid,
-            variant=variant, round_=round_, seed=seed, variant_seed=variant_seed, max_passages=max_passages,
-            passage_chars=passage_chars, bonus_weight=bonus_weight, kept_fn=kept_fn,
+            t,
+            by_tid.get(tid),
+            question,
+            passages_by_pid,
+            variant=variant,
+            round_=round_,
+            seed=seed,
+            variant_seed=variant_seed,
+            max_passages=max_passages,
+            passage_chars=passage_chars,
+            bonus_weight=bonus_weight,
+            kept_fn=kept_fn,
         )
         out.statuses[tid] = status
         out.counts.update(counts)
@@ -346,12 +382,19 @@ def export_stats(result: TraceExport, trajectories: int) -> dict:
         "by_status": {s: statuses.get(s, 0) for s in STATUSES},
         "sft_records": len(result.sft),
         "rl_records": len(result.rl),
-        "triplets": {k: result.counts.get(k, 0) for k in ("triplets_kept", "triplets_cited", "triplets_ungrounded", "triplets_beyond_cap")},
+        "triplets": {
+            k: result.counts.get(k, 0)
+            for k in ("triplets_kept", "triplets_cited", "triplets_ungrounded", "triplets_beyond_cap")
+        },
         "passages": {
-            "numbered_mean": result.counts.get("passages_numbered", 0) / len(result.rl) if result.rl else None,
+            "numbered_mean": result.counts.get("passages_numbered", 0) / len(result.rl)
+            if result.rl
+            else None,
             "cut_by_cap": result.counts.get("passages_cut", 0),
         },
-        "gold_coverage": {c: sum(1 for r in result.rl if r["gold_coverage"] == c) for c in ("full", "partial", "none")},
+        "gold_coverage": {
+            c: sum(1 for r in result.rl if r["gold_coverage"] == c) for c in ("full", "partial", "none")
+        },
         "sft_rewards": {
             "overall": _reward_means(result.sft),
             "by_dataset": {k: _reward_means(v) for k, v in _group(result.sft, "dataset").items()},

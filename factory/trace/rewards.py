@@ -153,7 +153,12 @@ def relevance_score(text: str, gold_indices: Sequence[int]) -> float:
     return 0.5 if predicted & gold else 0.0
 
 
-def score_completion(text: str, gold_answers: Sequence[str], gold_indices: Sequence[int], bonus_weight: float = DEFAULT_BONUS_WEIGHT) -> dict[str, float]:
+def score_completion(
+    text: str,
+    gold_answers: Sequence[str],
+    gold_indices: Sequence[int],
+    bonus_weight: float = DEFAULT_BONUS_WEIGHT,
+) -> dict[str, float]:
     """All four components for one completion text: {format, accuracy, relevance, bonus}."""
     fmt = format_score(text)
     acc = accuracy_score(text, gold_answers)
@@ -167,7 +172,10 @@ def score_completion(text: str, gold_answers: Sequence[str], gold_indices: Seque
 
 def _column(kwargs: Mapping[str, Any], name: str, n: int) -> list:
     if name not in kwargs or kwargs[name] is None:
-        raise FactoryError(f"TRACE reward: dataset column {name!r} is missing (export RL records with `factory export-trace`)")
+        raise FactoryError(
+            f"TRACE reward: dataset column {name!r} is missing (export RL records with `factory "
+            "export-trace`)"
+        )
     values = list(kwargs[name])
     if len(values) != n:
         raise FactoryError(f"TRACE reward: column {name!r} has {len(values)} values for {n} completions")
@@ -218,7 +226,9 @@ def relevance_reward(completions: Sequence, **kwargs: Any) -> list[float]:
     return [relevance_score(completion_text(c), g) for c, g in zip(completions, golds)]
 
 
-def bonus_reward(completions: Sequence, bonus_weight: float = DEFAULT_BONUS_WEIGHT, **kwargs: Any) -> list[float]:
+def bonus_reward(
+    completions: Sequence, bonus_weight: float = DEFAULT_BONUS_WEIGHT, **kwargs: Any
+) -> list[float]:
     """``bonus_weight`` (default 10, ``params.trace.bonus_weight``) iff format, accuracy and
     relevance are all 1.0 for the completion, else 0.0 (TRACE's holistic-alignment bonus)."""
     golds = _column(kwargs, "gold_answers", len(completions))
@@ -244,11 +254,20 @@ def trace_reward(
     out = []
     for c, g, i in zip(completions, golds, indices):
         s = score_completion(completion_text(c), g, i, bonus_weight)
-        out.append(w["format"] * s["format"] + w["accuracy"] * s["accuracy"] + w["relevance"] * s["relevance"] + s["bonus"])
+        out.append(
+            w["format"] * s["format"]
+            + w["accuracy"] * s["accuracy"]
+            + w["relevance"] * s["relevance"]
+            + s["bonus"]
+        )
     return out
 
 
-def make_reward_functions(bonus_weight: float = DEFAULT_BONUS_WEIGHT, weights: Mapping[str, float] | None = None, combined: bool = False) -> list[Callable[..., list[float]]]:
+def make_reward_functions(
+    bonus_weight: float = DEFAULT_BONUS_WEIGHT,
+    weights: Mapping[str, float] | None = None,
+    combined: bool = False,
+) -> list[Callable[..., list[float]]]:
     """Reward functions ready for ``GRPOTrainer(reward_funcs=...)``, named for TRL's logs.
 
     ``combined=False``: the four components (format, accuracy, relevance, bonus) as separate
@@ -258,7 +277,9 @@ def make_reward_functions(bonus_weight: float = DEFAULT_BONUS_WEIGHT, weights: M
     w = {**DEFAULT_WEIGHTS, **(weights or {})}
     unknown = set(w) - set(DEFAULT_WEIGHTS)
     if unknown:
-        raise FactoryError(f"TRACE reward weights: unknown components {sorted(unknown)} (known: {sorted(DEFAULT_WEIGHTS)})")
+        raise FactoryError(
+            f"TRACE reward weights: unknown components {sorted(unknown)} (known: {sorted(DEFAULT_WEIGHTS)})"
+        )
 
     def trace_bonus(completions: Sequence, **kwargs: Any) -> list[float]:
         return bonus_reward(completions, bonus_weight=bonus_weight, **kwargs)

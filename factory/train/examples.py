@@ -30,16 +30,21 @@ def check_messages(example: dict, index: int = 0) -> list[dict]:
     eid = _example_id(example, index)
     messages = example.get("messages")
     if not isinstance(messages, (list, tuple)) or not messages:
-        raise FactoryError(f"supervision example {eid!r}: field 'messages' must be a non-empty list of {{role, content}}")
+        raise FactoryError(
+            f"supervision example {eid!r}: field 'messages' must be a non-empty list of {{role, content}}"
+        )
     out = []
     for j, m in enumerate(messages):
         if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
             raise FactoryError(
-                f"supervision example {eid!r}: field 'messages[{j}]' must be {{role: system|user|assistant, content: str}} (got {m!r:.120})"
+                f"supervision example {eid!r}: field 'messages[{j}]' must be "
+                f"{{role: system|user|assistant, content: str}} (got {m!r:.120})"
             )
         out.append({"role": m["role"], "content": m["content"]})
     if not any(m["role"] == "assistant" for m in out):
-        raise FactoryError(f"supervision example {eid!r}: field 'messages' has no assistant turn to learn from")
+        raise FactoryError(
+            f"supervision example {eid!r}: field 'messages' has no assistant turn to learn from"
+        )
     return out
 
 
@@ -47,14 +52,18 @@ def _render(tokenizer, messages: list[dict], generation_prompt: bool) -> str:
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=generation_prompt)
 
 
-def assistant_spans(messages: list[dict], tokenizer, example_id: str = "?") -> tuple[str, list[tuple[int, int]]]:
+def assistant_spans(
+    messages: list[dict], tokenizer, example_id: str = "?"
+) -> tuple[str, list[tuple[int, int]]]:
     """The rendered conversation and the [start, end) character spans of its assistant outputs.
 
     A span runs from the end of the generation prompt to the end of the rendered turn (content
     plus the template's end-of-turn marker), without trailing whitespace the model never emits.
     """
     if not getattr(tokenizer, "chat_template", None):
-        raise FactoryError("the model's tokenizer has no chat template; training needs one to render the examples")
+        raise FactoryError(
+            "the model's tokenizer has no chat template; training needs one to render the examples"
+        )
     text = _render(tokenizer, messages, False)
     spans = []
     for i, m in enumerate(messages):
@@ -64,8 +73,10 @@ def assistant_spans(messages: list[dict], tokenizer, example_id: str = "?") -> t
         through = _render(tokenizer, messages[: i + 1], False)
         if not (through.startswith(prompt) and text.startswith(through)):
             raise FactoryError(
-                f"supervision example {example_id!r}: the chat template renders turn {i} differently in a prefix of the "
-                "conversation than in the whole conversation, so the assistant tokens cannot be located; use a model "
+                f"supervision example {example_id!r}: the chat template renders turn {i} differently in "
+                "a prefix of the "
+                "conversation than in the whole conversation, so the assistant tokens cannot be located; "
+                "use a model "
                 "whose template renders conversations incrementally (ChatML, Llama 3, ...)"
             )
         end = len(through.rstrip())
@@ -172,7 +183,12 @@ def data_hash(examples: Sequence[dict]) -> str:
     """sha256 of the examples' ids and messages, in order (the training data's identity)."""
     h = hashlib.sha256()
     for i, ex in enumerate(examples):
-        record = {"example_id": _example_id(ex, i), "messages": [{"role": m.get("role"), "content": m.get("content")} for m in ex.get("messages") or []]}
+        record = {
+            "example_id": _example_id(ex, i),
+            "messages": [
+                {"role": m.get("role"), "content": m.get("content")} for m in ex.get("messages") or []
+            ],
+        }
         h.update(json.dumps(record, sort_keys=True, ensure_ascii=False).encode("utf-8"))
         h.update(b"\n")
     return h.hexdigest()

@@ -99,11 +99,20 @@ def _check_init_adapter(init_adapter: Path, params: TrainParams) -> None:
     if not config_path.exists():
         raise FactoryError(f"{init_adapter} is not a LoRA adapter folder (no adapter_config.json)")
     saved = json.loads(config_path.read_text())
-    wanted = {"r": params.lora_r, "lora_alpha": params.lora_alpha, "target_modules": sorted(params.target_modules)}
-    found = {"r": saved.get("r"), "lora_alpha": saved.get("lora_alpha"), "target_modules": sorted(saved.get("target_modules") or [])}
+    wanted = {
+        "r": params.lora_r,
+        "lora_alpha": params.lora_alpha,
+        "target_modules": sorted(params.target_modules),
+    }
+    found = {
+        "r": saved.get("r"),
+        "lora_alpha": saved.get("lora_alpha"),
+        "target_modules": sorted(saved.get("target_modules") or []),
+    }
     if wanted != found:
         raise FactoryError(
-            f"cannot continue adapter {init_adapter}: it was trained with {found}, params.train asks for {wanted}; "
+            f"cannot continue adapter {init_adapter}: it was trained with {found}, params.train asks for "
+            f"{wanted}; "
             "retrain from the base model (train.init: base) or restore the earlier LoRA settings"
         )
 
@@ -118,7 +127,13 @@ def load_tokenizer(model_path: str | Path):
 
 
 # Config fields of models whose LM head output is scaled or soft-capped: they keep their own loss.
-_SCALED_LOGITS = ("final_logit_softcapping", "logit_scale", "output_multiplier", "lm_head_multiplier", "logits_scaling")
+_SCALED_LOGITS = (
+    "final_logit_softcapping",
+    "logit_scale",
+    "output_multiplier",
+    "lm_head_multiplier",
+    "logits_scaling",
+)
 
 
 def project_labelled_positions_only(model) -> bool:
@@ -141,7 +156,11 @@ def project_labelled_positions_only(model) -> bool:
     backbone_name = getattr(model, "base_model_prefix", "")
     if any(getattr(config, a, None) is not None for a in _SCALED_LOGITS):
         return False
-    if not backbone_name or getattr(model, backbone_name, None) is None or model.get_output_embeddings() is None:
+    if (
+        not backbone_name
+        or getattr(model, backbone_name, None) is None
+        or model.get_output_embeddings() is None
+    ):
         return False
     original = model.forward
 
@@ -200,7 +219,9 @@ def training_arguments(params: TrainParams, output_dir: str, device: str, dtype:
         raise FactoryError(f"params.train does not make valid training arguments: {exc}") from None
 
 
-def training_argument_values(params: TrainParams, output_dir: str, device: str, dtype: str, progress: bool = True) -> dict:
+def training_argument_values(
+    params: TrainParams, output_dir: str, device: str, dtype: str, progress: bool = True
+) -> dict:
     return {
         "output_dir": output_dir,
         "num_train_epochs": params.epochs,
@@ -269,10 +290,14 @@ def fit_lora(
     started = time.perf_counter()
     model_path = Path(model_path)
     if not (model_path / "config.json").exists():
-        raise FactoryError(f"base model folder {model_path} has no config.json (run `factory prepare-model` first)")
+        raise FactoryError(
+            f"base model folder {model_path} has no config.json (run `factory prepare-model` first)"
+        )
     out = reset_output(out_dir)
     device, dtype = device_and_dtype()
-    tokenizer = load_tokenizer(model_path) if examples else None  # an empty set needs no tokenizer (nor its import)
+    tokenizer = (
+        load_tokenizer(model_path) if examples else None
+    )  # an empty set needs no tokenizer (nor its import)
     encoded = encode_examples(examples, tokenizer, params.max_length)
     config = {
         "train": params.model_dump(mode="json"),
@@ -296,7 +321,9 @@ def fit_lora(
         if is_main_process():
             write_json(out / "loss_curve.json", [])
         log.warning("train: %s; no adapter trained", reason)
-        return TrainOutcome({**metrics, "status": EMPTY, "reason": reason, "wall_s": time.perf_counter() - started}, None)
+        return TrainOutcome(
+            {**metrics, "status": EMPTY, "reason": reason, "wall_s": time.perf_counter() - started}, None
+        )
 
     import torch
     from transformers import Trainer
@@ -306,7 +333,9 @@ def fit_lora(
     with tempfile.TemporaryDirectory(prefix="factory-train-") as scratch:
         trainer = Trainer(
             model=model,
-            args=training_arguments(params, scratch, device, dtype, progress=os.environ.get("FACTORY_NO_PROGRESS") != "1"),
+            args=training_arguments(
+                params, scratch, device, dtype, progress=os.environ.get("FACTORY_NO_PROGRESS") != "1"
+            ),
             train_dataset=rows,
             data_collator=PadCollator(tokenizer.pad_token_id),
         )
@@ -337,7 +366,12 @@ def fit_lora(
     )
     log.info(
         "train: %d examples, %d steps, mean loss %.4f, %.0f tokens/s on %s (%s)",
-        len(encoded.examples), metrics["steps"], metrics["mean_loss"], metrics["tokens_per_s"], device, dtype,
+        len(encoded.examples),
+        metrics["steps"],
+        metrics["mean_loss"],
+        metrics["tokens_per_s"],
+        device,
+        dtype,
     )
     return TrainOutcome(metrics, model)
 

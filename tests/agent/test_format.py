@@ -18,13 +18,24 @@ from factory.agent.format import (
 @pytest.mark.parametrize(
     "text",
     [
-        "Thought: need both\nSufficient: no\nLook up:\n- Scott Derrickson | nationality\n- Ed Wood | nationality",
-        "thought: need both\nsufficient: NO\nlook up:\n* Scott Derrickson: nationality\n* Ed Wood: nationality",
-        "**Thought:** need both\n**Sufficient:** no\n**Look up:**\n1. Scott Derrickson | nationality\n2) Ed Wood | nationality",
-        "Thought: need both\r\nSufficient: no\r\nLook up:\r\n• (Scott Derrickson ; nationality)\r\n• Ed Wood -> nationality",
-        "Thought: need both\nSufficient: no\nLook up: Scott Derrickson | nationality\n- Ed Wood | nationality\n- Ed Wood | nationality",
+        "Thought: need both\nSufficient: no\nLook up:\n- Scott Derrickson | nationality\n- Ed Wood | "
+        "nationality",
+        "thought: need both\nsufficient: NO\nlook up:\n* Scott Derrickson: nationality\n* Ed Wood: "
+        "nationality",
+        "**Thought:** need both\n**Sufficient:** no\n**Look up:**\n1. Scott Derrickson | nationality\n2) "
+        "Ed Wood | nationality",
+        "Thought: need both\r\nSufficient: no\r\nLook up:\r\n• (Scott Derrickson ; nationality)\r\n• Ed "
+        "Wood -> nationality",
+        "Thought: need both\nSufficient: no\nLook up: Scott Derrickson | nationality\n- Ed Wood | "
+        "nationality\n- Ed Wood | nationality",
     ],
-    ids=["canonical", "lower-case-colon", "markdown-numbered", "crlf-bullets-parens-arrow", "inline-first-and-duplicate"],
+    ids=[
+        "canonical",
+        "lower-case-colon",
+        "markdown-numbered",
+        "crlf-bullets-parens-arrow",
+        "inline-first-and-duplicate",
+    ],
 )
 def test_explore_pairs_in_many_surface_forms(text):
     out = parse_explore(text)
@@ -33,7 +44,9 @@ def test_explore_pairs_in_many_surface_forms(text):
 
 
 def test_explore_caps_pairs_and_skips_none_lines():
-    out = parse_explore("Thought: t\nSufficient: no\nLook up:\n- A | r1\n- None\n- B | r2\n- C | r3", max_pairs=2)
+    out = parse_explore(
+        "Thought: t\nSufficient: no\nLook up:\n- A | r1\n- None\n- B | r2\n- C | r3", max_pairs=2
+    )
     assert out.pairs == [("A", "r1"), ("B", "r2")]
 
 
@@ -72,15 +85,17 @@ def test_explore_errors_say_what_is_wrong(text, reason):
 
 
 def test_complete_keeps_every_valid_triplet_deduplicated_in_order():
-    text = "\n".join([
-        "(Scott Derrickson ; nationality ; American)",
-        "- Scott Derrickson | born in | Denver",
-        "Triplets: (Ed Wood; nationality; American)",
-        "(Scott Derrickson ; nationality ; American)",  # duplicate
-        "some chatter that is not a triplet",
-        "3. Ed Wood, occupation, film director",
-        "(A ; located in ; Paris ; France)",  # extra separators go to the object
-    ])
+    text = "\n".join(
+        [
+            "(Scott Derrickson ; nationality ; American)",
+            "- Scott Derrickson | born in | Denver",
+            "Triplets: (Ed Wood; nationality; American)",
+            "(Scott Derrickson ; nationality ; American)",  # duplicate
+            "some chatter that is not a triplet",
+            "3. Ed Wood, occupation, film director",
+            "(A ; located in ; Paris ; France)",  # extra separators go to the object
+        ]
+    )
     assert parse_complete(text) == [
         ("Scott Derrickson", "nationality", "American"),
         ("Scott Derrickson", "born in", "Denver"),
@@ -90,7 +105,9 @@ def test_complete_keeps_every_valid_triplet_deduplicated_in_order():
     ]
 
 
-@pytest.mark.parametrize("text", ["None", "none.", "Nothing found", "No relevant triplets found.", "N/A", "- None"])
+@pytest.mark.parametrize(
+    "text", ["None", "none.", "Nothing found", "No relevant triplets found.", "N/A", "- None"]
+)
 def test_complete_none_forms_mean_nothing_found(text):
     assert parse_complete(text) == []
 

@@ -8,7 +8,8 @@ from factory.agent.grounding import Grounding, best_sentence, ground_trajectory,
 from factory.errors import FactoryError
 from factory.text import content_tokens
 
-TOKAREV = "hotpotqa/5ae143ed55429920d5234360"  # "... university where Sergei Aleksandrovich Tokarev was a professor founded?"
+# "... university where Sergei Aleksandrovich Tokarev was a professor founded?"
+TOKAREV = "hotpotqa/5ae143ed55429920d5234360"
 
 
 def _passage(question: dict, pid: str) -> dict:
@@ -22,7 +23,9 @@ def test_gold_sentences_ground_to_their_passage_and_sentence(questions_by_id):
     g = ground_triplet("Moscow State University", "founded on", "January 25, 1755", q["passages"])
     assert g == Grounding(msu["pid"], msu["sent_idx"], 1.0)
     tok = by_title["Sergei Aleksandrovich Tokarev"]
-    g = ground_triplet("Sergei Aleksandrovich Tokarev", "professor at", "Moscow State University", q["passages"])
+    g = ground_triplet(
+        "Sergei Aleksandrovich Tokarev", "professor at", "Moscow State University", q["passages"]
+    )
     assert (g.pid, g.sentence) == (tok["pid"], tok["sent_idx"])
 
 
@@ -56,7 +59,11 @@ def test_ties_go_to_the_earlier_passage():
 
 
 def test_subject_matched_by_title_only():
-    p = {"pid": "p", "title": "Scott Derrickson", "sentences": ["He is an American director.", "He was born in Denver."]}
+    p = {
+        "pid": "p",
+        "title": "Scott Derrickson",
+        "sentences": ["He is an American director.", "He was born in Denver."],
+    }
     g = ground_triplet("Scott Derrickson", "born in", "Denver", [p])
     assert (g.pid, g.sentence, g.score) == ("p", 1, 1.0)
 
@@ -74,7 +81,9 @@ def test_gold_facts_ground_at_sentence_level_on_real_questions(ingested, dataset
             for j, sent in enumerate(p["sentences"]):
                 if j != s["sent_idx"]:
                     others |= set(content_tokens(sent))
-            own = [t for t in dict.fromkeys(content_tokens(p["sentences"][s["sent_idx"]])) if t not in others][-3:]
+            own = [
+                t for t in dict.fromkeys(content_tokens(p["sentences"][s["sent_idx"]])) if t not in others
+            ][-3:]
             if not own:
                 continue
             g = ground_triplet(p["title"], "says", " ".join(own), q["passages"])
@@ -102,8 +111,17 @@ def _trajectory(retrieved: list[str], triplets: list[tuple[str, str, str]]) -> d
             {"index": 1, "kind": "complete", "retrieved": retrieved},
         ],
         "triplets": [
-            {"triplet_id": f"t1#t{i}", "step_index": 1, "pair_id": "t1#p0", "subject": s, "relation": r, "object": o,
-             "source_pid": None, "source_sentence": None, "grounding_score": None}
+            {
+                "triplet_id": f"t1#t{i}",
+                "step_index": 1,
+                "pair_id": "t1#p0",
+                "subject": s,
+                "relation": r,
+                "object": o,
+                "source_pid": None,
+                "source_sentence": None,
+                "grounding_score": None,
+            }
             for i, (s, r, o) in enumerate(triplets)
         ],
     }
@@ -114,14 +132,23 @@ def test_ground_trajectory_uses_each_steps_retrieved_passages(questions_by_id):
     by_pid = {p["pid"]: p for p in q["passages"]}
     msu = next(s for s in q["supporting"] if s["title"] == "Moscow State University")
     others = [pid for pid in by_pid if pid != msu["pid"]][:2]
-    traj = _trajectory(others + [msu["pid"]], [("Moscow State University", "founded", "1755"), ("Barack Obama", "born in", "Hawaii")])
+    traj = _trajectory(
+        others + [msu["pid"]],
+        [("Moscow State University", "founded", "1755"), ("Barack Obama", "born in", "Hawaii")],
+    )
     out = ground_trajectory(traj, by_pid, 0.5)
     assert traj["triplets"][0]["source_pid"] is None  # input untouched
     t0, t1 = out["triplets"]
-    assert (t0["source_pid"], t0["source_sentence"], t0["grounding_score"]) == (msu["pid"], msu["sent_idx"], 1.0)
+    assert (t0["source_pid"], t0["source_sentence"], t0["grounding_score"]) == (
+        msu["pid"],
+        msu["sent_idx"],
+        1.0,
+    )
     assert t1["source_pid"] is None and t1["source_sentence"] is None
     # the same triplet is ungrounded when its step did not retrieve the passage
-    out = ground_trajectory(_trajectory(others, [("Moscow State University", "founded", "1755")]), by_pid, 0.5)
+    out = ground_trajectory(
+        _trajectory(others, [("Moscow State University", "founded", "1755")]), by_pid, 0.5
+    )
     assert out["triplets"][0]["source_pid"] is None
 
 

@@ -56,7 +56,11 @@ class FakeLLM:
         out = []
         for r in requests:
             got = self.reply(prompts.step_kind(r.messages), r)
-            out.append(got if isinstance(got, ChatResponse) else ChatResponse(got, prompt_tokens=10, completion_tokens=len(got.split())))
+            out.append(
+                got
+                if isinstance(got, ChatResponse)
+                else ChatResponse(got, prompt_tokens=10, completion_tokens=len(got.split()))
+            )
         return out
 
     def count_tokens(self, text: str) -> int:
@@ -91,8 +95,12 @@ def test_scripted_policy_answers_real_questions_of_every_dataset(questions, retr
 
 
 def test_ids_are_stable_and_unique_and_runs_are_deterministic(questions, retriever, ingested):
-    a = run(questions[:4], ScriptedPolicyLLM(questions), retriever, samples=2, run_id="backtrace/seed_0/round_0")
-    b = run(questions[:4], ScriptedPolicyLLM(questions), retriever, samples=2, run_id="backtrace/seed_0/round_0")
+    a = run(
+        questions[:4], ScriptedPolicyLLM(questions), retriever, samples=2, run_id="backtrace/seed_0/round_0"
+    )
+    b = run(
+        questions[:4], ScriptedPolicyLLM(questions), retriever, samples=2, run_id="backtrace/seed_0/round_0"
+    )
     assert a == b
     assert [r["trajectory_id"] for r in a] == [
         trajectory_id("backtrace/seed_0/round_0", q["question_id"], s) for q in questions[:4] for s in (0, 1)
@@ -105,7 +113,11 @@ def test_ids_are_stable_and_unique_and_runs_are_deterministic(questions, retriev
         pairs = {p["pair_id"] for s in steps for p in s["pairs"]}
         for t in r["triplets"]:
             step = steps[t["step_index"]]
-            assert step["kind"] == "complete" and t["triplet_id"] in step["triplet_ids"] and t["pair_id"] in pairs
+            assert (
+                step["kind"] == "complete"
+                and t["triplet_id"] in step["triplet_ids"]
+                and t["pair_id"] in pairs
+            )
 
 
 def test_all_trajectories_run_in_lockstep_batches(questions, retriever):
@@ -131,7 +143,10 @@ def test_garbage_outputs_end_in_parse_error_after_repairs_with_raw_output_kept(q
         assert explore["kind"] == "explore" and explore["status"] == "parse_error"
         assert explore["output"] == "I am not sure what you mean." and explore["error"]
         assert explore["attempts"] == 3  # 1 + 2 repairs
-        assert explore["messages"][-1]["role"] == "user" and "could not be read" in explore["messages"][-1]["content"]
+        assert (
+            explore["messages"][-1]["role"] == "user"
+            and "could not be read" in explore["messages"][-1]["content"]
+        )
         assert final["kind"] == "final" and final["status"] == "parse_error" and final["attempts"] == 3
         assert r["llm_calls"] == 6
 
@@ -158,11 +173,16 @@ def test_llm_errors_end_in_llm_error_with_the_reason_and_one_record_each(questio
         return render_explore("Easy.", [], sufficient=True, answer="x")
 
     records = run(questions[:4], FakeLLM(reply), retriever, samples=2)
-    assert [(r["question_id"], r["sample"]) for r in records] == [(q["question_id"], s) for q in questions[:4] for s in (0, 1)]
+    assert [(r["question_id"], r["sample"]) for r in records] == [
+        (q["question_id"], s) for q in questions[:4] for s in (0, 1)
+    ]
     for r in records:
         if r["sample"] == 1:
             assert r["status"] == "llm_error" and "HTTP 500 after 5 retries" in r["error"]
-            assert [s["status"] for s in r["steps"]] == ["llm_error", "llm_error"]  # explore, then the forced final
+            assert [s["status"] for s in r["steps"]] == [
+                "llm_error",
+                "llm_error",
+            ]  # explore, then the forced final
         else:
             assert r["status"] == "ok" and r["answer"] == "x"
 
@@ -198,9 +218,20 @@ def test_stop_when_an_iteration_adds_no_new_triplet(questions, retriever):
 
     (rec,) = run(questions[:1], FakeLLM(reply), retriever)
     assert rec["status"] == "ok" and rec["stop_reason"] == "no_new_triplets"
-    assert [s["kind"] for s in rec["steps"]] == ["explore", "complete", "complete", "explore", "complete", "complete", "final"]
+    assert [s["kind"] for s in rec["steps"]] == [
+        "explore",
+        "complete",
+        "complete",
+        "explore",
+        "complete",
+        "complete",
+        "final",
+    ]
     assert len(rec["triplets"]) == 1  # all valid triplets kept, de-duplicated against G
-    assert rec["steps"][1]["triplet_ids"] == [rec["triplets"][0]["triplet_id"]] and rec["steps"][2]["triplet_ids"] == []
+    assert (
+        rec["steps"][1]["triplet_ids"] == [rec["triplets"][0]["triplet_id"]]
+        and rec["steps"][2]["triplet_ids"] == []
+    )
     assert rec["answer"] == "France"
 
 
@@ -214,7 +245,13 @@ def test_all_triplets_of_a_completion_are_kept_and_grounded(questions, retriever
             if "(empty)" in r.messages[1][1]:
                 return render_explore("Look.", [(title, "about")])
             return render_explore("Done.", [], sufficient=True, answer="no")
-        return render_complete([(title, "says", " ".join(words[:3])), (title, "also", " ".join(words[3:6])), ("Zorblax", "is", "Quuxian")])
+        return render_complete(
+            [
+                (title, "says", " ".join(words[:3])),
+                (title, "also", " ".join(words[3:6])),
+                ("Zorblax", "is", "Quuxian"),
+            ]
+        )
 
     (rec,) = run([q], FakeLLM(reply), retriever, params=Params(retrieval={"top_n": 10}))
     assert len(rec["triplets"]) == 3
@@ -238,7 +275,12 @@ def test_rationalized_trajectories_never_record_the_hint(questions, retriever):
     records = run(questions[:3], FakeLLM(reply), retriever, samples=[1], rationalized=True)
     assert seen_hints == ["explore"] * 3  # the model saw the hint
     for _, r in zip(questions, records):
-        assert r["rationalized"] and r["correct"] and r["trajectory_id"].endswith("/rationalized") and r["sample"] == 1
+        assert (
+            r["rationalized"]
+            and r["correct"]
+            and r["trajectory_id"].endswith("/rationalized")
+            and r["sample"] == 1
+        )
         text = "\n".join(m["content"] for s in r["steps"] for m in s["messages"])
         assert "Hint:" not in text and "correct answer is" not in text
     plain = run(questions[:3], FakeLLM(reply), retriever)
@@ -272,7 +314,9 @@ def test_pair_limit_and_query_with_question(questions, retriever):
     (rec,) = run([q], FakeLLM(reply), SpyRetriever(), params=params)
     assert len(rec["steps"][0]["pairs"]) == 2 and len(queries) == 2
     assert queries[0][0] == f"E0 r {q['question']}" and queries[0][2] == 4
-    assert set(queries[0][3]) == {p["pid"] for p in q["passages"]}  # scope 'question': the question's own pool
+    assert set(queries[0][3]) == {
+        p["pid"] for p in q["passages"]
+    }  # scope 'question': the question's own pool
     assert rec["stop_reason"] == "no_new_triplets"
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 
 import pytest
@@ -50,7 +52,9 @@ def test_explore_prompt_shows_question_and_graph():
 
 def test_complete_prompt_cuts_passages_at_a_word_boundary():
     text = "word " * 400
-    msgs = prompts.complete_messages(V1, "Q?", "Ed Wood", "nationality", [("Ed Wood", text), ("Other", "short text")], passage_chars=60)
+    msgs = prompts.complete_messages(
+        V1, "Q?", "Ed Wood", "nationality", [("Ed Wood", text), ("Other", "short text")], passage_chars=60
+    )
     user = msgs[1]["content"]
     assert "Look up: Ed Wood | nationality" in user
     first = user.split("[1] Ed Wood: ", 1)[1].split("\n", 1)[0]
@@ -64,7 +68,10 @@ def test_hint_is_one_separable_line():
     plain = prompts.explore_messages(V1, "Q?", [])
     hinted = prompts.explore_messages(V1, "Q?", [], hint="Paris")
     assert hinted[0] == plain[0]
-    assert hinted[1]["content"] == plain[1]["content"] + '\nHint: the correct answer is "Paris". Find the facts that lead to it.'
+    assert (
+        hinted[1]["content"]
+        == plain[1]["content"] + '\nHint: the correct answer is "Paris". Find the facts that lead to it.'
+    )
     assert "Paris" in prompts.final_messages(V1, "Q?", [], hint="Paris")[1]["content"]
     assert prompts.step_kind(prompts.final_messages(V1, "Q?", [])) == "final"
 
@@ -78,3 +85,38 @@ def test_repair_reasks_with_the_error_and_the_bad_output():
     assert len(again) == 4 and again[2]["content"] == "garbage 2"  # repairs do not pile up
     assert prompts.step_kind(again) == "explore"
     assert prompts.step_kind([{"role": "user", "content": "hi"}]) is None
+
+
+# A registered prompt version never changes: its text is in every cache key and every stored trajectory.
+# Its few-shot examples are rendered through factory.agent.format, so an edit there would silently change
+# it; this digest catches that. A deliberate change is a new version with a new name (and a new entry here).
+FROZEN_DIGESTS = {
+    "knowtrace-v1": "f2b15488ec8f7d061f75f7ccc5620990359bee9a54c02594b112ecf5ff07c708",
+}
+
+
+def _rendered(version: str) -> str:
+    graph = [("<subject>", "<relation>", "<object>")]
+    final = prompts.final_messages(version, "<question>", graph)
+    rendered = {
+        "explore": prompts.explore_messages(version, "<question>", graph, hint="<hint>"),
+        "explore_empty": prompts.explore_messages(version, "<question>", []),
+        "complete": prompts.complete_messages(
+            version, "<question>", "<entity>", "<relation>", [("<title>", "<text> " * 5)], 20
+        ),
+        "complete_none": prompts.complete_messages(version, "<question>", "<entity>", "<relation>", [], 20),
+        "final": prompts.final_messages(version, "<question>", graph, hint="<hint>"),
+        "repair": prompts.repair_messages(version, final, "<bad output>", "<error>"),
+        "stop": list(prompts.prompt_set(version).stop),
+    }
+    return json.dumps(rendered, sort_keys=True)
+
+
+@pytest.mark.parametrize("version", sorted(prompts.PROMPTS))
+def test_registered_prompt_versions_are_frozen(version):
+    assert version in FROZEN_DIGESTS, f"new prompt version {version!r}: add its digest to FROZEN_DIGESTS"
+    digest = hashlib.sha256(_rendered(version).encode()).hexdigest()
+    assert digest == FROZEN_DIGESTS[version], (
+        f"prompt version {version!r} renders differently than when it was frozen; "
+        "register the changed prompts under a new version name instead"
+    )

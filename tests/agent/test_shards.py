@@ -29,7 +29,9 @@ def test_question_sample_is_seeded_even_and_split_pure(ingested):
     assert a == sample_questions(list(reversed(qs)), 24, seed=7, split="train")  # file order does not matter
     assert Counter(q["dataset"] for q in a) == {"hotpotqa": 8, "2wikimultihopqa": 8, "musique": 8}
     assert all(q["split"] == "train" for q in a)
-    assert [q["question_id"] for q in a] != [q["question_id"] for q in sample_questions(qs, 24, seed=8, split="train")]
+    assert [q["question_id"] for q in a] != [
+        q["question_id"] for q in sample_questions(qs, 24, seed=8, split="train")
+    ]
     only = sample_questions(qs, 5, seed=7, split="heldout", datasets=["musique"])
     assert len(only) == 5 and {q["dataset"] for q in only} == {"musique"}
     assert len({q["dataset"] for q in a[:6]}) > 1  # the order interleaves datasets, so shards mix them
@@ -41,15 +43,29 @@ def test_question_sample_is_seeded_even_and_split_pure(ingested):
 @pytest.fixture(scope="module")
 def setup(ingested):
     questions = sample_questions(ingested.questions, 9, seed=3, split="train")
-    pool = {p["pid"]: {**p, "dataset": q["dataset"], "text": " ".join(p["sentences"])} for q in questions for p in q["passages"]}
+    pool = {
+        p["pid"]: {**p, "dataset": q["dataset"], "text": " ".join(p["sentences"])}
+        for q in questions
+        for p in q["passages"]
+    }
     return questions, BM25Retriever.build(list(pool.values())), ScriptedPolicyLLM(questions)
 
 
 def _generate(params, setup, out, on_shard=None, samples=2):
     questions, retriever, llm = setup
     return generate_trajectories(
-        params, questions, llm=llm, retriever=retriever, passages=None, policy=Policy("base", None, -1), round_=0,
-        samples=samples, sampling=Sampling(temperature=0.7, seed=5), out_path=out, run_id="v/seed_0/round_0", on_shard=on_shard,
+        params,
+        questions,
+        llm=llm,
+        retriever=retriever,
+        passages=None,
+        policy=Policy("base", None, -1),
+        round_=0,
+        samples=samples,
+        sampling=Sampling(temperature=0.7, seed=5),
+        out_path=out,
+        run_id="v/seed_0/round_0",
+        on_shard=on_shard,
     )
 
 
@@ -68,7 +84,12 @@ def test_resume_after_a_crash_gives_the_same_file(setup, tmp_path):
     with pytest.raises(KeyboardInterrupt):
         _generate(params, setup, out, on_shard=crash)
     folder = shard_folder(out)
-    assert sorted(p.name for p in folder.iterdir()) == ["manifest.json", "shard_00000.parquet", "shard_00001.parquet", "shard_00002.parquet"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "manifest.json",
+        "shard_00000.parquet",
+        "shard_00001.parquet",
+        "shard_00002.parquet",
+    ]
     assert not out.exists()
     redone = []
     resumed = _generate(params, setup, out, on_shard=redone.append)
@@ -80,9 +101,16 @@ def test_resume_after_a_crash_gives_the_same_file(setup, tmp_path):
 def test_a_checkpoint_from_other_params_is_discarded(setup, tmp_path):
     out = tmp_path / "round_0.parquet"
     with pytest.raises(KeyboardInterrupt):
-        _generate(Params(trajectories={"shard_size": 3}), setup, out, on_shard=lambda k: (_ for _ in ()).throw(KeyboardInterrupt()))
+        _generate(
+            Params(trajectories={"shard_size": 3}),
+            setup,
+            out,
+            on_shard=lambda k: (_ for _ in ()).throw(KeyboardInterrupt()),
+        )
     ran = []
-    records = _generate(Params(trajectories={"shard_size": 3}, agent={"max_iterations": 2}), setup, out, on_shard=ran.append)
+    records = _generate(
+        Params(trajectories={"shard_size": 3}, agent={"max_iterations": 2}), setup, out, on_shard=ran.append
+    )
     assert ran == [0, 1, 2] and len(records) == 18
 
 

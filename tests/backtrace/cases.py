@@ -11,8 +11,15 @@ TID = "t1"
 
 
 def make(question: str, iterations, thought: str, answer: str, answers=None, **options) -> dict:
-    q = {"question_id": "test/q1", "question": question, "answers": answers or [answer], "dataset": "hotpotqa",
-         "route": "chain", "qtype": "bridge", "split": "train"}
+    q = {
+        "question_id": "test/q1",
+        "question": question,
+        "answers": answers or [answer],
+        "dataset": "hotpotqa",
+        "route": "chain",
+        "qtype": "bridge",
+        "split": "train",
+    }
     return build_trajectory(q, iterations, thought, answer, trajectory_id=TID, dedupe=False, **options)
 
 
@@ -24,7 +31,9 @@ def p(*ns: int) -> list[str]:
     return [f"{TID}#p{n}" for n in ns]
 
 
-def kept(traj: dict, mode: str = "undirected_shortest", target_mode: str = "thought_and_answer", **kw) -> list[str]:
+def kept(
+    traj: dict, mode: str = "undirected_shortest", target_mode: str = "thought_and_answer", **kw
+) -> list[str]:
     return backtrace(traj, mode, target_mode, **kw)["kept_triplet_ids"]
 
 
@@ -38,5 +47,3 @@ def fake_embedder(texts):
     table = {"nyc": [1.0, 0.0], "new york city": [0.99, 0.1], "mayor": [0.0, 1.0]}
     vecs = np.array([table.get(x, [0.6, 0.6]) for x in texts], dtype=np.float32)
     return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
-
-

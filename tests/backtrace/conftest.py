@@ -14,11 +14,25 @@ def cycle():
     return make(
         "Where was the director of Film X born?",
         [
-            [("Film X", "director", [("Film X", "director", "Jane Doe"), ("Film X", "genre", "Drama"), ("Film X", "shot in", "Paris")])],
-            [("Jane Doe", "birthplace", [("Jane Doe", "born in", "Paris"), ("Paris", "capital of", "France")])],
+            [
+                (
+                    "Film X",
+                    "director",
+                    [
+                        ("Film X", "director", "Jane Doe"),
+                        ("Film X", "genre", "Drama"),
+                        ("Film X", "shot in", "Paris"),
+                    ],
+                )
+            ],
+            [
+                (
+                    "Jane Doe",
+                    "birthplace",
+                    [("Jane Doe", "born in", "Paris"), ("Paris", "capital of", "France")],
+                )
+            ],
         ],
         "Film X was directed by Jane Doe, who was born in Paris.",
         "Paris",
     )
-
-

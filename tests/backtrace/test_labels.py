@@ -48,7 +48,9 @@ def test_step_labels_and_token_accounting(cycle):
     assert r["kept_step_indices"] == [0, 1, 4] and r["kept_pair_ids"] == p(0)
     total = sum(words(s["output"]) for s in cycle["steps"])
     kept_render = render_complete([("Film X", "director", "Jane Doe"), ("Film X", "shot in", "Paris")])
-    filtered = words(steps[2]["output"]) + words(steps[3]["output"]) + words(steps[1]["output"]) - words(kept_render)
+    filtered = (
+        words(steps[2]["output"]) + words(steps[3]["output"]) + words(steps[1]["output"]) - words(kept_render)
+    )
     assert (r["total_tokens"], r["filtered_tokens"]) == (total, filtered)
     assert r["fa_ratio"] == pytest.approx(filtered / total) and 0 < r["fa_ratio"] < 1
     assert r["path_found"] and r["admin_dropped"] == 0 and r["tokenizer"] == "whitespace" and r["correct"]
@@ -58,8 +60,12 @@ def test_step_labels_and_token_accounting(cycle):
 def test_reversed_edges_break_only_the_directed_mode():
     traj = make(
         "Where was the director of Film X born?",
-        [[("Film X", "director", [("Jane Doe", "directed", "Film X")])], [("Jane Doe", "birthplace", [("Jane Doe", "born in", "Paris")])]],
-        "Film X was directed by Jane Doe, who was born in Paris.", "Paris",
+        [
+            [("Film X", "director", [("Jane Doe", "directed", "Film X")])],
+            [("Jane Doe", "birthplace", [("Jane Doe", "born in", "Paris")])],
+        ],
+        "Film X was directed by Jane Doe, who was born in Paris.",
+        "Paris",
     )
     assert kept(traj) == t(0, 1) and kept(traj, "undirected_simple") == t(0, 1)
     r = backtrace(traj, "directed_reach")
@@ -69,23 +75,28 @@ def test_reversed_edges_break_only_the_directed_mode():
     assert r["total_tokens"] - r["filtered_tokens"] == final_tokens  # only the answer step survives
 
 
-
-
-
-
-
-
 def test_duplicates_case_punctuation_and_containment_links():
     traj = make(
         "Where was the director of Film X born?",
-        [[("Film X", "director", [("Film X", "director", "Jane Doe"), ("film x.", "Director", "JANE DOE")])],
-         [("Jane Doe", "birthplace", [("Doe", "born in", "Paris")])]],
-        "Jane Doe was born in Paris.", "Paris",
+        [
+            [
+                (
+                    "Film X",
+                    "director",
+                    [("Film X", "director", "Jane Doe"), ("film x.", "Director", "JANE DOE")],
+                )
+            ],
+            [("Jane Doe", "birthplace", [("Doe", "born in", "Paris")])],
+        ],
+        "Jane Doe was born in Paris.",
+        "Paris",
     )
     # duplicate triplets are parallel edges: both kept; 'Doe' is linked into 'Jane Doe' by containment
     assert kept(traj) == t(0, 1, 2)
     assert kept(traj, "directed_reach") == t(0, 1, 2)
-    assert kept(traj, containment=False) == t(0, 1)  # without containment 'doe' is another node: no path to Paris
+    assert kept(traj, containment=False) == t(
+        0, 1
+    )  # without containment 'doe' is another node: no path to Paris
     g = build_graph(traj["triplets"])
     assert sorted(g.nodes) == ["film x", "jane doe", "paris"] and link("Doe", g) == ["jane doe"]
 
@@ -93,9 +104,21 @@ def test_duplicates_case_punctuation_and_containment_links():
 def test_admin_filter_drops_before_backtracing():
     traj = make(
         "Who directed Film X?",
-        [[("Film X", "director", [("Film X", "director", "Jane Doe"), ("Film X", "IMDb ID", "tt0123"),
-                                  ("Film X", "sourceURL", "example org")])]],
-        "Film X (tt0123, example org) was directed by Jane Doe.", "Jane Doe",
+        [
+            [
+                (
+                    "Film X",
+                    "director",
+                    [
+                        ("Film X", "director", "Jane Doe"),
+                        ("Film X", "IMDb ID", "tt0123"),
+                        ("Film X", "sourceURL", "example org"),
+                    ],
+                )
+            ]
+        ],
+        "Film X (tt0123, example org) was directed by Jane Doe.",
+        "Jane Doe",
     )
     r = backtrace(traj)
     assert r["admin_dropped"] == 2 and r["kept_triplet_ids"] == t(0)
@@ -110,8 +133,15 @@ def test_admin_filter_drops_before_backtracing():
 def test_final_step_kind_and_explore_pairs_rerendered():
     traj = make(
         "Who directed Film X?",
-        [[("Film X", "director", [("Film X", "director", "Jane Doe")]), ("Film Y", "director", [("Film Y", "director", "Bob Roe")])]],
-        "Jane Doe directed Film X.", "Jane Doe", final_kind="final",
+        [
+            [
+                ("Film X", "director", [("Film X", "director", "Jane Doe")]),
+                ("Film Y", "director", [("Film Y", "director", "Bob Roe")]),
+            ]
+        ],
+        "Jane Doe directed Film X.",
+        "Jane Doe",
+        final_kind="final",
     )
     r = backtrace(traj)
     assert [s["kind"] for s in traj["steps"]] == ["explore", "complete", "complete", "final"]
@@ -124,7 +154,9 @@ def test_final_step_kind_and_explore_pairs_rerendered():
 
 def test_labels_for_every_mode_and_target_mode_share_the_work(cycle):
     rows = backtrace_modes(cycle, BACKTRACE_MODES, TARGET_MODES)
-    assert [(r["mode"], r["target_mode"]) for r in rows] == [(m, tm) for tm in TARGET_MODES for m in BACKTRACE_MODES]
+    assert [(r["mode"], r["target_mode"]) for r in rows] == [
+        (m, tm) for tm in TARGET_MODES for m in BACKTRACE_MODES
+    ]
     assert all(r == backtrace(cycle, r["mode"], r["target_mode"]) for r in rows)
     to_table(rows, LABELS, "labels")
     assert {r["total_tokens"] for r in rows} == {sum(words(s["output"]) for s in cycle["steps"])}
@@ -147,7 +179,9 @@ def test_tokenizers_are_recorded(cycle):
     r = backtrace(cycle, tokenizer=Chars())
     assert r["tokenizer"] == "chars" and r["total_tokens"] == sum(len(s["output"]) for s in cycle["steps"])
     h = backtrace(cycle, tokenizer=HFLike())
-    assert h["tokenizer"] == "hf:models/base" and h["total_tokens"] == sum(words(s["output"]) + 1 for s in cycle["steps"])
+    assert h["tokenizer"] == "hf:models/base" and h["total_tokens"] == sum(
+        words(s["output"]) + 1 for s in cycle["steps"]
+    )
     with pytest.raises(FactoryError, match="count_tokens"):
         backtrace(cycle, tokenizer=object())
 
@@ -165,12 +199,6 @@ def test_pure_functions_compose(cycle):
 
 
 # ---------------------------------------------------------------------- against networkx brute force
-
-
-
-
-
-
 
 
 # ---------------------------------------------------------------------- bad input
@@ -200,18 +228,15 @@ def test_bad_records_name_the_trajectory_and_field(cycle):
         backtrace(cycle, target_mode="oracle")
 
 
-
-
 def test_embedding_linking_is_an_optional_last_tier():
     traj = make(
         "Who is the mayor of the city?",
         [[("NYC", "mayor", [("New York City", "mayor", "Eric Adams")])]],
-        "The mayor is Eric Adams.", "Eric Adams",
+        "The mayor is Eric Adams.",
+        "Eric Adams",
     )
     off = backtrace(traj)
     assert off["initial_entities"] == [] and not off["path_found"]  # 'NYC' links to nothing by string
     on = backtrace(traj, embedder=fake_embedder, embedding_threshold=0.9)
     assert on["initial_entities"] == ["new york city"] and on["kept_triplet_ids"] == t(0)
     assert backtrace(traj, embedder=fake_embedder, embedding_threshold=0.999)["initial_entities"] == []
-
-

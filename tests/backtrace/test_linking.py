@@ -11,7 +11,13 @@ from factory.text import normalize_answer
 
 
 def test_normalize_entity_equals_official_normalisation(ingested):
-    names = [p["title"] for p in ingested.passages[:3000]] + ["The  U.S.A.!", "an Apple a day", "Ünïcode—dash", "", "  A  "]
+    names = [p["title"] for p in ingested.passages[:3000]] + [
+        "The  U.S.A.!",
+        "an Apple a day",
+        "Ünïcode—dash",
+        "",
+        "  A  ",
+    ]
     for name in names:
         assert normalize_entity(name) == normalize_answer(name), name
 
@@ -28,8 +34,18 @@ def test_contains_words_is_whole_word():
 
 
 def test_merge_variants_containment_ambiguity_and_numbers():
-    names = ["somalia", "hiran region of somalia", "american", "american football league", "american airlines",
-             "charles howard", "charles howard 1st earl of carlisle", "8", "march 8 1975", "the"]
+    names = [
+        "somalia",
+        "hiran region of somalia",
+        "american",
+        "american football league",
+        "american airlines",
+        "charles howard",
+        "charles howard 1st earl of carlisle",
+        "8",
+        "march 8 1975",
+        "the",
+    ]
     node = merge_variants(names)
     assert node["somalia"] == "hiran region of somalia"  # unambiguous containment: one node
     assert node["charles howard"] == "charles howard 1st earl of carlisle"
@@ -54,7 +70,10 @@ def test_merge_variants_respects_distinct_pairs():
     # (Lisburn Distillery FC ; nickname ; Distillery): subject and object are two entities
     names = ["lisburn distillery fc", "distillery"]
     assert merge_variants(names)["distillery"] == "lisburn distillery fc"
-    assert merge_variants(names, distinct=[("lisburn distillery fc", "distillery")])["distillery"] == "distillery"
+    assert (
+        merge_variants(names, distinct=[("lisburn distillery fc", "distillery")])["distillery"]
+        == "distillery"
+    )
 
 
 def linker(names: list[str], **options) -> Linker:
@@ -91,7 +110,11 @@ def test_mentions_longest_first_and_spans_consumed():
     lk = linker(["Hiran region of Somalia", "Somalia", "Mogadishu", "Kenya", "Hiran"], containment=False)
     text = "He was born in the Hiran region of Somalia, not in Mogadishu."
     assert lk.mentions(text) == ["hiran region of somalia", "mogadishu"]  # 'somalia' and 'hiran' consumed
-    assert lk.mentions("Somalia borders Kenya; Hiran region of Somalia too") == ["hiran region of somalia", "somalia", "kenya"]
+    assert lk.mentions("Somalia borders Kenya; Hiran region of Somalia too") == [
+        "hiran region of somalia",
+        "somalia",
+        "kenya",
+    ]
     assert lk.mentions("") == [] and lk.mentions("nothing here") == []
 
 

@@ -11,8 +11,13 @@ from tests.backtrace.cases import kept, make, p, t
 def test_disconnected_target_and_answer_not_in_graph():
     traj = make(
         "Which country is Alpha in?",
-        [[("Alpha", "country", [("Alpha", "country", "Spain")])], [("Berlin", "country", [("Berlin", "country", "Germany")])]],
-        "Alpha is in Spain; Berlin is irrelevant.", "Madrid", answers=["Spain"],
+        [
+            [("Alpha", "country", [("Alpha", "country", "Spain")])],
+            [("Berlin", "country", [("Berlin", "country", "Germany")])],
+        ],
+        "Alpha is in Spain; Berlin is irrelevant.",
+        "Madrid",
+        answers=["Spain"],
     )
     r = backtrace(traj)
     assert "berlin" in r["target_entities"] and r["kept_triplet_ids"] == t(0)  # Berlin: no path from Alpha
@@ -25,12 +30,22 @@ def test_disconnected_target_and_answer_not_in_graph():
 def test_several_initial_entities_yes_no_and_surface_variants():
     traj = make(
         "Are Alpha and Beta both in Spain?",
-        [[("Alpha", "country", [("Alpha", "country", "Spain")]), ("Beta", "country", [("BETA", "country", "spain.")])]],
-        "Alpha is in Spain and Beta is in Spain.", "yes",
+        [
+            [
+                ("Alpha", "country", [("Alpha", "country", "Spain")]),
+                ("Beta", "country", [("BETA", "country", "spain.")]),
+            ]
+        ],
+        "Alpha is in Spain and Beta is in Spain.",
+        "yes",
     )
     r = backtrace(traj)
     assert r["initial_entities"] == ["alpha", "beta"]  # 'BETA' and 'spain.' are the same nodes
-    assert r["kept_triplet_ids"] == t(0, 1) and r["kept_pair_ids"] == p(0, 1) and r["kept_step_indices"] == [0, 1, 2, 3]
+    assert (
+        r["kept_triplet_ids"] == t(0, 1)
+        and r["kept_pair_ids"] == p(0, 1)
+        and r["kept_step_indices"] == [0, 1, 2, 3]
+    )
     # yes/no: the answer names no node; the compared entities' values named in the thought are the targets
     only = backtrace(traj, target_mode="answer_only")
     assert only["target_entities"] == ["spain"] and only["kept_triplet_ids"] == t(0, 1)
@@ -43,9 +58,15 @@ def test_several_initial_entities_yes_no_and_surface_variants():
 def test_comparison_answer_that_is_a_compared_entity():
     traj = make(
         "Which was founded first, Alpha or Beta?",
-        [[("Alpha", "founded", [("Alpha", "founded", "1990")]), ("Beta", "founded", [("Beta", "founded", "1985")])],
-         [("Gamma", "founded", [("Gamma", "founded", "1970")])]],
-        "Alpha was founded in 1990 and Beta in 1985, so Beta.", "Beta",
+        [
+            [
+                ("Alpha", "founded", [("Alpha", "founded", "1990")]),
+                ("Beta", "founded", [("Beta", "founded", "1985")]),
+            ],
+            [("Gamma", "founded", [("Gamma", "founded", "1970")])],
+        ],
+        "Alpha was founded in 1990 and Beta in 1985, so Beta.",
+        "Beta",
     )
     only = backtrace(traj, target_mode="answer_only")
     assert only["target_entities"] == ["1985", "1990", "beta"] and only["kept_triplet_ids"] == t(0, 1)
@@ -57,16 +78,25 @@ def test_comparison_answer_that_is_a_compared_entity():
 def test_comparison_answer_without_values_in_the_thought_targets_the_chain_ends():
     traj = make(
         "Which film has the director who died later, Film A or Film B?",
-        [[("Film A", "director", [("Film A", "director", "Ann Lee")]), ("Film B", "director", [("Film B", "director", "Bo Kim")])],
-         [("Ann Lee", "date of death", [("Ann Lee", "date of death", "1975")]), ("Bo Kim", "date of death", [("Bo Kim", "date of death", "1987")]),
-          ("Film C", "genre", [("Genre X", "genre of", "Film C")])]],
-        "The graph links the question to Film B.", "Film B",
+        [
+            [
+                ("Film A", "director", [("Film A", "director", "Ann Lee")]),
+                ("Film B", "director", [("Film B", "director", "Bo Kim")]),
+            ],
+            [
+                ("Ann Lee", "date of death", [("Ann Lee", "date of death", "1975")]),
+                ("Bo Kim", "date of death", [("Bo Kim", "date of death", "1987")]),
+                ("Film C", "genre", [("Genre X", "genre of", "Film C")]),
+            ],
+        ],
+        "The graph links the question to Film B.",
+        "Film B",
     )
     for mode in ("thought_and_answer", "answer_only", "gold_answer"):
         r = backtrace(traj, target_mode=mode)
-        assert r["target_entities"] == ["1975", "1987", "film b"], mode  # the ends of the compared films' chains
+        assert r["target_entities"] == ["1975", "1987", "film b"], (
+            mode
+        )  # the ends of the compared films' chains
         assert r["kept_triplet_ids"] == t(0, 1, 2, 3), mode  # not Film C's triplet
     # the directed view matters: the values are what the compared entities lead to
     assert kept(traj, "directed_reach") == t(0, 1, 2, 3)
-
-

@@ -33,7 +33,11 @@ def test_the_three_bad_2wiki_records_are_quarantined_with_reason(ingested):
     bad = [b for b in ingested.quarantine if b["dataset"] == "2wikimultihopqa"]
     assert len(bad) == 3
     assert all(b["field"] == "supporting_facts" and "out of range" in b["reason"] for b in bad)
-    assert {b["id"] for b in bad} == {"c049b0240bdd11eba7f7acde48001122", "2a84a2920bdd11eba7f7acde48001122", "eb2a75220bdc11eba7f7acde48001122"}
+    assert {b["id"] for b in bad} == {
+        "c049b0240bdd11eba7f7acde48001122",
+        "2a84a2920bdd11eba7f7acde48001122",
+        "eb2a75220bdc11eba7f7acde48001122",
+    }
 
 
 def test_fields_routes_and_supporting_facts_resolve(questions_by_id):
@@ -49,7 +53,9 @@ def test_fields_routes_and_supporting_facts_resolve(questions_by_id):
     assert {q["route"] for q in wiki if q["qtype"] in ("comparison", "bridge_comparison")} == {"parallel"}
     assert {q["route"] for q in wiki if q["qtype"] in ("compositional", "inference")} == {"chain"}
     musique = [q for q in questions_by_id.values() if q["dataset"] == "musique"]
-    assert all(q["route"] == "chain" and q["decomposition"] and q["hops"] == len(q["decomposition"]) for q in musique)
+    assert all(
+        q["route"] == "chain" and q["decomposition"] and q["hops"] == len(q["decomposition"]) for q in musique
+    )
     assert all(s["sent_idx"] == -1 for q in musique for s in q["supporting"])
     # MuSiQue aliases follow the gold answer
     with_alias = next(q for q in musique if len(q["answers"]) > 1)
@@ -72,12 +78,6 @@ def test_questions_validate_against_the_contract(ingested):
 
 
 # ---------------------------------------------------------------- splits
-
-
-
-
-
-
 
 
 # ---------------------------------------------------------------- bad input
@@ -106,7 +106,9 @@ def test_typed_fast_path_builds_the_same_rows_as_the_field_by_field_path(corpora
             except FactoryError as bad:
                 out.append(str(bad))
                 continue
-            paragraphs = [(pool.pids[e], pool.titles[e], pool.texts[e], pool.sentences[e]) for e in row.pop("passages")]
+            paragraphs = [
+                (pool.pids[e], pool.titles[e], pool.texts[e], pool.sentences[e]) for e in row.pop("passages")
+            ]
             out.append((row, paragraphs))
         return out
 
@@ -133,8 +135,18 @@ BAD_CASES = [
     ("mistyped field", lambda r: r.__setitem__("answer", 42), "answer", "expected string"),
     ("empty answer", lambda r: r.__setitem__("answer", "  "), "answer", "empty answer"),
     ("empty question", lambda r: r.__setitem__("question", " "), "question", "empty"),
-    ("unknown supporting title", lambda r: r["supporting_facts"].append(["Not A Title", 0]), "supporting_facts", "not in the record's context"),
-    ("sentence index out of range", lambda r: r["supporting_facts"].append([r["context"][0][0], 99]), "supporting_facts", "out of range"),
+    (
+        "unknown supporting title",
+        lambda r: r["supporting_facts"].append(["Not A Title", 0]),
+        "supporting_facts",
+        "not in the record's context",
+    ),
+    (
+        "sentence index out of range",
+        lambda r: r["supporting_facts"].append([r["context"][0][0], 99]),
+        "supporting_facts",
+        "out of range",
+    ),
     ("context entry malformed", lambda r: r["context"].append(["only title"]), "context[10]", "pair"),
     ("sentence not a string", lambda r: r["context"][3][1].append(7), "context[3]", "sentences must be"),
 ]
@@ -155,7 +167,9 @@ def test_bad_records_are_quarantined_with_field_and_reason(tmp_path, corpora, la
     assert (c["read"], c["ingested"], c["quarantined"]) == (5, 4, 1)
 
 
-@pytest.mark.parametrize(("label", "mutate", "field", "reason"), BAD_CASES[:3], ids=[c[0] for c in BAD_CASES[:3]])
+@pytest.mark.parametrize(
+    ("label", "mutate", "field", "reason"), BAD_CASES[:3], ids=[c[0] for c in BAD_CASES[:3]]
+)
 def test_fail_mode_names_record_and_field(tmp_path, corpora, label, mutate, field, reason):
     recs = _hotpot(corpora)
     mutate(recs[1])
@@ -176,11 +190,17 @@ def test_a_title_with_other_sentences_is_another_passage(tmp_path, corpora):
     res = ingest_sources(params_for({"hotpotqa": [_write(tmp_path / "h.json", recs)]}))
     first, other, again = (q["passages"][0] for q in res.questions)
     assert first["title"] == other["title"] == again["title"] == title
-    assert other["sentences"] == [*sentences, " A sentence the first record does not have."] and again["sentences"] == sentences
+    assert (
+        other["sentences"] == [*sentences, " A sentence the first record does not have."]
+        and again["sentences"] == sentences
+    )
     assert first["pid"] == again["pid"] != other["pid"]
     assert [q["supporting"][0]["pid"] for q in res.questions[1:]] == [other["pid"], first["pid"]]
     by_pid = {p["pid"]: p for p in res.passages}
-    assert by_pid[first["pid"]]["sentences"] == sentences and by_pid[other["pid"]]["sentences"] == other["sentences"]
+    assert (
+        by_pid[first["pid"]]["sentences"] == sentences
+        and by_pid[other["pid"]]["sentences"] == other["sentences"]
+    )
 
 
 def test_duplicate_ids_keep_the_first(tmp_path, corpora):
@@ -189,7 +209,9 @@ def test_duplicate_ids_keep_the_first(tmp_path, corpora):
     f.write_text(json.dumps(recs + [recs[0]]))
     res = ingest_sources(params_for({"hotpotqa": [f]}))
     assert len(res.questions) == 3
-    assert res.quarantine[0]["reason"].startswith("duplicate id") and res.quarantine[0]["where"] == "h.json[3]"
+    assert (
+        res.quarantine[0]["reason"].startswith("duplicate id") and res.quarantine[0]["where"] == "h.json[3]"
+    )
 
 
 def test_non_object_record_is_quarantined(tmp_path, corpora):
@@ -206,7 +228,10 @@ def test_musique_bad_paragraph_flag(tmp_path, corpora):
     f = tmp_path / "m.jsonl"
     f.write_text("\n".join([lines[0], json.dumps(rec), lines[2]]))
     res = ingest_sources(params_for({"musique": [f]}))
-    assert res.quarantine[0]["field"] == "paragraphs[0].is_supporting" and res.quarantine[0]["where"] == "m.jsonl:2"
+    assert (
+        res.quarantine[0]["field"] == "paragraphs[0].is_supporting"
+        and res.quarantine[0]["where"] == "m.jsonl:2"
+    )
 
 
 def test_missing_corpus_file_is_a_clear_error(tmp_path):
@@ -223,14 +248,26 @@ def test_hf_dataset_saved_locally_in_hub_layout(tmp_path, corpora):
     recs = _hotpot(corpora, 6)
     rows = [
         {
-            "id": r["_id"], "question": r["question"], "answer": r["answer"], "type": r["type"], "level": r["level"],
-            "supporting_facts": {"title": [t for t, _ in r["supporting_facts"]], "sent_id": [i for _, i in r["supporting_facts"]]},
+            "id": r["_id"],
+            "question": r["question"],
+            "answer": r["answer"],
+            "type": r["type"],
+            "level": r["level"],
+            "supporting_facts": {
+                "title": [t for t, _ in r["supporting_facts"]],
+                "sent_id": [i for _, i in r["supporting_facts"]],
+            },
             "context": {"title": [t for t, _ in r["context"]], "sentences": [s for _, s in r["context"]]},
         }
         for r in recs
     ]
-    datasets.DatasetDict({"validation": datasets.Dataset.from_list(rows)}).save_to_disk(str(tmp_path / "hf_hotpot"))
-    p = Params(corpora={}, ingest={"hf": [{"dataset": "hotpotqa", "path": str(tmp_path / "hf_hotpot"), "split": "validation"}]})
+    datasets.DatasetDict({"validation": datasets.Dataset.from_list(rows)}).save_to_disk(
+        str(tmp_path / "hf_hotpot")
+    )
+    p = Params(
+        corpora={},
+        ingest={"hf": [{"dataset": "hotpotqa", "path": str(tmp_path / "hf_hotpot"), "split": "validation"}]},
+    )
     res = ingest_sources(p)
     official = ingest_sources(params_for({"hotpotqa": [_write(tmp_path / "o.json", recs)]}))
     strip = lambda q: {k: v for k, v in q.items() if k != "source_file"}  # noqa: E731
@@ -243,13 +280,3 @@ def _write(path, recs):
 
 
 # ---------------------------------------------------------------- the stage and the CLI
-
-
-
-
-
-
-
-
-
-

@@ -38,8 +38,17 @@ class Counting:
 
     def generate(self, requests):
         self.batches.append(list(requests))
-        return [ChatResponse(text=f"{r.messages[-1][1]}#{r.sample}", prompt_tokens=3, completion_tokens=2, latency_s=0.25,
-                             finish_reason="stop", error="boom" if "fail" in r.messages[-1][1] else None) for r in requests]
+        return [
+            ChatResponse(
+                text=f"{r.messages[-1][1]}#{r.sample}",
+                prompt_tokens=3,
+                completion_tokens=2,
+                latency_s=0.25,
+                finish_reason="stop",
+                error="boom" if "fail" in r.messages[-1][1] else None,
+            )
+            for r in requests
+        ]
 
     def count_tokens(self, text):
         return len(text.split())
@@ -52,13 +61,17 @@ def test_rerun_makes_zero_calls_and_adapter_change_misses(tmp_path):
     db = tmp_path / "cache" / "responses.sqlite"
     requests = _requests(20)
     with MockOpenAIServer(latency_s=0.01) as server:
-        first = CachedLLM(OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db))
+        first = CachedLLM(
+            OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db)
+        )
         out1 = first.generate(requests)
         first.close()
         assert (first.hits, first.misses, server.state.completions) == (0, 20, 20)
 
         # A second run (new process in real life: new backend, new cache handle on the same file).
-        second = CachedLLM(OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db))
+        second = CachedLLM(
+            OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db)
+        )
         out2 = second.generate(requests)
         assert server.state.completions == 20 and (second.hits, second.misses) == (20, 0)
         assert [r.text for r in out2] == [r.text for r in out1] and all(r.cached for r in out2)
@@ -72,7 +85,9 @@ def test_rerun_makes_zero_calls_and_adapter_change_misses(tmp_path):
         assert all(r.text.startswith("echo[bt-r1]") for r in out3)
 
         # A different adapter never hits another adapter's entries; its own entries do hit.
-        third = CachedLLM(OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db))
+        third = CachedLLM(
+            OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db)
+        )
         third.load_adapter("bt-r2", _adapter(tmp_path / "a2", 2.0))
         third.generate(requests)
         assert server.state.completions == 60 and third.hits == 0
@@ -97,13 +112,19 @@ def test_key_covers_sampling_and_sample_index():
     keys = {cache_key("local", "m@1", r) for r in [base, *variants]}
     keys |= {cache_key("openai", "m@1", base), cache_key("local", "m@2", base)}
     assert len(keys) == len(variants) + 3
-    assert cache_key("local", "m@1", base) == cache_key("local", "m@1", ChatRequest.of([{"role": "user", "content": "q"}], Sampling()))
+    assert cache_key("local", "m@1", base) == cache_key(
+        "local", "m@1", ChatRequest.of([{"role": "user", "content": "q"}], Sampling())
+    )
 
 
 def test_failures_not_stored_and_duplicates_sent_once(tmp_path):
     inner = Counting()
     llm = CachedLLM(inner, ResponseCache(tmp_path / "c.sqlite"))
-    requests = [*_requests(3), ChatRequest.of([{"role": "user", "content": "fail"}], Sampling()), _requests(1)[0]]
+    requests = [
+        *_requests(3),
+        ChatRequest.of([{"role": "user", "content": "fail"}], Sampling()),
+        _requests(1)[0],
+    ]
     out = llm.generate(requests)
     assert [len(b) for b in inner.batches] == [4]  # the duplicate of q0 went out once
     assert out[0].text == out[4].text == "q0#0" and out[3].error == "boom"
@@ -129,7 +150,10 @@ def test_concurrent_processes_share_the_file(tmp_path):
             assert cache.get_many([cache_key("fake", "x", r)])
         """
     )
-    procs = [subprocess.Popen([sys.executable, "-c", script, tag], stderr=subprocess.PIPE) for tag in ("a", "b", "c")]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, tag], stderr=subprocess.PIPE)
+        for tag in ("a", "b", "c")
+    ]
     errors = [p.communicate(timeout=120)[1].decode() for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], errors
     assert len(ResponseCache(db)) == 180
@@ -139,13 +163,23 @@ def test_cached_responses_survive_faulty_first_run(tmp_path):
     """Entries from a run with failures: only the successes are cached; a re-run asks for the rest only."""
     db = tmp_path / "responses.sqlite"
     with MockOpenAIServer(faults=FaultPlan(permanent_rate=0.3, seed=2)) as server:
-        llm = CachedLLM(OpenAILLM([server.base_url], "mock-model", max_retries=1, backoff_s=0.0, registry_path=tmp_path / "r.json"),
-                        ResponseCache(db))
+        llm = CachedLLM(
+            OpenAILLM(
+                [server.base_url],
+                "mock-model",
+                max_retries=1,
+                backoff_s=0.0,
+                registry_path=tmp_path / "r.json",
+            ),
+            ResponseCache(db),
+        )
         out = llm.generate(_requests(20))
         failed = sum(not r.ok for r in out)
         assert 0 < failed < 20
         calls = server.state.completions
         again = llm.generate(_requests(20))
-        assert server.state.completions - calls == 2 * failed  # each failure retried once more, nothing else sent
+        assert (
+            server.state.completions - calls == 2 * failed
+        )  # each failure retried once more, nothing else sent
         assert sum(r.cached for r in again) == 20 - failed
         llm.close()

@@ -25,7 +25,9 @@ QUESTIONS = [
 
 def _requests(sampling: Sampling, questions=QUESTIONS, samples: int = 1) -> list[ChatRequest]:
     return [
-        ChatRequest.of([{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": q}], sampling, k)
+        ChatRequest.of(
+            [{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": q}], sampling, k
+        )
         for q in questions
         for k in range(samples)
     ]
@@ -106,7 +108,9 @@ def test_batched_greedy_equals_one_by_one_and_keeps_order(base_llm):
     mixed = [ChatRequest(r.messages, short if i % 2 else greedy) for i, r in enumerate(requests)]
     got = base_llm.generate(mixed)
     short_alone = base_llm.generate([r for r in mixed if r.sampling == short])
-    assert [g.text for i, g in enumerate(got) if i % 2 == 0] == [b.text for i, b in enumerate(batched) if i % 2 == 0]
+    assert [g.text for i, g in enumerate(got) if i % 2 == 0] == [
+        b.text for i, b in enumerate(batched) if i % 2 == 0
+    ]
     assert [g.text for i, g in enumerate(got) if i % 2] == [s.text for s in short_alone]
 
 
@@ -120,7 +124,9 @@ def test_token_counts_and_length_finish(base_llm):
         assert resp.completion_tokens == 7
     else:
         assert resp.completion_tokens <= 7
-    assert base_llm.count_tokens("Scott Derrickson nationality") == len(tok("Scott Derrickson nationality", add_special_tokens=False)["input_ids"])
+    assert base_llm.count_tokens("Scott Derrickson nationality") == len(
+        tok("Scott Derrickson nationality", add_special_tokens=False)["input_ids"]
+    )
 
 
 def test_stop_strings_trim_output(base_llm):
@@ -145,7 +151,9 @@ def test_seeded_sampling_is_reproducible_and_leaves_global_rng_alone(base_llm):
     assert torch.equal(state, torch.get_rng_state())
     again = base_llm.generate(_requests(sampled, samples=2))
     assert [r.text for r in first] == [r.text for r in again]
-    other_seed = base_llm.generate(_requests(Sampling(temperature=1.0, top_p=0.95, max_new_tokens=12, seed=6), samples=2))
+    other_seed = base_llm.generate(
+        _requests(Sampling(temperature=1.0, top_p=0.95, max_new_tokens=12, seed=6), samples=2)
+    )
     assert [r.text for r in first] != [r.text for r in other_seed]
     assert len({r.text for r in first}) > len(QUESTIONS) // 2  # samples differ, not one greedy string
 

@@ -18,12 +18,22 @@ KEY_ENV = "FACTORY_TEST_OPENAI_KEY"
 
 def _requests(n: int, sampling: Sampling | None = None) -> list[ChatRequest]:
     sampling = sampling or Sampling(max_new_tokens=32)
-    return [ChatRequest.of([{"role": "user", "content": f"question {i}"}], sampling, sample=i % 3) for i in range(n)]
+    return [
+        ChatRequest.of([{"role": "user", "content": f"question {i}"}], sampling, sample=i % 3)
+        for i in range(n)
+    ]
 
 
 def _llm(server: MockOpenAIServer, tmp_path, **kw) -> OpenAILLM:
-    opts = {"api_key_env": KEY_ENV, "concurrency": 8, "timeout_s": 0.5, "max_retries": 4, "backoff_s": 0.01,
-            "registry_path": tmp_path / "lora_names.json", **kw}
+    opts = {
+        "api_key_env": KEY_ENV,
+        "concurrency": 8,
+        "timeout_s": 0.5,
+        "max_retries": 4,
+        "backoff_s": 0.01,
+        "registry_path": tmp_path / "lora_names.json",
+        **kw,
+    }
     return OpenAILLM([server.base_url, server.base_url], "mock-model", **opts)
 
 
@@ -65,7 +75,11 @@ def test_faults_retried_one_response_per_request(tmp_path):
         assert resp.ok, (prompt, resp.error, [a["fault"] for a in attempts])
         assert all(a["fault"] in TRANSIENT and a["fault"] != "latency" for a in attempts[:-1])
         if final == "truncated":
-            assert resp.finish_reason == "length" and expected_text.startswith(resp.text) and resp.text != expected_text
+            assert (
+                resp.finish_reason == "length"
+                and expected_text.startswith(resp.text)
+                and resp.text != expected_text
+            )
         elif final == "empty":
             assert resp.text == "" and resp.finish_reason == "stop"
         else:
@@ -91,8 +105,14 @@ def test_concurrency_bound_and_request_fields(tmp_path):
 
 def test_client_errors_are_not_retried(tmp_path):
     with MockOpenAIServer() as server:
-        llm = OpenAILLM([server.base_url], "no-such-model", api_key_env=KEY_ENV, max_retries=4, backoff_s=0.01,
-                        registry_path=tmp_path / "lora_names.json")
+        llm = OpenAILLM(
+            [server.base_url],
+            "no-such-model",
+            api_key_env=KEY_ENV,
+            max_retries=4,
+            backoff_s=0.01,
+            registry_path=tmp_path / "lora_names.json",
+        )
         (resp,) = llm.generate(_requests(1))
         llm.close()
         assert len(server.chat_records()) == 1
@@ -105,8 +125,14 @@ def test_unreachable_server_gives_error_responses(tmp_path):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    llm = OpenAILLM([f"http://127.0.0.1:{port}/v1"], "m", api_key_env=KEY_ENV, max_retries=2, backoff_s=0.01,
-                    registry_path=tmp_path / "lora_names.json")
+    llm = OpenAILLM(
+        [f"http://127.0.0.1:{port}/v1"],
+        "m",
+        api_key_env=KEY_ENV,
+        max_retries=2,
+        backoff_s=0.01,
+        registry_path=tmp_path / "lora_names.json",
+    )
     out = llm.generate(_requests(3))
     llm.close()
     assert [r.error.split(" (")[0] for r in out] == ["connection error after 2 retries"] * 3
@@ -114,14 +140,19 @@ def test_unreachable_server_gives_error_responses(tmp_path):
 
 def test_round_robin_over_base_urls(tmp_path):
     with MockOpenAIServer() as a, MockOpenAIServer() as b:
-        llm = OpenAILLM([a.base_url, b.base_url], "mock-model", api_key_env=KEY_ENV, registry_path=tmp_path / "r.json")
+        llm = OpenAILLM(
+            [a.base_url, b.base_url], "mock-model", api_key_env=KEY_ENV, registry_path=tmp_path / "r.json"
+        )
         assert all(r.ok for r in llm.generate(_requests(10)))
         llm.close()
         assert len(a.chat_records()) == len(b.chat_records()) == 5
 
 
 def test_load_adapter_registers_name_and_refuses_reuse(tmp_path):
-    first, second = tmp_path / "models" / "bt" / "round_1" / "adapter", tmp_path / "models" / "bt" / "round_2" / "adapter"
+    first, second = (
+        tmp_path / "models" / "bt" / "round_1" / "adapter",
+        tmp_path / "models" / "bt" / "round_2" / "adapter",
+    )
     _safetensors(first, 1.0)
     _safetensors(second, 2.0)
     with MockOpenAIServer() as server:
@@ -129,7 +160,9 @@ def test_load_adapter_registers_name_and_refuses_reuse(tmp_path):
         llm.load_adapter("backtrace-r1", first, server_path="/srv/bt/round_1/adapter")
         assert server.state.adapters == {"backtrace-r1": "/srv/bt/round_1/adapter"}
         loads = [r for r in server.records if r["path"].endswith("/load_lora_adapter")]
-        assert len(loads) == 2  # once per base_url (both point at this server: the 2nd answers "already loaded")
+        assert (
+            len(loads) == 2
+        )  # once per base_url (both point at this server: the 2nd answers "already loaded")
         (resp,) = llm.generate(_requests(1))
         assert resp.ok and server.chat_records()[-1]["body"]["model"] == "backtrace-r1"
         registry = json.loads((tmp_path / "lora_names.json").read_text())
@@ -142,7 +175,10 @@ def test_load_adapter_registers_name_and_refuses_reuse(tmp_path):
         with pytest.raises(FactoryError, match="already registered"):
             other.load_adapter("backtrace-r1", second)
         other.load_adapter("backtrace-r2", second)
-        assert other.identity != llm.identity and set(server.state.adapters) == {"backtrace-r1", "backtrace-r2"}
+        assert other.identity != llm.identity and set(server.state.adapters) == {
+            "backtrace-r1",
+            "backtrace-r2",
+        }
         llm.close()
         other.close()
 
@@ -165,7 +201,9 @@ def test_make_llm_openai_prefix_and_errors(tmp_path, monkeypatch):
         params.llm.model = "mock-model"
         params.llm.lora_path_prefix = "/mnt/shared/models"
         params.llm.api_key_env = KEY_ENV
-        llm = make_llm(params, adapter_path="models/backtrace/seed_0/round_1/adapter", adapter_name="backtrace-r1")
+        llm = make_llm(
+            params, adapter_path="models/backtrace/seed_0/round_1/adapter", adapter_name="backtrace-r1"
+        )
         served = f"backtrace-r1-{adapter_hash(adapter)[:8]}"  # the weights' hash in the name
         assert isinstance(llm, CachedLLM) and llm.identity.startswith(f"openai:{served}+")
         assert server.state.adapters == {served: "/mnt/shared/models/backtrace/seed_0/round_1/adapter"}
@@ -173,7 +211,9 @@ def test_make_llm_openai_prefix_and_errors(tmp_path, monkeypatch):
         assert server.chat_records()[-1]["body"]["model"] == served
         llm.close()
         _safetensors(adapter, 4.0)  # the round retrained: a new name, not a refused re-use
-        retrained = make_llm(params, adapter_path="models/backtrace/seed_0/round_1/adapter", adapter_name="backtrace-r1")
+        retrained = make_llm(
+            params, adapter_path="models/backtrace/seed_0/round_1/adapter", adapter_name="backtrace-r1"
+        )
         assert len(server.state.adapters) == 2 and not retrained.identity.startswith(f"openai:{served}")
         retrained.close()
         with pytest.raises(FactoryError, match="adapter_name"):

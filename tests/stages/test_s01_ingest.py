@@ -10,29 +10,57 @@ from tests.corpora.test_corpora import params_for
 
 
 def _run_cli(args, cwd):
-    return subprocess.run([sys.executable, "-m", "factory.cli", *args], cwd=cwd, capture_output=True, text=True, env={**__import__("os").environ, "FACTORY_NO_PROGRESS": "1"})
+    return subprocess.run(
+        [sys.executable, "-m", "factory.cli", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "FACTORY_NO_PROGRESS": "1"},
+    )
 
 
 def test_ingest_stage_outputs_are_byte_identical_and_counts_add_up(tmp_path, corpora):
     sets = [
-        f"corpora={{hotpotqa: [{corpora}/hotpotqa/dev_sample.json], 2wikimultihopqa: [{corpora}/2wikimultihopqa/dev_sample.json]}}",
+        f"corpora={{hotpotqa: [{corpora}/hotpotqa/dev_sample.json], "
+        f"2wikimultihopqa: [{corpora}/2wikimultihopqa/dev_sample.json]}}",
     ]
     args = ["ingest", *sum((["--set", s] for s in sets), [])]
     first = _run_cli(args, tmp_path)
     assert first.returncode == 0, first.stderr
-    digest = {p: (tmp_path / p).read_bytes() for p in ("data/interim/questions.parquet", "data/interim/passages.parquet", "data/interim/quarantine.jsonl", "metrics/ingest.json")}
+    digest = {
+        p: (tmp_path / p).read_bytes()
+        for p in (
+            "data/interim/questions.parquet",
+            "data/interim/passages.parquet",
+            "data/interim/quarantine.jsonl",
+            "metrics/ingest.json",
+        )
+    }
     second = _run_cli(args, tmp_path)
     assert second.returncode == 0
     assert all((tmp_path / p).read_bytes() == b for p, b in digest.items())
     m = json.loads(digest["metrics/ingest.json"])
-    assert m["total"]["read"] == m["total"]["ingested"] + m["total"]["quarantined"] + m["total"]["capped"] == 839 + 526
+    assert (
+        m["total"]["read"]
+        == m["total"]["ingested"] + m["total"]["quarantined"] + m["total"]["capped"]
+        == 839 + 526
+    )
     assert len((tmp_path / "data/interim/quarantine.jsonl").read_text().splitlines()) == 3
     assert pq.read_schema(tmp_path / "data/interim/questions.parquet").equals(QUESTION)
     assert (tmp_path / "reports/gx/ingest/index.html").exists()
 
 
 def test_cli_fail_mode_exit_code_and_message(tmp_path, corpora):
-    res = _run_cli(["ingest", "--set", f"corpora={{2wikimultihopqa: [{corpora}/2wikimultihopqa/dev_sample.json]}}", "--set", "ingest.on_bad_record=fail"], tmp_path)
+    res = _run_cli(
+        [
+            "ingest",
+            "--set",
+            f"corpora={{2wikimultihopqa: [{corpora}/2wikimultihopqa/dev_sample.json]}}",
+            "--set",
+            "ingest.on_bad_record=fail",
+        ],
+        tmp_path,
+    )
     assert res.returncode == 1
     assert "field 'supporting_facts'" in res.stderr and "Traceback" not in res.stderr
 
@@ -67,5 +95,3 @@ def test_a_failed_gate_publishes_nothing(tmp_path, corpora, monkeypatch):
     interim = tmp_path / "data" / "interim"
     assert not (interim / "questions.parquet").exists() and not (interim / "passages.parquet").exists()
     assert not list(interim.glob(".*"))  # no staged or temporary file left behind
-
-

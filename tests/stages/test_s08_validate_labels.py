@@ -42,10 +42,19 @@ def _trajectory_for(q: dict, variant: str, round_: int) -> tuple[dict, list[str]
             break
     tid = f"{variant}/seed_0/round_{round_}/{q['question_id']}/k0"
     pids = [p["pid"] for p in q["passages"]]
-    t = make_trajectory(tid, q["question_id"], question=q["question"], iterations=[[("subject", "facts", gold + distract, pids)]],
-                        answer=q["answers"][0], answers=tuple(q["answers"]), dataset=q["dataset"], qtype=q["qtype"], route=q["route"])
+    t = make_trajectory(
+        tid,
+        q["question_id"],
+        question=q["question"],
+        iterations=[[("subject", "facts", gold + distract, pids)]],
+        answer=q["answers"][0],
+        answers=tuple(q["answers"]),
+        dataset=q["dataset"],
+        qtype=q["qtype"],
+        route=q["route"],
+    )
     ids = [x["triplet_id"] for x in t["triplets"]]
-    return t, ids[: len(gold)], ids[len(gold):]
+    return t, ids[: len(gold)], ids[len(gold) :]
 
 
 @pytest.fixture(scope="module")
@@ -90,20 +99,33 @@ def test_validate_labels_on_real_questions(workdir, corpus_sample):
     res = json.loads((paths.METRICS / "relevance.json").read_text())
     assert res["status"] == "ok" and res["sources"] == ["backtrace/seed_0/round_1"]
     assert res["counts"]["evaluated"] == made["trajectories"] >= 30
-    assert {s["source"] for s in res["left_out_sources"]} == {"backtrace/seed_0/round_2", "random/seed_0/round_1"}
+    assert {s["source"] for s in res["left_out_sources"]} == {
+        "backtrace/seed_0/round_2",
+        "random/seed_0/round_1",
+    }
     assert set(res["verdicts"]) == set(DATASETS)
     para = res["groups"]["all"]["levels"]["paragraph"]["methods"]
     sq = para["sq/undirected_shortest/thought_and_answer"]["micro"]
     # gold triplets ground to gold paragraphs; only every third trajectory keeps one distractor
     assert sq["recall"]["value"] >= 0.9 and sq["precision"]["value"] >= 0.85
     assert para["keep_all"]["micro"]["precision"]["value"] < sq["precision"]["value"]
-    assert "sentence" in res["groups"]["dataset=hotpotqa"]["levels"] and "sentence" not in res["groups"]["dataset=musique"]["levels"]
+    assert (
+        "sentence" in res["groups"]["dataset=hotpotqa"]["levels"]
+        and "sentence" not in res["groups"]["dataset=musique"]["levels"]
+    )
     md = (paths.REPORTS / "relevance.md").read_text()
     for v in res["verdicts"].values():
         assert v["line"] in md
     png = (paths.REPORTS / "relevance.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    first = {p: p.read_bytes() for p in (paths.METRICS / "relevance.json", paths.REPORTS / "relevance.md", paths.REPORTS / "relevance.png")}
+    first = {
+        p: p.read_bytes()
+        for p in (
+            paths.METRICS / "relevance.json",
+            paths.REPORTS / "relevance.md",
+            paths.REPORTS / "relevance.png",
+        )
+    }
     assert main(argv) == 0
     assert first == {p: p.read_bytes() for p in first}
 
@@ -118,7 +140,8 @@ def test_without_trajectories_the_files_say_so(workdir):
 
 @pytest.fixture(scope="module")
 def scripted_round(ingested):
-    """Trajectories of the scripted policy (real questions, grounded in retrieved passages) and their real labels."""
+    """Trajectories of the scripted policy (real questions, grounded in retrieved passages) and their real
+    labels."""
     from factory.agent.loop import run_trajectories
     from factory.agent.policy import Policy
     from factory.agent.scripted import ScriptedPolicyLLM
@@ -136,14 +159,33 @@ def scripted_round(ingested):
             if p["pid"] not in seen:
                 seen.add(p["pid"])
                 passages.append({**p, "dataset": q["dataset"], "text": " ".join(p["sentences"])})
-    trajectories = run_trajectories(questions, ScriptedPolicyLLM(questions, ingested.passages), BM25Retriever.build(passages), Params(),
-                                    Policy("base", None, -1), 0, 1, Sampling(), run_id="backtrace/seed_0/round_0")
-    labels = [row for t in trajectories for row in backtrace_modes(t, ("undirected_shortest", "directed_reach"),
-                                                                    ("thought_and_answer", "gold_answer"), gold_answers=t["answers"])]
+    trajectories = run_trajectories(
+        questions,
+        ScriptedPolicyLLM(questions, ingested.passages),
+        BM25Retriever.build(passages),
+        Params(),
+        Policy("base", None, -1),
+        0,
+        1,
+        Sampling(),
+        run_id="backtrace/seed_0/round_0",
+    )
+    labels = [
+        row
+        for t in trajectories
+        for row in backtrace_modes(
+            t,
+            ("undirected_shortest", "directed_reach"),
+            ("thought_and_answer", "gold_answer"),
+            gold_answers=t["answers"],
+        )
+    ]
     return trajectories, labels
 
 
-def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels(ingested, questions_by_id, scripted_round):
+def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels(
+    ingested, questions_by_id, scripted_round
+):
     from factory.relevance.check import KEEP_ALL, Source, check_relevance
     from factory.variants import labels_index
     from validators.supervision import matching_frame
@@ -152,13 +194,25 @@ def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels
     correct = sum(t["correct"] for t in trajectories)
     assert correct >= 20
     # the random control removes exactly what real backtracing removes, per trajectory
-    frame = matching_frame(trajectories, labels_index(labels, "undirected_shortest", "thought_and_answer"), 17)
-    assert len(frame) == correct and frame[["labelled", "pairs_matched", "triplets_matched", "removed_equal"]].all().all()
+    frame = matching_frame(
+        trajectories, labels_index(labels, "undirected_shortest", "thought_and_answer"), 17
+    )
+    assert (
+        len(frame) == correct
+        and frame[["labelled", "pairs_matched", "triplets_matched", "removed_equal"]].all().all()
+    )
     pids = {p["pid"]: p for p in ingested.passages}
-    res = check_relevance([Source("backtrace/seed_0/round_0", trajectories, labels)], questions_by_id, pids,
-                          default_combo=("undirected_shortest", "thought_and_answer"), bootstrap_samples=50, random_seeds=2)
+    res = check_relevance(
+        [Source("backtrace/seed_0/round_0", trajectories, labels)],
+        questions_by_id,
+        pids,
+        default_combo=("undirected_shortest", "thought_and_answer"),
+        bootstrap_samples=50,
+        random_seeds=2,
+    )
     assert res["status"] == "ok" and res["counts"]["evaluated"] == correct and len(res["combos"]) == 4
-    # the scripted policy states gold facts found in its retrieved passages: they ground, mostly to gold paragraphs
+    # the scripted policy states gold facts found in its retrieved passages: they ground, mostly to gold
+    # paragraphs
     assert res["counts"]["ungrounded_rate_all_triplets"] <= 0.05
     para = res["groups"]["all"]["levels"]["paragraph"]["methods"]
     assert para[KEEP_ALL]["micro"]["recall"]["value"] == 1.0

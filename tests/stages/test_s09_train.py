@@ -42,13 +42,22 @@ def write_set(variant: str, round_: int, rows: list[dict], seed: int = 0) -> Non
 
 
 def decide(variant: str, after_round: int, stop: bool, seed: int = 0) -> None:
-    path = paths.decision(variant, after_round, seed) if after_round >= 0 else paths.init_decision(variant, seed)
+    path = (
+        paths.decision(variant, after_round, seed) if after_round >= 0 else paths.init_decision(variant, seed)
+    )
     write_json(path, {"stop": stop, "reason": "held-out EM has not improved (patience 1)" if stop else None})
 
 
 def train(tiny_model_dir, variant: str, round_: int, *sets: str) -> int:
     args = ["train", "--variant", variant, "--round", str(round_), "--set", f"llm.model={tiny_model_dir}"]
-    for s in ("train.max_length=128", "train.epochs=1", "train.batch_size=2", "train.lora_r=4", "train.lora_alpha=8", *sets):
+    for s in (
+        "train.max_length=128",
+        "train.epochs=1",
+        "train.batch_size=2",
+        "train.lora_r=4",
+        "train.lora_alpha=8",
+        *sets,
+    ):
         args += ["--set", s]
     return main(args)
 
@@ -77,7 +86,12 @@ def test_chain_trained_continued_skipped(workdir, tiny_model_dir):
 
     # Round 1 continues round 0's adapter on the accumulated set: only the new round's examples.
     decide(V, 0, stop=False)
-    write_set(V, 1, [example(V, 0, i, "base") for i in range(4)] + [example(V, 1, i, "backtrace-r0") for i in range(10, 13)])
+    write_set(
+        V,
+        1,
+        [example(V, 0, i, "base") for i in range(4)]
+        + [example(V, 1, i, "backtrace-r0") for i in range(10, 13)],
+    )
     assert train(tiny_model_dir, V, 1, "train.init=previous") == 0
     m1 = read(paths.stage_metrics("train", V, 1))
     assert m1["status"] == "trained" and m1["init_policy"] == "backtrace-r0"

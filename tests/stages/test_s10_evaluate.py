@@ -29,11 +29,20 @@ def test_base_model_heldout_evaluation_feeds_the_stopping_rule(project, monkeypa
     assert main(["evaluate", "--variant", "base", "--split", "heldout", *sets(evaluate__n_questions=6)]) == 0
     m = read_json(paths.base_eval_metrics("heldout"))
     rows = read_rows(paths.base_eval_data("heldout"))
-    assert len(rows) == 6 and {r["split"] for r in rows} == {"heldout"} and {r["dataset"] for r in rows} == set(DATASETS)
+    assert (
+        len(rows) == 6
+        and {r["split"] for r in rows} == {"heldout"}
+        and {r["dataset"] for r in rows} == set(DATASETS)
+    )
     assert m["status"] == "done" and m["policy"] == "base" and m["questions"] == 6
     assert m["em"] == m["overall"]["em"] == 1.0 and m["f1"] == 1.0
-    assert set(m["by_dataset"]) == set(DATASETS) and sum(d["trajectories"] for d in m["by_dataset"].values()) == 6
-    assert {r["qtype"] for r in rows} == set(m["by_qtype"]) and {r["route"] for r in rows} == set(m["by_route"])
+    assert (
+        set(m["by_dataset"]) == set(DATASETS)
+        and sum(d["trajectories"] for d in m["by_dataset"].values()) == 6
+    )
+    assert {r["qtype"] for r in rows} == set(m["by_qtype"]) and {r["route"] for r in rows} == set(
+        m["by_route"]
+    )
     assert all(r["seed"] == Params().evaluate.seed and r["sample"] == 0 for r in rows)
     assert heldout_em(paths.base_eval_metrics("heldout")) == 1.0
 
@@ -65,15 +74,30 @@ def test_a_round_after_the_stop_point_is_recorded_skipped(project):
 @pytest.mark.slow
 def test_tiny_model_greedy_evaluation_is_reproducible(project, tiny_model_dir):
     argv = [
-        "evaluate", "--variant", "base", "--split", "test",
-        *sets(llm__model=str(tiny_model_dir), llm__max_new_tokens=8, llm__cache=False,
-              evaluate__n_questions=2, agent__max_iterations=1, agent__repair_attempts=0),
+        "evaluate",
+        "--variant",
+        "base",
+        "--split",
+        "test",
+        *sets(
+            llm__model=str(tiny_model_dir),
+            llm__max_new_tokens=8,
+            llm__cache=False,
+            evaluate__n_questions=2,
+            agent__max_iterations=1,
+            agent__repair_attempts=0,
+        ),
     ]
     assert main(argv) == 0
     first = read_rows(paths.base_eval_data("test"))
     m = read_json(paths.base_eval_metrics("test"))
-    assert len(first) == 2 and sum(m["overall"]["status"].values()) == 2 and m["cache"] == {"hits": 0, "misses": 0}
+    assert (
+        len(first) == 2
+        and sum(m["overall"]["status"].values()) == 2
+        and m["cache"] == {"hits": 0, "misses": 0}
+    )
     assert main(argv) == 0  # greedy, no cache: the same outputs again
+
     def strip(rows):
         return [[s["output"] for s in r["steps"]] for r in rows]
 

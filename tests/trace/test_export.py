@@ -28,7 +28,8 @@ PER_DATASET = 4
 
 @pytest.fixture(scope="module")
 def scripted(ingested):
-    """Scripted-policy trajectories (gold facts, real retrieval and grounding) on a few questions per dataset."""
+    """Scripted-policy trajectories (gold facts, real retrieval and grounding) on a few questions per
+    dataset."""
     from factory.agent.loop import run_trajectories
     from factory.agent.policy import Policy
     from factory.agent.scripted import ScriptedPolicyLLM
@@ -40,12 +41,22 @@ def scripted(ingested):
     for q in ingested.questions:
         if q["split"] == "train":
             by_dataset.setdefault(q["dataset"], []).append(q)
-    questions = [q for d in sorted(by_dataset) for q in sorted(by_dataset[d], key=lambda q: q["question_id"])[:PER_DATASET]]
+    questions = [
+        q
+        for d in sorted(by_dataset)
+        for q in sorted(by_dataset[d], key=lambda q: q["question_id"])[:PER_DATASET]
+    ]
     pids = {p["pid"] for q in questions for p in q["passages"]}
     passages = [p for p in ingested.passages if p["pid"] in pids]
     trajectories = run_trajectories(
-        questions, ScriptedPolicyLLM(questions, passages), BM25Retriever.build(passages), Params(),
-        Policy("base", None, -1), 0, 1, Sampling(),
+        questions,
+        ScriptedPolicyLLM(questions, passages),
+        BM25Retriever.build(passages),
+        Params(),
+        Policy("base", None, -1),
+        0,
+        1,
+        Sampling(),
     )
     return {
         "trajectories": trajectories,
@@ -64,26 +75,49 @@ def gold_labels(trajectories, questions) -> list[dict]:
         kept_pairs = sorted({x["pair_id"] for x in kept if x["pair_id"]})
         kept_ids = {x["triplet_id"] for x in kept}
         steps = [
-            s["index"] for s in t["steps"]
-            if s["kind"] == "final" or s.get("sufficient")
+            s["index"]
+            for s in t["steps"]
+            if s["kind"] == "final"
+            or s.get("sufficient")
             or (s["kind"] == "explore" and any(p["pair_id"] in kept_pairs for p in s["pairs"]))
             or (s["kind"] == "complete" and kept_ids & set(s["triplet_ids"]))
         ]
-        rows.append({
-            "trajectory_id": t["trajectory_id"], "question_id": t["question_id"], "mode": "undirected_shortest",
-            "target_mode": "thought_and_answer", "correct": t["correct"], "initial_entities": [],
-            "target_entities": [], "kept_triplet_ids": [x["triplet_id"] for x in kept], "kept_pair_ids": kept_pairs,
-            "kept_step_indices": steps, "path_found": bool(kept), "admin_dropped": 0, "filtered_tokens": 0,
-            "total_tokens": 0, "fa_ratio": 0.0, "tokenizer": "whitespace",
-        })
+        rows.append(
+            {
+                "trajectory_id": t["trajectory_id"],
+                "question_id": t["question_id"],
+                "mode": "undirected_shortest",
+                "target_mode": "thought_and_answer",
+                "correct": t["correct"],
+                "initial_entities": [],
+                "target_entities": [],
+                "kept_triplet_ids": [x["triplet_id"] for x in kept],
+                "kept_pair_ids": kept_pairs,
+                "kept_step_indices": steps,
+                "path_found": bool(kept),
+                "admin_dropped": 0,
+                "filtered_tokens": 0,
+                "total_tokens": 0,
+                "fa_ratio": 0.0,
+                "tokenizer": "whitespace",
+            }
+        )
     schemas.to_table(rows, schemas.LABELS, "labels")
     return rows
 
 
 def export(scripted, variant, labels=(), **kw):
     return export_trace(
-        scripted["trajectories"], list(labels), scripted["questions"], scripted["passages"],
-        variant=variant, round_=0, seed=0, variant_seed=17, allow_synthetic=True, **kw,
+        scripted["trajectories"],
+        list(labels),
+        scripted["questions"],
+        scripted["passages"],
+        variant=variant,
+        round_=0,
+        seed=0,
+        variant_seed=17,
+        allow_synthetic=True,
+        **kw,
     )
 
 
@@ -97,7 +131,9 @@ def test_unfiltered_export_records(scripted):
     result = export(scripted, "unfiltered", max_passages=8)
     trajectories = scripted["trajectories"]
     assert set(result.statuses) == {t["trajectory_id"] for t in trajectories}  # every trajectory has a status
-    assert sum(s == INCORRECT for s in result.statuses.values()) == sum(not t["correct"] for t in trajectories)
+    assert sum(s == INCORRECT for s in result.statuses.values()) == sum(
+        not t["correct"] for t in trajectories
+    )
     assert len(result.sft) == sum(s == EXPORTED for s in result.statuses.values()) >= len(trajectories) - 3
     schemas.to_table(result.sft, schemas.TRACE_SFT, "trace_sft")
     schemas.to_table(result.rl, schemas.TRACE_RL, "trace_rl")
@@ -109,7 +145,9 @@ def test_unfiltered_export_records(scripted):
         assert (system["role"], user["role"], assistant["role"]) == ("system", "user", "assistant")
         assert system["content"] == SYSTEM_PROMPT
         # passages: first-retrieval order, de-duplicated, numbered [1]..[n] in the user turn
-        order = list(dict.fromkeys(pid for s in sorted(t["steps"], key=lambda s: s["index"]) for pid in s["retrieved"]))
+        order = list(
+            dict.fromkeys(pid for s in sorted(t["steps"], key=lambda s: s["index"]) for pid in s["retrieved"])
+        )
         assert rec["passage_ids"] == order[:8]
         for i, pid in enumerate(rec["passage_ids"], start=1):
             assert f"[{i}] {scripted['passages'][pid]['title']}: " in user["content"]
@@ -119,14 +157,23 @@ def test_unfiltered_export_records(scripted):
         parsed = parse_trace(assistant["content"])
         assert parsed is not None and parsed.answer == t["answer"]
         stated = {x["triplet_id"]: x for x in t["triplets"] if x["triplet_id"] in rec["triplet_ids"]}
-        assert sorted(parsed.relevance) == rec["relevance"] == sorted({rec["passage_ids"].index(x["source_pid"]) + 1 for x in stated.values()})
+        assert (
+            sorted(parsed.relevance)
+            == rec["relevance"]
+            == sorted({rec["passage_ids"].index(x["source_pid"]) + 1 for x in stated.values()})
+        )
         cited = [int(c) for c in re.findall(r"\[(\d+)\]", parsed.analysis)]
         assert set(cited) == set(rec["relevance"])
         for x in stated.values():
-            assert f"{x['subject']} ({x['relation']}): {x['object']} [{rec['passage_ids'].index(x['source_pid']) + 1}]." in parsed.analysis
+            assert (
+                f"{x['subject']} ({x['relation']}): {x['object']} "
+                f"[{rec['passage_ids'].index(x['source_pid']) + 1}]." in parsed.analysis
+            )
         # reference columns
         gold = {s["pid"] for s in question["supporting"]}
-        assert rec["gold_relevant_indices"] == [i for i, pid in enumerate(rec["passage_ids"], 1) if pid in gold]
+        assert rec["gold_relevant_indices"] == [
+            i for i, pid in enumerate(rec["passage_ids"], 1) if pid in gold
+        ]
         assert rec["gold_answers"] == question["answers"]
         # rewards the target earns, recomputed
         expected = score_completion(assistant["content"], question["answers"], rec["gold_relevant_indices"])
@@ -139,8 +186,14 @@ def test_unfiltered_export_records(scripted):
 
 def test_backtrace_relevance_equal_to_gold_earns_one(scripted):
     labels = gold_labels(scripted["trajectories"], scripted["questions"])
-    result = export(scripted, "backtrace", labels, mode="undirected_shortest", target_mode="thought_and_answer")
-    full = [r for r in result.sft if r["gold_coverage"] == "full" and set(r["relevance"]) == set(r["gold_relevant_indices"])]
+    result = export(
+        scripted, "backtrace", labels, mode="undirected_shortest", target_mode="thought_and_answer"
+    )
+    full = [
+        r
+        for r in result.sft
+        if r["gold_coverage"] == "full" and set(r["relevance"]) == set(r["gold_relevant_indices"])
+    ]
     assert len(full) >= len(scripted["trajectories"]) // 2
     for rec in full:
         assert rec["reward_relevance"] == 1.0
@@ -182,7 +235,14 @@ def test_backtrace_needs_labels_and_caps_passages(scripted):
 
 def test_synthetic_policies_refused_without_flag(scripted):
     with pytest.raises(FactoryError, match="scripted"):
-        export_trace(scripted["trajectories"], [], scripted["questions"], scripted["passages"], variant="unfiltered", round_=0)
+        export_trace(
+            scripted["trajectories"],
+            [],
+            scripted["questions"],
+            scripted["passages"],
+            variant="unfiltered",
+            round_=0,
+        )
 
 
 def test_gold_reference_and_numbering():
@@ -190,7 +250,13 @@ def test_gold_reference_and_numbering():
     assert gold_reference(q, ["x", "a", "b"]) == ([2, 3], "full")
     assert gold_reference(q, ["b", "x"]) == ([1], "partial")
     assert gold_reference(q, ["x"]) == ([], "none")
-    t = {"steps": [{"index": 2, "retrieved": ["c", "a"]}, {"index": 0, "retrieved": []}, {"index": 1, "retrieved": ["a", "b"]}]}
+    t = {
+        "steps": [
+            {"index": 2, "retrieved": ["c", "a"]},
+            {"index": 0, "retrieved": []},
+            {"index": 1, "retrieved": ["a", "b"]},
+        ]
+    }
     assert numbered_passages(t, 8) == (["a", "b", "c"], 3)
     assert numbered_passages(t, 2) == (["a", "b"], 3)
 
@@ -200,13 +266,24 @@ def test_chain_order_follows_the_chain():
         return {"triplet_id": f"t{i}", "step_index": i, "subject": s, "relation": "r", "object": o}
 
     # created out of chain order: the chain is Van Hook -> Mountrail County -> Stanley
-    triplets = [tr(0, "Mountrail County", "Stanley"), tr(1, "Unrelated Person", "Somewhere"), tr(2, "Van Hook Township", "Mountrail County")]
+    triplets = [
+        tr(0, "Mountrail County", "Stanley"),
+        tr(1, "Unrelated Person", "Somewhere"),
+        tr(2, "Van Hook Township", "Mountrail County"),
+    ]
     ordered = chain_order(triplets, ["van hook township"])
     assert [t["triplet_id"] for t in ordered] == ["t2", "t0", "t1"]
     # no initial entities: subjects named in the question start the chain
-    assert [t["triplet_id"] for t in chain_order(triplets, [], "Where is the capital of Van Hook Township's county?")] == ["t2", "t0", "t1"]
+    assert [
+        t["triplet_id"]
+        for t in chain_order(triplets, [], "Where is the capital of Van Hook Township's county?")
+    ] == ["t2", "t0", "t1"]
     # a chain reached through an object (reverse direction) comes before unconnected facts
-    back = [tr(0, "Somewhere", "Else"), tr(1, "Stanley", "Mountrail County"), tr(2, "Mountrail County", "North Dakota")]
+    back = [
+        tr(0, "Somewhere", "Else"),
+        tr(1, "Stanley", "Mountrail County"),
+        tr(2, "Mountrail County", "North Dakota"),
+    ]
     assert [t["triplet_id"] for t in chain_order(back, ["north dakota"])] == ["t2", "t1", "t0"]
 
 
@@ -237,16 +314,31 @@ def test_stage_writes_parquet_jsonl_stats_deterministically(tmp_path, monkeypatc
     _stage_inputs(tmp_path, scripted, ingested, trajectories, labels)
     stage.run(Params(), variant="backtrace", round_=0, seed=0)
     out = paths.trace_dir("backtrace", 0, 0)
-    files = {name: (out / name).read_bytes() for name in ("sft.parquet", "sft.jsonl", "rl.parquet", "rl.jsonl", "stats.json")}
+    files = {
+        name: (out / name).read_bytes()
+        for name in ("sft.parquet", "sft.jsonl", "rl.parquet", "rl.jsonl", "stats.json")
+    }
     stats = json.loads(files["stats.json"])
     assert stats["status"] == "ok" and stats["trajectories"] == len(trajectories)
     assert sum(stats["by_status"].values()) == len(trajectories)
     assert pq.read_table(out / "sft.parquet").schema.equals(schemas.TRACE_SFT)
-    assert pq.read_table(out / "rl.parquet").num_rows == stats["rl_records"] == len(files["rl.jsonl"].splitlines())
+    assert (
+        pq.read_table(out / "rl.parquet").num_rows
+        == stats["rl_records"]
+        == len(files["rl.jsonl"].splitlines())
+    )
     sft_lines = [json.loads(line) for line in files["sft.jsonl"].splitlines()]
     assert len(sft_lines) == stats["sft_records"] > 0 and set(sft_lines[0]) == {"messages"}
     rl_line = json.loads(files["rl.jsonl"].splitlines()[0])
-    assert {"prompt", "gold_answers", "gold_relevant_indices", "gold_coverage", "dataset", "qtype", "route"} <= set(rl_line)
+    assert {
+        "prompt",
+        "gold_answers",
+        "gold_relevant_indices",
+        "gold_coverage",
+        "dataset",
+        "qtype",
+        "route",
+    } <= set(rl_line)
     assert json.loads(paths.stage_metrics("trace", "backtrace", 0, 0).read_text()) == stats
     assert stats["sft_rewards"]["overall"]["format"] == 1.0
     stage.run(Params(), variant="backtrace", round_=0, seed=0)  # same inputs -> same bytes
@@ -271,7 +363,9 @@ def test_stage_empty_round_writes_empty_files(tmp_path, monkeypatch, scripted, i
     assert pq.read_table(out / "rl.parquet").num_rows == 0 and (out / "sft.jsonl").read_text() == ""
     # a round after a stop decision records why it was skipped
     paths.decision("backtrace", 0, 0).parent.mkdir(parents=True, exist_ok=True)
-    paths.decision("backtrace", 0, 0).write_text(json.dumps({"stop": True, "reason": "max_rounds (1) reached"}))
+    paths.decision("backtrace", 0, 0).write_text(
+        json.dumps({"stop": True, "reason": "max_rounds (1) reached"})
+    )
     schemas.write_parquet([], paths.trajectories("backtrace", 1, 0), "trajectory")
     stage.run(Params(), variant="backtrace", round_=1, seed=0)
     stats = json.loads((paths.trace_dir("backtrace", 1, 0) / "stats.json").read_text())
@@ -287,14 +381,19 @@ def test_backtrace_variant_with_real_labels(scripted):
     trajectories = scripted["trajectories"]
     labels = [backtrace(t) for t in trajectories]
     by_tid = {r["trajectory_id"]: r for r in labels}
-    result = export(scripted, "backtrace", labels, mode="undirected_shortest", target_mode="thought_and_answer")
+    result = export(
+        scripted, "backtrace", labels, mode="undirected_shortest", target_mode="thought_and_answer"
+    )
     assert sum(1 for _ in result.statuses) == len(trajectories)
     assert result.sft, "no trajectory kept a cited triplet"
     for rec in result.sft:
         row = by_tid[rec["trajectory_id"]]
         assert set(rec["triplet_ids"]) <= set(row["kept_triplet_ids"])  # only S_q is stated
         initial = [normalize_answer(e) for e in row["initial_entities"]]
-        triplets = {t["triplet_id"]: t for t in next(t for t in trajectories if t["trajectory_id"] == rec["trajectory_id"])["triplets"]}
+        triplets = {
+            t["triplet_id"]: t
+            for t in next(t for t in trajectories if t["trajectory_id"] == rec["trajectory_id"])["triplets"]
+        }
         subjects = [normalize_answer(triplets[i]["subject"]) for i in rec["triplet_ids"]]
 
         def starts(name, initial=initial):

@@ -22,16 +22,33 @@ def rl_records(ingested):
 
     questions = []
     for dataset in ("2wikimultihopqa", "hotpotqa", "musique"):
-        pool = sorted((q for q in ingested.questions if q["dataset"] == dataset and q["split"] == "train"), key=lambda q: q["question_id"])
+        pool = sorted(
+            (q for q in ingested.questions if q["dataset"] == dataset and q["split"] == "train"),
+            key=lambda q: q["question_id"],
+        )
         questions.extend(pool[:1])
     pids = {p["pid"] for q in questions for p in q["passages"]}
     passages = [p for p in ingested.passages if p["pid"] in pids]
     trajectories = run_trajectories(
-        questions, ScriptedPolicyLLM(questions, passages), BM25Retriever.build(passages), Params(), Policy("base", None, -1), 0, 1, Sampling()
+        questions,
+        ScriptedPolicyLLM(questions, passages),
+        BM25Retriever.build(passages),
+        Params(),
+        Policy("base", None, -1),
+        0,
+        1,
+        Sampling(),
     )
     result = export_trace(
-        trajectories, [], {q["question_id"]: q for q in questions}, {p["pid"]: p for p in passages},
-        variant="unfiltered", round_=0, max_passages=3, passage_chars=80, allow_synthetic=True,
+        trajectories,
+        [],
+        {q["question_id"]: q for q in questions},
+        {p["pid"]: p for p in passages},
+        variant="unfiltered",
+        round_=0,
+        max_passages=3,
+        passage_chars=80,
+        allow_synthetic=True,
     )
     assert len(result.rl) >= 2
     return result.rl[:2]
@@ -55,7 +72,15 @@ def test_one_grpo_step_with_trace_rewards(tiny_model_dir, rl_records, tmp_path):
         wrapped.__name__ = fn.__name__
         return wrapped
 
-    columns = ("prompt", "gold_answers", "gold_relevant_indices", "dataset", "qtype", "route", "gold_coverage")
+    columns = (
+        "prompt",
+        "gold_answers",
+        "gold_relevant_indices",
+        "dataset",
+        "qtype",
+        "route",
+        "gold_coverage",
+    )
     dataset = Dataset.from_list([{k: r[k] for k in columns} for r in rl_records])
     args = GRPOConfig(
         output_dir=str(tmp_path / "grpo"),
@@ -86,14 +111,31 @@ def test_one_grpo_step_with_trace_rewards(tiny_model_dir, rl_records, tmp_path):
     assert trainer.state.global_step == 1
 
     # each reward function was called on the 2 x 2 completions with the exported reference columns
-    assert sorted({c["name"] for c in calls}) == ["accuracy_reward", "format_reward", "relevance_reward", "trace_bonus"]
+    assert sorted({c["name"] for c in calls}) == [
+        "accuracy_reward",
+        "format_reward",
+        "relevance_reward",
+        "trace_bonus",
+    ]
     golds = {tuple(r["gold_answers"]): r["gold_relevant_indices"] for r in rl_records}
     for call in calls:
         assert len(call["completions"]) == 4 and len(call["rewards"]) == 4
-        assert all(isinstance(c, list) and c[-1]["role"] == "assistant" for c in call["completions"])  # chat completions
-        for c, answers, indices, reward in zip(call["completions"], call["kwargs"]["gold_answers"], call["kwargs"]["gold_relevant_indices"], call["rewards"]):
+        assert all(
+            isinstance(c, list) and c[-1]["role"] == "assistant" for c in call["completions"]
+        )  # chat completions
+        for c, answers, indices, reward in zip(
+            call["completions"],
+            call["kwargs"]["gold_answers"],
+            call["kwargs"]["gold_relevant_indices"],
+            call["rewards"],
+        ):
             assert golds[tuple(answers)] == list(indices)
-            component = {"format_reward": "format", "accuracy_reward": "accuracy", "relevance_reward": "relevance", "trace_bonus": "bonus"}[call["name"]]
+            component = {
+                "format_reward": "format",
+                "accuracy_reward": "accuracy",
+                "relevance_reward": "relevance",
+                "trace_bonus": "bonus",
+            }[call["name"]]
             assert reward == score_completion(c[-1]["content"], answers, indices)[component]
 
     # the trainer logged every reward and a finite loss

@@ -18,7 +18,10 @@ from factory.trace.rewards import (
     trace_reward,
 )
 
-GOOD = "<relevance>[1, 3]</relevance>\n<analysis>Ed Wood (nationality): American [1]. Scott Derrickson (nationality): American [3].</analysis>\n<answer>yes</answer>"
+GOOD = (
+           "<relevance>[1, 3]</relevance>\n<analysis>Ed Wood (nationality): American [1]. Scott Derrickson "
+           "(nationality): American [3].</analysis>\n<answer>yes</answer>"
+       )
 
 
 def trace(relevance: str = "[1, 3]", analysis: str = "X (y): z [1].", answer: str = "yes") -> str:
@@ -52,7 +55,10 @@ def rewards(fn, completions, answers=("yes",), indices=(1, 3), **kw):
         (trace(analysis="  "), "empty"),
         (trace(answer=""), "empty"),
         ("<relevance>[1]<analysis>a</analysis></relevance><answer>b</answer>", "out of order"),  # nesting
-        ("<Relevance>[1]</Relevance><analysis>a</analysis><answer>b</answer>", "<relevance> appears 0"),  # case
+        (
+            "<Relevance>[1]</Relevance><analysis>a</analysis><answer>b</answer>",
+            "<relevance> appears 0",
+        ),  # case
         ("", "0 times"),
     ],
 )
@@ -81,7 +87,11 @@ def test_parse_trace_fields():
     out = parse_trace(GOOD)
     assert out == TraceOutput(relevance=(1, 3), analysis=out.analysis, answer="yes")
     assert out.analysis.startswith("Ed Wood (nationality)")
-    assert parse_index_list("[]") == [] and parse_index_list("[3, 1]") == [3, 1] and parse_index_list("3") is None
+    assert (
+        parse_index_list("[]") == []
+        and parse_index_list("[3, 1]") == [3, 1]
+        and parse_index_list("3") is None
+    )
 
 
 # ---------------------------------------------------------------- accuracy
@@ -130,7 +140,10 @@ def test_relevance_rules():
 
 
 def test_relevance_empty_gold_gives_zero():
-    assert rewards(relevance_reward, [trace(relevance="[]"), trace(relevance="[1]")], indices=()) == [0.0, 0.0]
+    assert rewards(relevance_reward, [trace(relevance="[]"), trace(relevance="[1]")], indices=()) == [
+        0.0,
+        0.0,
+    ]
 
 
 # ---------------------------------------------------------------- bonus and total
@@ -175,7 +188,12 @@ def test_extra_trl_kwargs_ignored_and_missing_columns_named():
 
 def test_make_reward_functions_for_trl():
     funcs = make_reward_functions(bonus_weight=5.0)
-    assert [f.__name__ for f in funcs] == ["format_reward", "accuracy_reward", "relevance_reward", "trace_bonus"]
+    assert [f.__name__ for f in funcs] == [
+        "format_reward",
+        "accuracy_reward",
+        "relevance_reward",
+        "trace_bonus",
+    ]
     kw = {"gold_answers": [["yes"]], "gold_relevant_indices": [[1, 3]]}
     assert [f([GOOD], **kw)[0] for f in funcs] == [1.0, 1.0, 1.0, 5.0]
     (total,) = make_reward_functions(bonus_weight=5.0, weights={"accuracy": 2.0}, combined=True)

@@ -22,14 +22,19 @@ def chat(i: int, answer: str | None = None) -> dict:
         "messages": [
             {"role": "system", "content": SYSTEM},
             {"role": "user", "content": f"Question: which river flows through city number {i}?"},
-            {"role": "assistant", "content": answer or f"Thought: the river of city {i} | flows through ; Answer: River {i}"},
+            {
+                "role": "assistant",
+                "content": answer or f"Thought: the river of city {i} | flows through ; Answer: River {i}",
+            },
         ],
     }
 
 
 EXAMPLES = [chat(i) for i in range(6)]
 # Small and fast, with a learning rate high enough that one epoch moves the adapter visibly.
-PARAMS = TrainParams(max_length=128, epochs=1, batch_size=2, lora_r=4, lora_alpha=8, learning_rate=5e-3, lora_dropout=0.0)
+PARAMS = TrainParams(
+    max_length=128, epochs=1, batch_size=2, lora_r=4, lora_alpha=8, learning_rate=5e-3, lora_dropout=0.0
+)
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +52,18 @@ def test_only_assistant_tokens_are_labelled(tok):
     assistant = ex["messages"][-1]["content"]
     # Labelled tokens are exactly the assistant output and the end-of-turn token.
     assert labelled_text(tok, enc) == assistant + "<|im_end|>"
-    prompt_len = len(tok(tok.apply_chat_template(ex["messages"][:2], tokenize=False, add_generation_prompt=True), add_special_tokens=False)["input_ids"])
+    prompt_len = len(
+        tok(
+            tok.apply_chat_template(ex["messages"][:2], tokenize=False, add_generation_prompt=True),
+            add_special_tokens=False,
+        )["input_ids"]
+    )
     assert all(x == IGNORE for x in enc.labels[:prompt_len])
     assert all(x != IGNORE for x in enc.labels[prompt_len:-1])
     assert enc.labels[-1] == IGNORE  # the template's newline after <|im_end|> is never generated
-    assert [x for x in enc.labels if x != IGNORE] == [t for t, x in zip(enc.input_ids, enc.labels) if x != IGNORE]
+    assert [x for x in enc.labels if x != IGNORE] == [
+        t for t, x in zip(enc.input_ids, enc.labels) if x != IGNORE
+    ]
 
 
 def test_every_assistant_turn_is_labelled_and_user_turns_are_not(tok):
@@ -100,18 +112,31 @@ def test_truncation_and_examples_without_assistant_tokens(tok):
     result = encode_examples([EXAMPLES[0], long_prompt], tok, 64)
     counts = result.counts()
     assert result.dropped_no_assistant_tokens == ["ex-9"]
-    assert counts["examples_received"] == counts["examples_used"] + counts["examples_dropped_no_assistant_tokens"] == 2
+    assert (
+        counts["examples_received"]
+        == counts["examples_used"] + counts["examples_dropped_no_assistant_tokens"]
+        == 2
+    )
 
 
 def test_bad_example_names_record_and_field(tok):
     with pytest.raises(FactoryError, match=r"'bad'.*messages\[1\]"):
-        encode_example({"example_id": "bad", "messages": [{"role": "user", "content": "q"}, {"role": "bot", "content": "a"}]}, tok, 64)
+        encode_example(
+            {
+                "example_id": "bad",
+                "messages": [{"role": "user", "content": "q"}, {"role": "bot", "content": "a"}],
+            },
+            tok,
+            64,
+        )
     with pytest.raises(FactoryError, match=r"'noassist'.*no assistant turn"):
         encode_example({"example_id": "noassist", "messages": [{"role": "user", "content": "q"}]}, tok, 64)
 
 
 def logits(model, tok) -> torch.Tensor:
-    ids = tok("Question: which river flows through city number 3?", return_tensors="pt", add_special_tokens=False)
+    ids = tok(
+        "Question: which river flows through city number 3?", return_tensors="pt", add_special_tokens=False
+    )
     with torch.no_grad():
         return model(**ids).logits
 
@@ -129,13 +154,23 @@ def test_train_writes_adapter_curve_config_status(trained, tiny_model_dir):
     assert m["examples_used"] == len(EXAMPLES) and m["steps"] == 3
     assert 0 < m["tokens_assistant"] < m["tokens_total"] == m["tokens_seen"]
     assert m["tokens_per_s"] > 0 and m["final_loss"] > 0
-    assert (out / "adapter" / "adapter_model.safetensors").exists() and (out / "adapter" / "adapter_config.json").exists()
+    assert (out / "adapter" / "adapter_model.safetensors").exists() and (
+        out / "adapter" / "adapter_config.json"
+    ).exists()
     curve = json.loads((out / "loss_curve.json").read_text())
     assert [p["step"] for p in curve] == [1, 2, 3] and all(p["loss"] > 0 for p in curve)
     config = json.loads((out / "training_config.json").read_text())
     assert config["train"] == PARAMS.model_dump(mode="json")
-    assert config["model_path"] == str(tiny_model_dir) and config["examples"] == len(EXAMPLES) and len(config["data_hash"]) == 64
-    assert json.loads((out / "status.json").read_text()) == {"adapter": "adapter", "reason": None, "status": "trained"}
+    assert (
+        config["model_path"] == str(tiny_model_dir)
+        and config["examples"] == len(EXAMPLES)
+        and len(config["data_hash"]) == 64
+    )
+    assert json.loads((out / "status.json").read_text()) == {
+        "adapter": "adapter",
+        "reason": None,
+        "status": "trained",
+    }
     adapter_config = json.loads((out / "adapter" / "adapter_config.json").read_text())
     # sorted as written (PEFT writes its set of modules in hash order, different in every process)
     assert adapter_config["r"] == 4 and adapter_config["target_modules"] == sorted(PARAMS.target_modules)
@@ -155,8 +190,12 @@ def test_previous_adapter_is_continued(trained, tiny_model_dir, tok, tmp_path):
     start = build_model(tiny_model_dir, PARAMS, out / "adapter", "float32")
     assert any(p.requires_grad for n, p in start.named_parameters() if "lora_" in n)
     # Continuation starts from the previous adapter's weights, not from a fresh (identity) adapter.
-    assert torch.allclose(logits(start.eval(), tok), logits(load_adapter_model(tiny_model_dir, out / "adapter"), tok), atol=1e-6)
-    metrics = train_lora([chat(i) for i in range(10, 14)], tiny_model_dir, tmp_path, PARAMS, init_adapter=out / "adapter")
+    assert torch.allclose(
+        logits(start.eval(), tok), logits(load_adapter_model(tiny_model_dir, out / "adapter"), tok), atol=1e-6
+    )
+    metrics = train_lora(
+        [chat(i) for i in range(10, 14)], tiny_model_dir, tmp_path, PARAMS, init_adapter=out / "adapter"
+    )
     assert metrics["status"] == "trained" and metrics["init_adapter"] == str(out / "adapter")
     assert json.loads((tmp_path / "training_config.json").read_text())["init_adapter"] == str(out / "adapter")
     before = (out / "adapter" / "adapter_model.safetensors").read_bytes()
@@ -179,11 +218,15 @@ def test_empty_set_is_a_recorded_outcome(tiny_model_dir, tmp_path):
 def test_same_seed_same_adapter_bytes(tiny_model_dir, tmp_path, trained):
     out, _ = trained
     train_lora(EXAMPLES, tiny_model_dir, tmp_path / "again", PARAMS)
-    train_lora(EXAMPLES, tiny_model_dir, tmp_path / "other", PARAMS.model_copy(update={"seed": PARAMS.seed + 1}))
+    train_lora(
+        EXAMPLES, tiny_model_dir, tmp_path / "other", PARAMS.model_copy(update={"seed": PARAMS.seed + 1})
+    )
     first = (out / "adapter" / "adapter_model.safetensors").read_bytes()
     assert (tmp_path / "again" / "adapter" / "adapter_model.safetensors").read_bytes() == first
     assert (tmp_path / "again" / "loss_curve.json").read_bytes() == (out / "loss_curve.json").read_bytes()
-    assert (tmp_path / "again" / "training_config.json").read_bytes() == (out / "training_config.json").read_bytes()
+    assert (tmp_path / "again" / "training_config.json").read_bytes() == (
+        out / "training_config.json"
+    ).read_bytes()
     assert (tmp_path / "other" / "adapter" / "adapter_model.safetensors").read_bytes() != first
 
 
@@ -219,4 +262,6 @@ def test_labelled_positions_loss_equals_the_models_own(tiny_model_dir, tok):
 
 def test_bad_scheduler_is_a_clear_error(tiny_model_dir, tmp_path):
     with pytest.raises(FactoryError, match="params.train"):
-        train_lora(EXAMPLES[:2], tiny_model_dir, tmp_path, PARAMS.model_copy(update={"lr_scheduler": "sideways"}))
+        train_lora(
+            EXAMPLES[:2], tiny_model_dir, tmp_path, PARAMS.model_copy(update={"lr_scheduler": "sideways"})
+        )
