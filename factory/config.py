@@ -9,17 +9,22 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from factory.errors import FactoryError
 
-DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
-VARIANTS = ("backtrace", "random", "unfiltered")
-BACKTRACE_MODES = ("undirected_shortest", "directed_reach", "undirected_simple")
-TARGET_MODES = ("thought_and_answer", "answer_only", "gold_answer", "question_only")
+# The vocabularies of the params, one definition each: a bad value fails when params load, naming the key.
+Dataset = Literal["hotpotqa", "2wikimultihopqa", "musique"]
+Variant = Literal["backtrace", "random", "unfiltered"]
+BacktraceMode = Literal["undirected_shortest", "directed_reach", "undirected_simple"]
+TargetMode = Literal["thought_and_answer", "answer_only", "gold_answer", "question_only"]
+DATASETS: tuple[str, ...] = get_args(Dataset)
+VARIANTS: tuple[str, ...] = get_args(Variant)
+BACKTRACE_MODES: tuple[str, ...] = get_args(BacktraceMode)
+TARGET_MODES: tuple[str, ...] = get_args(TargetMode)
 
 
 class Section(BaseModel):
@@ -41,7 +46,7 @@ class ModelParams(Section):
 
 
 class HFSource(Section):
-    dataset: Literal["hotpotqa", "2wikimultihopqa", "musique"] = Field(
+    dataset: Dataset = Field(
         description="Which corpus layout the rows follow."
     )
     path: str = Field(
@@ -202,7 +207,9 @@ class TrajectoryParams(Section):
         description="STaR rationalization: for questions whose samples are all wrong, one more try with "
                     "the gold answer as a hint (never shown in supervision).",
     )
-    datasets: list[str] = Field(list(DATASETS), description="Datasets the training questions are drawn from.")
+    datasets: list[Dataset] = Field(
+        list(DATASETS), min_length=1, description="Datasets the training questions are drawn from."
+    )
 
 
 class EvaluateParams(Section):
@@ -213,17 +220,19 @@ class EvaluateParams(Section):
 
 
 class BacktraceParams(Section):
-    mode: Literal["undirected_shortest", "directed_reach", "undirected_simple"] = Field(
+    mode: BacktraceMode = Field(
         "undirected_shortest", description="Supporting-subgraph mode used to build the supervision set."
     )
-    target_mode: Literal["thought_and_answer", "answer_only", "gold_answer", "question_only"] = Field(
+    target_mode: TargetMode = Field(
         "thought_and_answer", description="Target-entity mode used to build the supervision set."
     )
-    modes: list[str] = Field(
-        list(BACKTRACE_MODES), description="Modes labelled by the backtrace stage (ablation)."
+    modes: list[BacktraceMode] = Field(
+        list(BACKTRACE_MODES), min_length=1, description="Modes labelled by the backtrace stage (ablation)."
     )
-    target_modes: list[str] = Field(
-        list(TARGET_MODES), description="Target modes labelled by the backtrace stage (ablation)."
+    target_modes: list[TargetMode] = Field(
+        list(TARGET_MODES),
+        min_length=1,
+        description="Target modes labelled by the backtrace stage (ablation).",
     )
     simple_cutoff: int = Field(4, ge=1, description="Path length cutoff of undirected_simple.")
     fuzzy_threshold: float = Field(
@@ -313,8 +322,8 @@ class RoundSlot(Section):
 
 
 class BootstrapParams(Section):
-    variants: list[str] = Field(
-        list(VARIANTS), description="Supervision variants, each with its own chain of policies."
+    variants: list[Variant] = Field(
+        list(VARIANTS), min_length=1, description="Supervision variants, each with its own chain of policies."
     )
     max_rounds: int = Field(
         2,
@@ -351,9 +360,6 @@ class BootstrapParams(Section):
                 f"max_rounds={self.max_rounds} needs at least that many entries in bootstrap.rounds (has "
                 f"{len(self.rounds)})"
             )
-        unknown = sorted(set(self.variants) - set(VARIANTS))
-        if unknown:
-            raise ValueError(f"unknown variants {unknown} (known: {list(VARIANTS)})")
         return self
 
 
@@ -378,7 +384,7 @@ class RoutesParams(Section):
 
 
 class Params(Section):
-    corpora: dict[str, list[str]] = Field(
+    corpora: dict[Dataset, list[str]] = Field(
         default_factory=lambda: {
             "hotpotqa": [
                 "../shared/corpora/hotpotqa/dev_sample.json",
@@ -469,7 +475,7 @@ def load_params(path: str | Path | None = "params.yaml", sets: list[str] | None 
     except ValidationError as exc:
         lines = []
         for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"])
+            loc = ".".join(str(p) for p in err["loc"] if p != "[key]")  # a bad mapping key: name the key
             lines.append(
                 f"{loc}: {err['msg']}"
                 + (

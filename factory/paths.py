@@ -19,6 +19,10 @@ METRICS = Path("metrics")
 REPORTS = Path("reports")
 MODELS = Path("models")
 SIMULATED_DIR = Path("data/simulated")  # factory simulate: trajectories with known labels (never trained on)
+PUBLISHED = Path("data/published")  # factory publish: one Hugging Face dataset folder per variant
+GX_DOCS = REPORTS / "gx"  # Great Expectations data docs, one site per gate
+PLOTS = REPORTS / "plots"  # CSV series for `dvc plots`
+FIGURES = REPORTS / "figures"  # PNG figures of the bootstrapping report
 
 
 def chain(variant: str, seed: int) -> Path:
@@ -51,9 +55,14 @@ def eval_data(variant: str, round_: int, split: str, seed: int = 0) -> Path:
     return Path("data/eval") / chain(variant, seed) / f"round_{round_}_{split}.parquet"
 
 
+def selected_dir(variant: str) -> Path:
+    """data/eval/<variant>/selected/: the test-split trajectories of every chain's selected round."""
+    return Path("data/eval") / variant / "selected"
+
+
 def selected_test_data(variant: str, seed: int) -> Path:
     """Test-split trajectories of a chain's selected round (the test split is used only there)."""
-    return Path("data/eval") / variant / "selected" / f"seed_{seed}_test.parquet"
+    return selected_dir(variant) / f"seed_{seed}_test.parquet"
 
 
 def stage_metrics(stage: str, variant: str, round_: int, seed: int = 0) -> Path:

@@ -1,4 +1,4 @@
-"""Text normalisation shared by metrics, splits, entity linking and grounding.
+"""Text normalisation shared by metrics, splits, entity linking and grounding; passage text from sentences.
 
 ``normalize_answer`` is the official SQuAD / HotpotQA normalisation: lower case, strip punctuation,
 drop the articles a/an/the, collapse whitespace.
@@ -43,3 +43,13 @@ def content_tokens(text: str) -> list[str]:
     folded = unicodedata.normalize("NFKD", (text or "").lower())
     folded = "".join(ch for ch in folded if not unicodedata.combining(ch))
     return [t for t in _TOKEN.findall(folded) if t not in _STOP]
+
+
+def join_sentences(sentences: list[str]) -> str:
+    """HotpotQA sentences keep their leading space; 2Wiki's do not. Join both into readable text."""
+    parts: list[str] = []
+    for s in sentences:
+        if parts and s and not s[0].isspace():
+            parts.append(" ")
+        parts.append(s)
+    return "".join(parts).strip()

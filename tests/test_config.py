@@ -1,3 +1,4 @@
+import re
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,39 @@ def test_set_overrides_are_yaml_parsed_and_validated():
 def test_round_slots_must_match_their_index():
     with pytest.raises(FactoryError, match=r"rounds\[1\] must be"):
         load_params(None, ["bootstrap.rounds=[{round: 0, after: init}, {round: 2, after: round_0}]"])
+
+
+@pytest.mark.parametrize(
+    "setting, key",
+    [
+        ("backtrace.modes=[undirected_shortest, sideways]", "backtrace.modes.1"),
+        ("backtrace.target_modes=[oracle]", "backtrace.target_modes.0"),
+        ("backtrace.mode=sideways", "backtrace.mode"),
+        ("trajectories.datasets=[hotpot]", "trajectories.datasets.0"),
+        ("bootstrap.variants=[backtrack]", "bootstrap.variants.0"),
+        ("corpora={hotpot: [a.json]}", "corpora.hotpot"),
+        ("ingest.hf=[{dataset: hotpot, path: x}]", "ingest.hf.0.dataset"),
+    ],
+)
+def test_a_value_outside_a_vocabulary_fails_when_params_load_naming_the_key(setting, key):
+    with pytest.raises(FactoryError, match=re.escape(key) + r": Input should be"):
+        load_params(None, [setting])
+
+
+@pytest.mark.parametrize(
+    "key", ["backtrace.modes", "backtrace.target_modes", "trajectories.datasets", "bootstrap.variants"]
+)
+def test_an_empty_vocabulary_list_is_refused(key):
+    with pytest.raises(FactoryError, match=re.escape(key)):
+        load_params(None, [f"{key}=[]"])
+
+
+def test_the_allowed_tuples_are_the_literals():
+    from typing import get_args
+
+    from factory import config
+
+    assert config.DATASETS == get_args(config.Dataset) == ("hotpotqa", "2wikimultihopqa", "musique")
+    assert config.VARIANTS == get_args(config.Variant) == ("backtrace", "random", "unfiltered")
+    assert config.BACKTRACE_MODES == get_args(config.BacktraceMode)
+    assert config.TARGET_MODES == get_args(config.TargetMode)

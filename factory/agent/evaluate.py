@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from factory.agent.generate import generate_trajectories
-from factory.agent.policy import Policy, load_inputs, make_policy_llm
+from factory.agent.policy import Policy
 from factory.agent.sampling import derived_seed, sample_questions
+from factory.agent.setup import load_inputs, make_policy_llm
 from factory.agent.summary import summarize
 from factory.config import Params
 from factory.llm.base import Sampling

@@ -23,11 +23,10 @@ from typing import Any
 
 from factory.agent import prompts
 from factory.agent.format import ParseError, parse_complete, parse_explore, parse_final
-from factory.corpora.base import join_sentences
 from factory.errors import FactoryError
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
 from factory.metrics import exact_match, f1
-from factory.text import normalize_answer
+from factory.text import join_sentences, normalize_answer
 
 STATUSES = ("ok", "max_iterations", "parse_error", "llm_error")
 STOP_REASONS = ("sufficient", "no_new_triplets", "max_iterations", "parse_error", "llm_error")

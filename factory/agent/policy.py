@@ -1,10 +1,8 @@
-"""The policy that generates trajectories, and what a generation stage needs to run it.
+"""The policy that generates trajectories: the base model or the LoRA adapter of a round.
 
-A ``Policy`` is the base model or the LoRA adapter of a bootstrapping round (which round's policy
-generates what is ``factory.bootstrap.rounds``). ``make_policy_llm`` gives its backend, the
-adapter served under the policy's unique name; ``load_inputs`` reads the questions, passages and
-retriever that trajectory generation and evaluation share. The scripted and simulated generators
-(tests, analysis) are policies too, and ``assert_trainable`` keeps them out of every training set.
+Which round's policy generates what is ``factory.bootstrap.rounds``; its backend is built by
+``factory.agent.setup``. The scripted and simulated generators (tests, analysis) are policies too,
+and ``assert_trainable`` keeps them out of every training set.
 """
 
 from __future__ import annotations
@@ -14,8 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from factory import paths
-from factory.config import Params
 from factory.errors import FactoryError
 
 BASE = "base"
@@ -44,26 +40,3 @@ def assert_trainable(records: Iterable[Mapping], what: str = "supervision") -> N
             f"refusing to build {what} from {found}: scripted and simulated trajectories are for tests "
             "and analysis only"
         )
-
-
-def make_policy_llm(params: Params, policy: Policy):
-    """The backend for ``policy`` (its adapter, served under the policy's unique name)."""
-    from factory.llm import make_llm
-
-    if policy.adapter is None:
-        return make_llm(params)
-    return make_llm(params, adapter_path=policy.adapter, adapter_name=policy.name)
-
-
-def load_inputs(params: Params):
-    """Questions, pid -> passage, and the retriever over the index."""
-    from factory.retrieval import load_retriever
-    from schemas import read_rows
-
-    for path in (paths.QUESTIONS, paths.PASSAGES):
-        if not path.exists():
-            raise FactoryError(f"{path} is missing: run `factory ingest` and `factory index` first")
-    questions = read_rows(paths.QUESTIONS)
-    passages = read_rows(paths.PASSAGES)
-    retriever = load_retriever(paths.INDEX_DIR, passages, params)
-    return questions, {p["pid"]: p for p in passages}, retriever

@@ -8,7 +8,6 @@ target entities) and ``linking`` (entity linking). ``options`` builds their argu
 
 from factory.backtrace.graph import (
     ADMIN_RELATIONS,
-    MODES,
     Graph,
     build_graph,
     is_admin_relation,
@@ -38,7 +37,6 @@ from factory.backtrace.targets import (
 
 __all__ = [
     "ADMIN_RELATIONS",
-    "MODES",
     "YES_NO",
     "BadTrajectory",
     "Graph",

@@ -20,7 +20,6 @@ from factory.config import BACKTRACE_MODES, BacktraceParams
 from factory.errors import FactoryError
 
 ADMIN_RELATIONS: tuple[str, ...] = tuple(BacktraceParams().admin_relations)
-MODES = BACKTRACE_MODES
 _WORD = re.compile(r"[a-z0-9]+")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 
@@ -238,4 +237,4 @@ def supporting_subgraph(
         return _directed_reach(graph, initial, targets)
     if mode == "undirected_simple":
         return _undirected_simple(graph, initial, targets, simple_cutoff)
-    raise FactoryError(f"unknown backtrace mode {mode!r}; expected one of {', '.join(MODES)}")
+    raise FactoryError(f"unknown backtrace mode {mode!r}; expected one of {', '.join(BACKTRACE_MODES)}")

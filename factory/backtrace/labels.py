@@ -62,10 +62,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from factory.agent.format import render_complete, render_explore
-from factory.backtrace.graph import ADMIN_RELATIONS, MODES, build_graph, supporting_subgraph
+from factory.backtrace.graph import ADMIN_RELATIONS, build_graph, supporting_subgraph
 from factory.backtrace.linking import Embedder
 from factory.backtrace.targets import final_step, final_text, initial_entities, target_entities
-from factory.config import TARGET_MODES
+from factory.config import BACKTRACE_MODES, TARGET_MODES
 from factory.errors import FactoryError
 
 
@@ -308,8 +308,8 @@ def backtrace_modes(
 ) -> list[dict]:
     """Labels rows for every (mode, target mode), sharing the graph, links and token counts."""
     for m in modes:
-        if m not in MODES:
-            raise FactoryError(f"unknown backtrace mode {m!r}; expected one of {', '.join(MODES)}")
+        if m not in BACKTRACE_MODES:
+            raise FactoryError(f"unknown backtrace mode {m!r}; expected one of {', '.join(BACKTRACE_MODES)}")
     for m in target_modes:
         if m not in TARGET_MODES:
             raise FactoryError(f"unknown target_mode {m!r}; expected one of {', '.join(TARGET_MODES)}")

@@ -211,7 +211,7 @@ def render_markdown(summary: dict, relevance: dict | None, seeds: Sequence[int])
     return "\n".join(lines) + "\n"
 
 
-def write_plots(summary: dict, out_dir: Path) -> None:
+def write_plots(summary: dict, plots_dir: Path, figures: Path) -> None:
     """CSV series for `dvc plots` and PNG figures (EM and FA ratio by round per variant)."""
     import matplotlib
 
@@ -231,9 +231,8 @@ def write_plots(summary: dict, out_dir: Path) -> None:
         fa_rows.append(
             [str(r), *[_csv(summary["variants"][v]["by_round"][r]["fa_ratio"]["mean"]) for v in variants]]
         )
-    write_text(out_dir / "plots" / "em_by_round.csv", "\n".join(",".join(r) for r in em_rows) + "\n")
-    write_text(out_dir / "plots" / "fa_by_round.csv", "\n".join(",".join(r) for r in fa_rows) + "\n")
-    figures = out_dir / "figures"
+    write_text(plots_dir / "em_by_round.csv", "\n".join(",".join(r) for r in em_rows) + "\n")
+    write_text(plots_dir / "fa_by_round.csv", "\n".join(",".join(r) for r in fa_rows) + "\n")
     figures.mkdir(parents=True, exist_ok=True)
     for name, rows, ylabel in (
         ("em_by_round", em_rows, "held-out EM (round -1 = base)"),

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from factory.config import DATASETS, Params
+from factory.config import Params
 from factory.corpora import hotpotqa, musique, twowiki
 from factory.corpora.base import read_json_records
 from factory.corpora.pool import PassagePool
@@ -58,9 +58,7 @@ class IngestResult:
 
 
 def _sources(params: Params) -> Iterable[tuple[str, str, Iterable[tuple[str, object]]]]:
-    for dataset, files in params.corpora.items():
-        if dataset not in BUILDERS:
-            raise FactoryError(f"corpora.{dataset}: unknown dataset (known: {', '.join(DATASETS)})")
+    for dataset, files in params.corpora.items():  # keys are checked when params load (config.Dataset)
         for f in files:
             yield dataset, str(f), read_json_records(f, RECORD_TYPES.get(dataset))
     for src in params.ingest.hf:

@@ -79,16 +79,6 @@ def pid_for(dataset: str, title: str, text: str) -> str:
     return f"{dataset}:{digest}"
 
 
-def join_sentences(sentences: list[str]) -> str:
-    """HotpotQA sentences keep their leading space; 2Wiki's do not. Join both into readable text."""
-    parts: list[str] = []
-    for s in sentences:
-        if parts and s and not s[0].isspace():
-            parts.append(" ")
-        parts.append(s)
-    return "".join(parts).strip()
-
-
 def split_sentences(text: str) -> list[str]:
     """Deterministic rule-based sentence split for corpora that ship paragraphs (MuSiQue)."""
     pieces = [p.strip() for p in _SENTENCE_END.split(text.strip())]

@@ -20,7 +20,8 @@ import msgspec
 import numpy as np
 import pyarrow as pa
 
-from factory.corpora.base import RecordRef, join_sentences, pid_for, split_sentences
+from factory.corpora.base import RecordRef, pid_for, split_sentences
+from factory.text import join_sentences
 from schemas import PASSAGE
 
 _SENTENCES = msgspec.json.Decoder(list[str])

@@ -41,7 +41,7 @@ def run(params: Params) -> None:
                     "ingest",
                     EXPECTATIONS,
                     ingest_frames(result.rows, result.pool, passages),
-                    docs_dir=paths.REPORTS / "gx",
+                    docs_dir=paths.GX_DOCS,
                 )
                 written.result()
             del result  # its many small objects go while the collector is paused, not in a full collection

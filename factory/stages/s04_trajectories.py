@@ -15,12 +15,11 @@ import logging
 
 from factory import paths
 from factory.agent.generate import generate_trajectories
-from factory.agent.policy import load_inputs, make_policy_llm
 from factory.agent.sampling import derived_seed, sample_questions
+from factory.agent.setup import load_inputs, make_policy_llm
 from factory.agent.summary import summarize
 from factory.bootstrap.rounds import policy_for, skip_reason
-from factory.config import DATASETS, Params
-from factory.errors import FactoryError
+from factory.config import Params
 from factory.io import write_json
 from factory.llm.base import Sampling
 from factory.stages import chain_arguments
@@ -48,11 +47,6 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         return metrics
 
     t = params.trajectories
-    unknown = sorted(set(t.datasets) - set(DATASETS))
-    if unknown:
-        raise FactoryError(
-            f"trajectories.datasets: unknown dataset(s) {unknown} (known: {', '.join(DATASETS)})"
-        )
     policy = policy_for(variant, round_, seed)
     gen_seed = derived_seed(t.seed, seed, round_ if t.resample_each_round else None)
     questions, passages, retriever = load_inputs(params)

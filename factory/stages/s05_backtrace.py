@@ -19,7 +19,7 @@ from factory.backtrace.labels import BadTrajectory, TokenCounter, backtrace_mode
 from factory.backtrace.options import backtrace_options, load_token_counter
 from factory.backtrace.summary import summarise
 from factory.bootstrap.rounds import skip_reason
-from factory.config import BACKTRACE_MODES, TARGET_MODES, Params
+from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import progress, write_json
 from factory.stages import chain_arguments
@@ -54,13 +54,6 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     from validators.labels import labels_specs
 
     bp = params.backtrace
-    for name, values, allowed in (
-        ("modes", bp.modes, BACKTRACE_MODES),
-        ("target_modes", bp.target_modes, TARGET_MODES),
-    ):
-        unknown = sorted(set(values) - set(allowed))
-        if unknown or not values:
-            raise FactoryError(f"backtrace.{name}: {unknown or 'empty'} (allowed: {', '.join(allowed)})")
     src = paths.trajectories(variant, round_, seed)
     out = paths.labels(variant, round_, seed)
     metrics_path = paths.stage_metrics("backtrace", variant, round_, seed)
@@ -100,7 +93,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     gate = run_suites(
         f"backtrace-{variant}-seed_{seed}-round_{round_}",
         labels_specs(trajectories, labels, bp.modes, bp.target_modes),
-        docs_dir=paths.REPORTS / "gx",
+        docs_dir=paths.GX_DOCS,
     )
     write_parquet(labels, out, "labels")
     metrics = {

@@ -25,7 +25,7 @@ def run(params: Params) -> dict:
     }
     write_json(paths.METRICS / "summary.json", summary)
     write_text(paths.REPORTS / "bootstrap.md", render_markdown(summary, relevance, b.seeds))
-    write_plots(summary, paths.REPORTS)
+    write_plots(summary, paths.PLOTS, paths.FIGURES)
     for verdict in summary["verdicts"].values():
         log.info("report: %s", verdict["line"])
     log.info("report: %s", paths.REPORTS / "bootstrap.md")

@@ -13,7 +13,6 @@ from factory.io import read_json, write_json
 COMMAND = "publish"
 HELP = "write each variant's final supervision set as a Hugging Face dataset folder (parquet + dataset card)"
 log = logging.getLogger(__name__)
-OUT = Path("data/published")
 
 
 def add_arguments(parser) -> None:
@@ -46,10 +45,10 @@ def run(params: Params, push_to_hub: str | None = None) -> list[dict]:
             "datasets": list(params.corpora),
         }
         result = publishing.publish_variant(
-            variant, OUT / variant, info, seed=seed, rounds=len(params.bootstrap.rounds)
+            variant, paths.PUBLISHED / variant, info, seed=seed, rounds=len(params.bootstrap.rounds)
         )
         if push_to_hub:
-            publishing.push_to_hub(OUT / variant, f"{push_to_hub}-{variant}")
+            publishing.push_to_hub(paths.PUBLISHED / variant, f"{push_to_hub}-{variant}")
             result["pushed_to"] = f"{push_to_hub}-{variant}"
         results.append(result)
         log.info(

@@ -213,11 +213,3 @@ def test_tiny_model_round_end_to_end_with_cache(project, tiny_model_dir):
     assert m2["cache"]["misses"] == 0 and m2["cache"]["hits"] == m["cache"]["misses"] + m["cache"]["hits"]
     assert read_rows(out) == first  # latency included: the cache replays what was measured
     assert out.read_bytes() == first_bytes  # a rerun answered from the cache writes the same bytes
-
-
-def test_unknown_dataset_names_are_refused(project):
-    from factory.errors import FactoryError
-    from factory.stages import s04_trajectories
-
-    with pytest.raises(FactoryError, match=r"trajectories.datasets: unknown dataset\(s\) \['hotpot'\]"):
-        s04_trajectories.run(Params(trajectories={"datasets": ["hotpot", "musique"]}), "backtrace", 0)

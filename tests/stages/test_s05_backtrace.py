@@ -97,8 +97,6 @@ def test_skipped_round_and_missing_input(tmp_path, monkeypatch):
     write_round([])
     metrics = s05_backtrace.run(Params(), V, R)
     assert metrics["status"] == "skipped" and metrics["labels"] == 0 and read_rows(paths.labels(V, R)) == []
-    with pytest.raises(FactoryError, match="backtrace.modes"):
-        s05_backtrace.run(Params(backtrace={"modes": ["sideways"]}), V, R)
 
 
 def test_cli_runs_the_stage(tmp_path, monkeypatch, trajectories):

@@ -1,0 +1,138 @@
+"""dvc.yaml never serves stale outputs: code deps, params and outs of every stage checked against the code."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from factory import paths
+from factory.cli import stage_names
+from factory.config import Params
+from tests.imports import ROOT, closure
+
+DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+# Files in a stage's import closure that decide none of its outputs, so no dep needs to name them.
+# Package __init__ files without code (a docstring only) are skipped by rule, not listed here.
+NOT_OUTPUT_DECIDING = {
+    "factory/__init__.py": "the version string",
+    "factory/errors.py": "exception classes: a failure changes no output, it stops the stage",
+    "factory/stages/__init__.py": "the shared command-line options of the round stages",
+    # Every field of the typed params is written in params.yaml (test_config checks it), and DVC tracks the
+    # values a stage reads through its `params:`; a changed default cannot reach a stage unseen.
+    "factory/config.py": "typed params: their values are tracked through params.yaml",
+}
+
+# One resolved instance of each matrix / foreach stage: the values its templates are filled with.
+ITEM = {"variant": "backtrace", "seed": 0, "r": {"round": 1, "after": "round_0"}}
+
+
+def _stages() -> list[tuple[str, dict]]:
+    return [(name, stage.get("do", stage)) for name, stage in DVC.items()]
+
+
+def _module(stage: dict) -> Path:
+    command = stage["cmd"].split()[1]
+    return ROOT / "factory" / "stages" / f"{stage_names()[command]}.py"
+
+
+def _without_code(path: Path) -> bool:
+    body = ast.parse(path.read_text()).body
+    return path.name == "__init__.py" and all(
+        isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body
+    )
+
+
+def _covered(file: str, deps: list[str]) -> bool:
+    return any(file == d.rstrip("/") or file.startswith(d.rstrip("/") + "/") for d in deps)
+
+
+@pytest.mark.parametrize("name, stage", _stages(), ids=[n for n, _ in _stages()])
+def test_code_deps_cover_the_import_closure_of_the_stage_module(name, stage):
+    deps = [d for d in stage.get("deps", []) if isinstance(d, str)]
+    module = _module(stage)
+    missing = sorted(
+        rel
+        for file in closure(module)
+        if not _without_code(file)
+        and (rel := str(file.relative_to(ROOT))) not in NOT_OUTPUT_DECIDING
+        and not _covered(rel, deps)
+    )
+    assert not missing, f"stage {name} ({module.name}) runs code no dep names: {missing}"
+
+
+@pytest.mark.parametrize("name, stage", _stages(), ids=[n for n, _ in _stages()])
+def test_every_params_key_exists_in_the_typed_params(name, stage):
+    data = Params().model_dump()
+    for entry in stage.get("params", []):
+        keys = entry if isinstance(entry, str) else next(iter(entry))
+        node = data
+        for key in keys.split("."):
+            assert isinstance(node, dict) and key in node, f"stage {name}: params key {keys!r} is not a param"
+            node = node[key]
+
+
+def _render(text: str, item) -> str:
+    if not isinstance(item, dict):
+        return text.replace("${item}", str(item))
+
+    def value(match: re.Match) -> str:
+        node = item
+        for key in match.group(1).split("."):
+            node = node[key]
+        return str(node)
+
+    return re.sub(r"\$\{item\.([\w.]+)\}", value, text)
+
+
+def _declared(stage: dict, item) -> set[str]:
+    out = set()
+    for kind in ("outs", "metrics"):
+        for entry in stage.get(kind, []):
+            out.add(_render(entry if isinstance(entry, str) else next(iter(entry)), item))
+    return out
+
+
+def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
+    m, reports = paths.METRICS, paths.REPORTS
+    chain = {"trajectories": paths.trajectories, "backtrace": paths.labels, "variants": paths.supervision_dir,
+             "export_trace": paths.trace_dir, "train": paths.adapter_dir}
+    if name in chain:
+        metrics = {"export_trace": "trace", "variants": "variants"}.get(name, name)
+        return {chain[name](v, r, s), paths.stage_metrics(metrics, v, r, s)}
+    return {
+        "prepare_model": {Path(Params().model.dir)},
+        "ingest": {paths.QUESTIONS, paths.PASSAGES, paths.QUARANTINE, paths.GX_DOCS / "ingest",
+                   m / "ingest.json"},
+        "index": {paths.INDEX_DIR, m / "retrieval.json"},
+        "classify_routes": {paths.ROUTES_PREDICTED, m / "routes.json"},
+        "evaluate_base": {paths.base_eval_data("heldout"), paths.base_eval_metrics("heldout")},
+        "start": {paths.adapter_dir(v, 0, s).parent / "init", paths.supervision_dir(v, 0, s).parent / "init",
+                  paths.init_decision(v, s)},
+        "evaluate": {paths.eval_data(v, r, "heldout", s), paths.eval_metrics(v, r, "heldout", s)},
+        "decide": {paths.decision(v, r, s)},
+        "select": {paths.selected_dir(v), m / "bootstrap" / f"{v}.json", m / "test" / f"{v}.json"},
+        "validate_labels": {reports / "relevance.md", reports / "relevance.png", m / "relevance.json"},
+        "simulate": {paths.SIMULATED_DIR, reports / "backtrace_sensitivity.md",
+                     reports / "backtrace_sensitivity.png", m / "simulate.json"},
+        "report": {reports / "bootstrap.md", paths.FIGURES, paths.PLOTS / "em_by_round.csv",
+                   paths.PLOTS / "fa_by_round.csv", m / "summary.json"},
+        "publish": {paths.PUBLISHED, m / "published.json"},
+    }[name]
+
+
+@pytest.mark.parametrize("name, stage", _stages(), ids=[n for n, _ in _stages()])
+def test_outs_are_the_paths_the_code_writes(name, stage):
+    item = ITEM["variant"] if "foreach" in DVC[name] else ITEM
+    expected = {str(p) for p in _expected(name, ITEM["variant"], ITEM["seed"], ITEM["r"]["round"])}
+    assert _declared(stage, item) == expected
+
+
+def test_the_checks_see_every_stage_command():
+    commands = {stage["cmd"].split()[1] for _, stage in _stages()}
+    assert commands == set(stage_names())  # every stage module is a DVC stage, so every one is checked
+    assert all(stage["cmd"].startswith("factory ") for _, stage in _stages())

@@ -1,0 +1,36 @@
+"""The package's import rules: a stage imports only the library, and no module imports itself back."""
+
+from __future__ import annotations
+
+import networkx as nx
+
+from tests.imports import ROOT, imports_of, module_file, module_name, project_modules
+
+STAGES = ROOT / "factory" / "stages"
+
+
+def test_no_stage_module_imports_another_stage_module():
+    offending = {}
+    for path in sorted(STAGES.glob("s*.py")):
+        others = sorted(n for n in imports_of(path) if n.startswith("factory.stages.s"))
+        if others:
+            offending[path.name] = others
+    assert not offending, f"a stage is a thin run(params) over the library; share code there: {offending}"
+
+
+def test_no_import_circles():
+    graph = nx.DiGraph()
+    for path in project_modules():
+        graph.add_node(module_name(path))
+        graph.add_edges_from((module_name(path), name) for name in imports_of(path))
+    cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    cycles += [[n] for n in graph if graph.has_edge(n, n)]
+    assert not cycles, f"modules that import each other (directly or around a loop): {cycles}"
+
+
+def test_the_import_reader_sees_lazy_and_from_imports():
+    # the checks above are only as good as the reader: a function-level import and `from pkg import module`
+    loop = imports_of(module_file("factory.agent.loop"))
+    assert "factory.agent.grounding" in loop  # imported inside a function
+    stage = imports_of(module_file("factory.stages.s04_trajectories"))
+    assert "factory.paths" in stage  # from factory import paths
