@@ -21,10 +21,12 @@ Dataset = Literal["hotpotqa", "2wikimultihopqa", "musique"]
 Variant = Literal["backtrace", "random", "unfiltered"]
 BacktraceMode = Literal["undirected_shortest", "directed_reach", "undirected_simple"]
 TargetMode = Literal["thought_and_answer", "answer_only", "gold_answer", "question_only"]
+Condition = Literal["full", "without_sq", "only_sq", "without_random", "closed_book"]
 DATASETS: tuple[str, ...] = get_args(Dataset)
 VARIANTS: tuple[str, ...] = get_args(Variant)
 BACKTRACE_MODES: tuple[str, ...] = get_args(BacktraceMode)
 TARGET_MODES: tuple[str, ...] = get_args(TargetMode)
+CONDITIONS: tuple[str, ...] = get_args(Condition)
 
 
 class Section(BaseModel):
@@ -273,6 +275,56 @@ class BacktraceParams(Section):
 class VariantParams(Section):
     seed: int = Field(17, description="Seed of the random-filtered control (recorded in every example).")
     accumulate: bool = Field(True, description="Round r trains on the union of rounds 0..r of this variant.")
+    exclude_parametric: bool = Field(
+        False,
+        description="Leave parametric trajectories (answered correctly closed-book by the counterfactual "
+        "stage) out of all three sets alike; counts in each set's stats.json.",
+    )
+
+
+class CounterfactualParams(Section):
+    max_trajectories: int = Field(
+        200,
+        ge=1,
+        description="Correct trajectories of a round re-asked (a seeded sample, even across datasets, when "
+        "a round has more). LLM calls per round = trajectories x (conditions + random_seeds - 1).",
+    )
+    conditions: list[Condition] = Field(
+        list(CONDITIONS),
+        min_length=1,
+        description="Graphs the forced-final prompt is re-asked with: full (G), without_sq (G - S_q), "
+        "only_sq (S_q), without_random (G - |S_q| random triplets), closed_book (no graph). A narrower "
+        "set costs fewer calls; the verdicts name the effects it cannot compute.",
+    )
+    random_seeds: int = Field(
+        3, ge=3, description="Random draws of the without_random control per trajectory (recorded per row)."
+    )
+    seed: int = Field(
+        41, description="Seed of the trajectory sample and of the random control (+ 1000 x protocol seed)."
+    )
+    margin: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="Verdict rule on the paired 95% CI of (accuracy lost without S_q - accuracy lost "
+        "without a random set of its size): above 0 = load-bearing; below this margin (a share: 0.1 = 10 "
+        "points) = not load-bearing; otherwise cannot tell.",
+    )
+    min_trajectories: int = Field(
+        10,
+        ge=1,
+        description="Fewer trajectories whose full-graph answer is correct than this: the verdict is 'cannot "
+        "tell' (a bootstrap CI over a handful of trajectories is no evidence).",
+    )
+    shard_size: int = Field(
+        16, ge=1, description="Trajectories per checkpointed shard (their calls go to the LLM as one batch)."
+    )
+
+    @model_validator(mode="after")
+    def _unique_conditions(self) -> CounterfactualParams:
+        if len(set(self.conditions)) != len(self.conditions):
+            raise ValueError(f"conditions must not repeat (got {self.conditions})")
+        return self
 
 
 class RelevanceParams(Section):
@@ -417,6 +469,10 @@ class Params(Section):
         default_factory=EvaluateParams, description="Held-out / test evaluation."
     )
     backtrace: BacktraceParams = Field(default_factory=BacktraceParams, description="Knowledge backtracing.")
+    counterfactual: CounterfactualParams = Field(
+        default_factory=CounterfactualParams,
+        description="Causal check of S_q: the final answer re-asked with and without it.",
+    )
     variants: VariantParams = Field(default_factory=VariantParams, description="Supervision sets.")
     relevance: RelevanceParams = Field(
         default_factory=RelevanceParams, description="Labels vs gold supporting facts."

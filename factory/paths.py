@@ -37,6 +37,11 @@ def labels(variant: str, round_: int, seed: int = 0) -> Path:
     return Path("data/labels") / chain(variant, seed) / f"round_{round_}.parquet"
 
 
+def counterfactual(variant: str, round_: int, seed: int = 0) -> Path:
+    """The round's re-asked final answers: one row per trajectory x condition (x random seed)."""
+    return Path("data/counterfactual") / chain(variant, seed) / f"round_{round_}.parquet"
+
+
 def supervision_dir(variant: str, round_: int, seed: int = 0) -> Path:
     return Path("data/supervision") / chain(variant, seed) / f"round_{round_}"
 
