@@ -3,6 +3,9 @@
 Reads every round of every chain that exists (data/trajectories/<V>/seed_<S>/round_<R>.parquet with
 its labels; empty files — skipped rounds — are left out and listed), scores S_q and the controls
 (factory.relevance.check) and writes metrics/relevance.json, reports/relevance.md and reports/relevance.png.
+The rounds' counterfactual rows (data/counterfactual/..., where present) add the causal check: verdicts,
+accuracy per condition, effects, and S_q's relevance split by parametric answers
+(factory.relevance.causal_report; ``causal`` in the JSON, its own section in the report).
 With no trajectories at all it writes the three files saying so.
 """
 
@@ -16,6 +19,7 @@ from factory import paths
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_text
+from factory.relevance.causal_report import causal_check, render_causal_section
 from factory.relevance.check import Source, check_relevance
 from factory.relevance.report import render_figure, render_markdown
 from schemas import read_rows
@@ -42,6 +46,7 @@ def discover_rounds(root: Path = Path("data/trajectories")) -> list[tuple[str, i
 def run(params: Params) -> dict:
     sources: list[Source] = []
     left_out: list[dict] = []
+    counterfactual_rows: dict[str, list[dict]] = {}
     for variant, seed, round_ in discover_rounds():
         name = f"{variant}/seed_{seed}/round_{round_}"
         trajectories = read_rows(paths.trajectories(variant, round_, seed))
@@ -59,6 +64,8 @@ def run(params: Params) -> dict:
             )
             continue
         sources.append(Source(name, trajectories, read_rows(labels_path)))
+        if paths.counterfactual(variant, round_, seed).exists():
+            counterfactual_rows[name] = read_rows(paths.counterfactual(variant, round_, seed))
 
     questions_by_id, passages_by_pid = {}, {}
     if sources:
@@ -94,8 +101,22 @@ def run(params: Params) -> dict:
         bar=r.bar,
     )
     result["left_out_sources"] = left_out
+    cp = params.counterfactual
+    result["causal"] = causal_check(
+        sources,
+        counterfactual_rows,
+        questions_by_id,
+        passages_by_pid,
+        default_combo=(params.backtrace.mode, params.backtrace.target_mode),
+        threshold=params.agent.grounding_threshold,
+        bootstrap_samples=r.bootstrap_samples,
+        seed=r.seed,
+        margin=cp.margin,
+        min_trajectories=cp.min_trajectories,
+    )
     write_json(paths.METRICS / "relevance.json", result)
-    write_text(paths.REPORTS / "relevance.md", render_markdown(result))
+    report = render_markdown(result) + "\n" + render_causal_section(result["causal"])
+    write_text(paths.REPORTS / "relevance.md", report)
     render_figure(result, paths.REPORTS / "relevance.png")
     if result["status"] != "ok":
         log.warning(
@@ -107,4 +128,6 @@ def run(params: Params) -> dict:
         )
     for verdict in result["verdicts"].values():
         log.info("%s", verdict["line"])
+    for verdict in result["causal"].get("verdicts", {}).values():
+        log.info("causal check: %s", verdict["line"])
     return result
