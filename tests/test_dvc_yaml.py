@@ -100,7 +100,8 @@ def _declared(stage: dict, item) -> set[str]:
 def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
     m, reports = paths.METRICS, paths.REPORTS
     chain = {"trajectories": paths.trajectories, "backtrace": paths.labels, "variants": paths.supervision_dir,
-             "export_trace": paths.trace_dir, "train": paths.adapter_dir, "counterfactual": paths.counterfactual}
+             "export_trace": paths.trace_dir, "train": paths.adapter_dir,
+             "counterfactual": paths.counterfactual}
     if name in chain:
         metrics = {"export_trace": "trace", "variants": "variants"}.get(name, name)
         return {chain[name](v, r, s), paths.stage_metrics(metrics, v, r, s)}

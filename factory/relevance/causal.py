@@ -5,9 +5,13 @@ the mean over its random draws). Over a group of trajectories:
 
 - accuracy per condition, with a 95% percentile bootstrap CI over resampled trajectories;
 - the effects, over the trajectories whose ``full`` answer is correct (those where even the full
-  graph fails are counted and left out: nothing can be lost there): necessity of S_q = acc(full) -
-  acc(without_sq), the matched control acc(full) - acc(without_random), their difference with a
-  paired bootstrap CI (the same resamples for both), sufficiency acc(only_sq) / acc(full);
+  graph fails are counted and left out: nothing can be lost there): sufficiency acc(only_sq) /
+  acc(full); necessity of S_q = acc(full) - acc(without_sq) against the matched control acc(full) -
+  acc(without_random), and their difference with a paired bootstrap CI (the same resamples for both),
+  over the trajectories where S_q is a proper, non-empty part of G: where S_q is all of G (or empty),
+  a random set of its size IS S_q (or nothing), so the contrast is zero by construction and would
+  only pull the CI towards "not load-bearing" (they are counted; ``necessity_sq_all`` is the
+  necessity over every trajectory);
 - the closed-book rate (share of parametric trajectories).
 
 The verdict on the paired CI of the difference: above 0 -> S_q is load-bearing; entirely below
@@ -84,15 +88,18 @@ def _cell(x: np.ndarray, weights: np.ndarray) -> dict:
     return {"value": number(float(x.mean())), "ci": interval(weights @ x / len(x))}
 
 
+def _weights(n: int, samples: int, seed: int, *names: str) -> np.ndarray:
+    """Bootstrap occurrence counts of n trajectories (a stable generator per group and subset)."""
+    return bootstrap_weights(n, samples, bootstrap_rng(seed, *names)) if n else np.zeros((samples, 0))
+
+
 def _group_stats(
     items: Sequence[Outcome], conditions: Sequence[str], samples: int, rng_seed: int, name: str
 ) -> dict:
     n = len(items)
     present = [c for c in CONDITIONS if c in conditions]
     col = {c: np.array([o.correct.get(c, np.nan) for o in items], dtype=float) for c in present}
-    weights = (
-        bootstrap_weights(n, samples, bootstrap_rng(rng_seed, "causal", name)) if n else np.zeros((0, 0))
-    )
+    weights = _weights(n, samples, rng_seed, "causal", name)
     group: dict = {
         "trajectories": n,
         "accuracy": {c: _cell(col[c], weights) for c in present},
@@ -105,16 +112,24 @@ def _group_stats(
         keep = col["full"] == 1.0
         m = int(keep.sum())
         effects.update(trajectories=m, full_failed=n - m)
-        w = (
-            bootstrap_weights(m, samples, bootstrap_rng(rng_seed, "causal-effects", name))
-            if m
-            else np.zeros((0, 0))
-        )
         sub = {c: v[keep] for c, v in col.items()}
+        w = _weights(m, samples, rng_seed, "causal-effects", name)
         if all(c in present for c in NECESSITY_NEEDS):
-            effects["necessity_sq"] = _cell(sub["full"] - sub["without_sq"], w)
-            effects["necessity_random"] = _cell(sub["full"] - sub["without_random"], w)
-            effects["difference"] = _cell(sub["without_random"] - sub["without_sq"], w)  # paired: same w
+            sizes = np.array([(o.sq_size, o.graph_size) for o in items], dtype=int).reshape(n, 2)[keep]
+            proper = (sizes[:, 0] > 0) & (sizes[:, 0] < sizes[:, 1])
+            k = int(proper.sum())
+            wk = _weights(k, samples, rng_seed, "causal-contrast", name)
+            effects["necessity_sq_all"] = _cell(sub["full"] - sub["without_sq"], w)
+            # the contrast needs trajectories where a random set of |S_q| triplets can differ from S_q
+            effects["contrast"] = {
+                "trajectories": k,
+                "sq_is_all_of_g": int((sizes[:, 0] == sizes[:, 1]).sum()),
+                "empty_sq": int(((sizes[:, 0] == 0) & (sizes[:, 1] > 0)).sum()),
+            }
+            effects["necessity_sq"] = _cell((sub["full"] - sub["without_sq"])[proper], wk)
+            effects["necessity_random"] = _cell((sub["full"] - sub["without_random"])[proper], wk)
+            # paired: the same resamples for both effects
+            effects["difference"] = _cell((sub["without_random"] - sub["without_sq"])[proper], wk)
         if all(c in present for c in SUFFICIENCY_NEEDS):
             if m:
                 boot = (w @ sub["only_sq"]) / (w @ sub["full"])
@@ -161,17 +176,28 @@ def verdict(
     elif m == 0:
         kind = "cannot tell"
         necessity = "cannot tell whether S_q is load-bearing: the full graph reproduces none of the answers"
+    elif eff["contrast"]["trajectories"] == 0:
+        kind = "cannot tell"
+        c = eff["contrast"]
+        necessity = (
+            f"cannot tell whether S_q is load-bearing: in none of the {m} trajectories is S_q a proper, "
+            f"non-empty part of G ({c['sq_is_all_of_g']} keep all of G, {c['empty_sq']} keep nothing), so no "
+            "random set of its size can differ from it"
+        )
     else:
+        c = eff["contrast"]
+        k = c["trajectories"]
         diff, lo, hi = eff["difference"]["value"], *eff["difference"]["ci"]
         necessity = (
             f"removing S_q costs {_points(eff['necessity_sq']['value'])} points of accuracy, removing a "
             f"random set of the same size {_points(eff['necessity_random']['value'])} (difference "
-            f"{_points(diff)}, 95% CI [{_points(lo)}, {_points(hi)}])"
+            f"{_points(diff)}, 95% CI [{_points(lo)}, {_points(hi)}]; over the {k} trajectories where S_q is "
+            f"a proper, non-empty part of G: {c['sq_is_all_of_g']} keep all of G, {c['empty_sq']} nothing)"
         )
-        if m < min_trajectories:
+        if k < min_trajectories:
             kind = "cannot tell"
             necessity += (
-                f": cannot tell whether S_q is load-bearing (only {m} trajectories, {min_trajectories} "
+                f": cannot tell whether S_q is load-bearing (only {k} such trajectories, {min_trajectories} "
                 "needed)"
             )
         elif lo is not None and lo > 0:
@@ -219,6 +245,7 @@ def verdict(
     return {
         "verdict": kind,
         "effect_trajectories": m,
+        "contrast_trajectories": eff.get("contrast", {}).get("trajectories", 0),
         "difference": eff.get("difference"),
         "line": f"{label}: " + "; ".join(parts) + f" ({count}).",
     }

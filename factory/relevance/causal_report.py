@@ -187,11 +187,14 @@ def render_causal_section(causal: Mapping) -> str:
             "prompt version) is re-asked greedy by the policy that generated it, with: "
             + ", ".join(f"`{x}`" for x in conditions)
             + ". `without_random` removes |S_q| triplets drawn uniformly from G (mean over its draws). "
-            "Effects (points of accuracy) are over the trajectories whose `full` answer is correct; the "
+            "Effects (points of accuracy) are over the trajectories whose `full` answer is correct; S_q "
+            "against the random set (the contrast) only where S_q is a proper, non-empty part of G "
+            "(elsewhere a random set of its size is S_q itself, or nothing); `S_q effect (all)` is over "
+            "every one. The "
             f"difference has a paired bootstrap CI ({p['bootstrap_samples']} resamples, seed {p['seed']}). "
             f"Verdict: CI above 0 = load-bearing; CI below {100 * p['margin']:.0f} points = not "
-            f"load-bearing; else, or with fewer than {p['min_trajectories']} trajectories, cannot tell. A "
-            "trajectory is *parametric* when its closed-book answer is correct."
+            f"load-bearing; else, or with fewer than {p['min_trajectories']} contrast trajectories, cannot "
+            "tell. A trajectory is *parametric* when its closed-book answer is correct."
         ),
         "",
         (
@@ -210,6 +213,8 @@ def render_causal_section(causal: Mapping) -> str:
         "trajectories",
         *conditions,
         "full fails",
+        "S_q effect (all)",
+        "contrast n",
         "S_q effect",
         "random effect",
         "difference",
@@ -228,6 +233,8 @@ def render_causal_section(causal: Mapping) -> str:
             str(g["trajectories"]),
             *(_pct(g["accuracy"].get(x)) for x in conditions),
             "n/a" if e["full_failed"] is None else str(e["full_failed"]),
+            _pct(e.get("necessity_sq_all")),
+            str(e["contrast"]["trajectories"]) if "contrast" in e else "n/a",
             _pct(e.get("necessity_sq")),
             _pct(e.get("necessity_random")),
             _pct(e.get("difference")),

@@ -22,6 +22,7 @@ def rows_for(
     status="ok",
     qtype="bridge",
     route="chain",
+    sizes=(2, 5),
 ) -> list[dict]:
     """Counterfactual rows of one trajectory with the given outcomes (only the fields the statistics read)."""
     outcome = {"full": full, "without_sq": without_sq, "only_sq": only_sq, "closed_book": closed_book}
@@ -30,8 +31,8 @@ def rows_for(
         "dataset": dataset,
         "qtype": qtype,
         "route": route,
-        "sq_size": 2,
-        "graph_size": 5,
+        "sq_size": sizes[0],
+        "graph_size": sizes[1],
         "parametric": closed_book,
         "status": status,
     }
@@ -89,7 +90,7 @@ def test_not_load_bearing_when_sq_costs_no_more_than_random_within_the_margin():
 def test_cannot_tell_with_few_trajectories_or_a_wide_interval():
     few = [r for i in range(4) for r in rows_for(f"m{i}", "musique")]
     v = summary(few)["verdicts"]["musique"]
-    assert v["verdict"] == "cannot tell" and "only 4 trajectories, 10 needed" in v["line"]
+    assert v["verdict"] == "cannot tell" and "only 4 such trajectories, 10 needed" in v["line"]
 
     wide = []  # 12 trajectories, S_q costs 3 of 12 more than random: the CI spans 0 and the margin
     for i in range(12):
@@ -148,3 +149,29 @@ def test_parametric_exclusion_counts_unknowns():
     excluded, counts = parametric_exclusion(trajectories, rows)
     assert excluded == {"a"}
     assert counts == {"excluded": 1, "unknown_kept": 1, "reasked_closed_book": 2}
+
+
+def test_the_contrast_leaves_out_trajectories_where_no_random_set_can_differ_from_sq():
+    # S_q = all of G: without_sq and without_random both show nothing, so both fail; S_q empty: both show G
+    whole = [r for i in range(30) for r in rows_for(f"a{i}", "hotpotqa", random=(False,) * 3, sizes=(3, 3))]
+    empty = [r for i in range(5) for r in rows_for(f"e{i}", "hotpotqa", without_sq=True, sizes=(0, 3))]
+    s = summary(whole + empty)
+    eff = s["groups"]["dataset=hotpotqa"]["effects"]
+    assert eff["contrast"] == {"trajectories": 0, "sq_is_all_of_g": 30, "empty_sq": 5}
+    assert eff["necessity_sq_all"]["value"] == pytest.approx(30 / 35)
+    v = s["verdicts"]["hotpotqa"]
+    assert v["verdict"] == "cannot tell"
+    assert (
+        "in none of the 35 trajectories is S_q a proper, non-empty part of G (30 keep all of G, 5 keep "
+        in v["line"]
+    )
+    # with proper ones added, only they decide: removing S_q costs 100 points there, a random set nothing
+    proper = [r for i in range(20) for r in rows_for(f"p{i}", "hotpotqa")]
+    s = summary(whole + empty + proper)
+    eff = s["groups"]["dataset=hotpotqa"]["effects"]
+    assert eff["contrast"]["trajectories"] == 20 and eff["difference"]["value"] == pytest.approx(1.0)
+    assert s["verdicts"]["hotpotqa"]["verdict"] == "load-bearing"
+    assert (
+        "over the 20 trajectories where S_q is a proper, non-empty part of G: 30 keep all of G, 5 nothing"
+        in (s["verdicts"]["hotpotqa"]["line"])
+    )

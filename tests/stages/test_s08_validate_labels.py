@@ -218,3 +218,49 @@ def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels
     assert para[KEEP_ALL]["micro"]["recall"]["value"] == 1.0
     assert para["sq/undirected_shortest/thought_and_answer"]["micro"]["precision"]["value"] >= 0.8
     assert set(res["verdicts"]) == set(DATASETS)
+
+
+def _write_counterfactual(trajectories: list[dict], labels: list[dict]) -> set[str]:
+    """Counterfactual rows of a round in which S_q is load-bearing and every fourth answer is parametric."""
+    from factory.config import CONDITIONS
+    from factory.relevance.counterfactual import Plan, Reply, condition_graphs, trajectory_rows
+
+    sq = {r["trajectory_id"]: r["kept_triplet_ids"] for r in labels if r["mode"] == "undirected_shortest"}
+    combo = ("undirected_shortest", "thought_and_answer")
+    plan = Plan("backtrace", 1, 0, "base", *combo, CONDITIONS, (1, 2, 3), 32, 1, 41)
+    rows, parametric = [], set()
+    for i, t in enumerate(trajectories):
+        shown = condition_graphs(t, sq[t["trajectory_id"]], CONDITIONS, plan.random_seeds)
+        if i % 4 == 0:
+            parametric.add(t["trajectory_id"])
+        right = {"full": True, "without_sq": False, "only_sq": True, "without_random": True,
+                 "closed_book": i % 4 == 0}  # fmt: skip
+        answers = [t["answers"][0] if right[s.condition] else "unknown" for s in shown]
+        replies = [Reply("ok", "", a, None, 1, 10, 2) for a in answers]
+        rows += trajectory_rows(t, sq[t["trajectory_id"]], shown, replies, plan, "mock")
+    write_parquet(rows, paths.counterfactual("backtrace", 1, 0), "counterfactual")
+    return parametric
+
+
+def test_validate_labels_states_the_causal_verdict_and_the_parametric_split(workdir, corpus_sample):
+    from schemas import read_rows
+
+    _write_inputs(*corpus_sample)
+    argv = ["validate-labels", "--set", "relevance.bootstrap_samples=60", "--set", "relevance.random_seeds=2"]
+    assert main(argv) == 0
+    assert "No counterfactual rows were found" in (paths.REPORTS / "relevance.md").read_text()
+    trajectories = read_rows(paths.trajectories("backtrace", 1, 0))
+    parametric = _write_counterfactual(trajectories, read_rows(paths.labels("backtrace", 1, 0)))
+    assert main(argv) == 0
+    causal = json.loads((paths.METRICS / "relevance.json").read_text())["causal"]
+    assert causal["status"] == "ok" and causal["counts"]["evaluated"] == len(trajectories)
+    assert causal["counts"]["parametric"] == len(parametric) and causal["sources_without_rows"] == []
+    assert {v["verdict"] for v in causal["verdicts"].values()} == {"load-bearing"}
+    split = causal["parametric_relevance"]
+    assert split["parametric"]["trajectories"] == len(parametric)
+    assert split["non_parametric"]["trajectories"] == len(trajectories) - len(parametric)
+    md = (paths.REPORTS / "relevance.md").read_text()
+    assert "## Causal check: is S_q load-bearing?" in md
+    assert "| parametric | " in md and "| non-parametric | " in md
+    for v in causal["verdicts"].values():
+        assert v["line"] in md and "S_q is load-bearing" in v["line"]
