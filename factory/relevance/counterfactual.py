@@ -151,12 +151,10 @@ def reask(
     max_new_tokens: int,
     seed: int,
     repair_attempts: int,
-    on_settled: Callable[[int], None] | None = None,
 ) -> tuple[list[Reply], int]:
     """Ask every (prompt version, messages); repair unparseable replies. Returns replies and calls sent.
 
     Identical requests of one round of asking go to the backend once (their replies are shared).
-    ``on_settled(n)``: n prompts got their final reply (progress).
     """
     pending = [_Pending(v, list(m), list(m)) for v, m in prompts_to_ask]
     sent = 0
@@ -176,17 +174,17 @@ def reask(
             )
         sent += len(requests)
         by_request = dict(zip(requests, responses))
-        settled = 0
         for p in todo:
-            response = by_request[ChatRequest.of(p.current, sampling_for(p.version, max_new_tokens, seed))]
-            settled += _settle(p, response, repair_attempts)
-        if on_settled is not None and settled:
-            on_settled(settled)
+            _settle(
+                p,
+                by_request[ChatRequest.of(p.current, sampling_for(p.version, max_new_tokens, seed))],
+                repair_attempts,
+            )
     return [p.reply for p in pending], sent
 
 
-def _settle(p: _Pending, response: ChatResponse, repair_attempts: int) -> int:
-    """Accept or fail the reply, or prepare its repair; 1 when the prompt is settled."""
+def _settle(p: _Pending, response: ChatResponse, repair_attempts: int) -> None:
+    """Accept or fail the reply, or prepare its repair (the prompt stays pending)."""
     r = p.reply
     r.attempts += 1
     r.prompt_tokens += int(response.prompt_tokens or 0)
@@ -196,19 +194,18 @@ def _settle(p: _Pending, response: ChatResponse, repair_attempts: int) -> int:
     if response.error is not None:
         r.status, r.answer, r.error = "llm_error", None, str(response.error) or "unknown LLM error"
         p.done = True
-        return 1
+        return
     try:
         parsed = parse_final(text)
     except ParseError as exc:
         if r.attempts <= repair_attempts:
             p.current = prompts.repair_messages(p.version, p.first, text, str(exc))
-            return 0
+            return
         r.status, r.answer, r.error = "parse_error", None, str(exc)
         p.done = True
-        return 1
+        return
     r.status, r.answer, r.error = "ok", parsed.answer, None
     p.done = True
-    return 1
 
 
 # ---------------------------------------------------------------- rows of a round
@@ -342,7 +339,6 @@ def counterfactual_round(
             f"{plan.target_mode} ({len(missing)} such): run `factory backtrace` for this round"
         )
     seeds = list(plan.random_seeds)
-    per_trajectory = rows_per_trajectory(plan.conditions, len(seeds))
     sent = 0
 
     def work(shard: list[dict], tick: Callable[[int], None]) -> list[dict]:
@@ -367,9 +363,9 @@ def counterfactual_round(
             max_new_tokens=plan.max_new_tokens,
             seed=plan.sampling_seed,
             repair_attempts=plan.repair_attempts,
-            on_settled=tick,
         )
         sent += n
+        tick(len(shard))  # the bar counts trajectories; its label carries the calls (the stage's desc)
         rows, k = [], 0
         for t, shown in zip(shard, shown_of):
             rows += trajectory_rows(
@@ -395,7 +391,6 @@ def counterfactual_round(
         work,
         artifact="counterfactual",
         desc=desc,
-        total_ticks=len(selected) * per_trajectory,
         on_shard=on_shard,
     )
     return RoundResult(
