@@ -159,8 +159,9 @@ def groups_of(items: Sequence[Outcome]) -> dict[str, list[int]]:
     return dict(sorted(groups.items(), key=lambda kv: (kv[0] != "all", kv[0])))
 
 
-def _points(x: float | None) -> str:
-    return "n/a" if x is None else f"{100 * x:.0f}"
+def points(x: float | None) -> str:
+    """A share as whole points (never '-0')."""
+    return "n/a" if x is None else str(round(100 * x))
 
 
 def verdict(
@@ -189,9 +190,9 @@ def verdict(
         k = c["trajectories"]
         diff, lo, hi = eff["difference"]["value"], *eff["difference"]["ci"]
         necessity = (
-            f"removing S_q costs {_points(eff['necessity_sq']['value'])} points of accuracy, removing a "
-            f"random set of the same size {_points(eff['necessity_random']['value'])} (difference "
-            f"{_points(diff)}, 95% CI [{_points(lo)}, {_points(hi)}]; over the {k} trajectories where S_q is "
+            f"removing S_q costs {points(eff['necessity_sq']['value'])} points of accuracy, removing a "
+            f"random set of the same size {points(eff['necessity_random']['value'])} (difference "
+            f"{points(diff)}, 95% CI [{points(lo)}, {points(hi)}]; over the {k} trajectories where S_q is "
             f"a proper, non-empty part of G: {c['sq_is_all_of_g']} keep all of G, {c['empty_sq']} nothing)"
         )
         if k < min_trajectories:
@@ -207,13 +208,13 @@ def verdict(
             kind = "not load-bearing"
             necessity += (
                 ": S_q is NOT load-bearing (removing it costs no more than removing a random set of its "
-                f"size, within the {_points(margin)}-point margin)"
+                f"size, within the {points(margin)}-point margin)"
             )
         else:
             kind = "cannot tell"
             necessity += (
                 f": cannot tell whether S_q is load-bearing (the CI includes 0 and reaches the "
-                f"{_points(margin)}-point margin)"
+                f"{points(margin)}-point margin)"
             )
     parts = [necessity]
     if "sufficiency" in eff:
@@ -221,8 +222,8 @@ def verdict(
         parts.append(
             "sufficiency: no trajectory to measure it on"
             if s["value"] is None
-            else f"S_q alone keeps {_points(s['value'])}% of the full-graph accuracy "
-            f"(95% CI [{_points(s['ci'][0])}, {_points(s['ci'][1])}])"
+            else f"S_q alone keeps {points(s['value'])}% of the full-graph accuracy "
+            f"(95% CI [{points(s['ci'][0])}, {points(s['ci'][1])}])"
         )
     else:
         parts.append(
@@ -232,7 +233,7 @@ def verdict(
         )
     if "closed_book" in group["accuracy"]:
         parts.append(
-            f"closed book answers {_points(group['accuracy']['closed_book']['value'])}% "
+            f"closed book answers {points(group['accuracy']['closed_book']['value'])}% "
             f"({group['parametric']} parametric)"
         )
     else:

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from factory.config import CONDITIONS
-from factory.relevance.causal import causal_summary, parametric_flags
+from factory.relevance.causal import causal_summary, parametric_flags, points
 from factory.relevance.check import (
     ANSWER_ENTITY,
     KEEP_ALL,
@@ -159,8 +159,8 @@ def _pct(cell: Mapping | None) -> str:
     if not cell or cell.get("value") is None:
         return "n/a"
     lo, hi = cell["ci"]
-    ci = "" if lo is None else f" [{100 * lo:.0f}, {100 * hi:.0f}]"
-    return f"{100 * cell['value']:.0f}{ci}"
+    ci = "" if lo is None else f" [{points(lo)}, {points(hi)}]"
+    return f"{points(cell['value'])}{ci}"
 
 
 def _f(cell: Mapping) -> str:
