@@ -57,6 +57,8 @@ def _dvc(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
         "FACTORY_NO_PROGRESS": "1",
         "HF_HUB_OFFLINE": "1",
         "OMP_NUM_THREADS": "1",
+        # stages import the copied package, not the shared editable install (which may be another checkout)
+        "PYTHONPATH": os.pathsep.join(p for p in (str(cwd), os.environ.get("PYTHONPATH")) if p),
     }
     return subprocess.run(
         [str(Path(sys.executable).parent / "dvc"), *args], cwd=cwd, env=env, capture_output=True, text=True

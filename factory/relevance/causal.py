@@ -168,6 +168,16 @@ def verdict(
     name: str, group: Mapping, conditions: Sequence[str], *, margin: float, min_trajectories: int
 ) -> dict:
     """The plain verdict of one group: necessity vs the matched control, sufficiency, closed-book rate."""
+    label = name.split("=", 1)[1] if "=" in name else name
+    if not group["trajectories"]:
+        return {
+            "verdict": "cannot tell",
+            "effect_trajectories": 0,
+            "contrast_trajectories": 0,
+            "difference": None,
+            "line": f"{label}: cannot tell whether S_q is load-bearing: no trajectory was re-asked (no "
+            "correct one, or every one left out after an LLM error).",
+        }
     eff = group["effects"]
     missing = [c for c in NECESSITY_NEEDS if c not in conditions]
     m = eff["trajectories"]
@@ -242,7 +252,6 @@ def verdict(
     count = f"{group['trajectories']} trajectories" + (
         "" if failed is None else f", {failed} where even the full graph fails excluded from the effects"
     )
-    label = name.split("=", 1)[1] if "=" in name else name
     return {
         "verdict": kind,
         "effect_trajectories": m,

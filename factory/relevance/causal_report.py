@@ -173,9 +173,13 @@ def render_causal_section(causal: Mapping) -> str:
     """The causal-check section of reports/relevance.md (verdicts, accuracies, effects, parametric split)."""
     lines = ["## Causal check: is S_q load-bearing? (counterfactual re-asking)", ""]
     if causal.get("status") != "ok":
+        with_files = causal.get("counts", {}).get("sources", 0)
         lines += [
-            "No counterfactual rows were found (run `factory counterfactual` for the rounds; "
-            f"{len(causal.get('sources_without_rows', []))} round(s) have none).",
+            f"The counterfactual files of {with_files} round(s) hold no rows: no correct trajectory to "
+            "re-ask."
+            if with_files
+            else "No counterfactual rows were found: run `factory counterfactual` for the rounds.",
+            f"Rounds without a counterfactual file: {len(causal.get('sources_without_rows', []))}.",
             "",
         ]
         return "\n".join(lines)

@@ -175,3 +175,9 @@ def test_the_contrast_leaves_out_trajectories_where_no_random_set_can_differ_fro
         "over the 20 trajectories where S_q is a proper, non-empty part of G: 30 keep all of G, 5 nothing"
         in (s["verdicts"]["hotpotqa"]["line"])
     )
+
+
+def test_no_rows_say_so():
+    v = summary([])["verdicts"]
+    assert list(v) == ["all"] and v["all"]["verdict"] == "cannot tell"
+    assert "no trajectory was re-asked" in v["all"]["line"]
