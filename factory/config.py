@@ -300,7 +300,9 @@ class CounterfactualParams(Section):
         3, ge=3, description="Random draws of the without_random control per trajectory (recorded per row)."
     )
     seed: int = Field(
-        41, description="Seed of the trajectory sample and of the random control (+ 1000 x protocol seed)."
+        41,
+        description="Seed of the trajectory sample (+ 1000 x protocol seed + round) and of the random "
+        "control's draws (draw k: + 1000 x protocol seed + k; recorded per row).",
     )
     margin: float = Field(
         0.1,
