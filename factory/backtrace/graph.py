@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from factory.backtrace.linking import Embedder, Linker, _merge, node_key, node_keys, remember
+from factory.backtrace.linking import Embedder, Linker, _merge, is_specific, node_key, node_keys, remember
+from factory.backtrace.names import is_title_case_surface
 from factory.config import BACKTRACE_MODES, BacktraceParams
 from factory.errors import FactoryError
 
@@ -55,6 +56,7 @@ class Graph:
     linker: Linker
     admin_dropped: int
     admin_dropped_ids: list[str] = field(default_factory=list)
+    links: list[tuple[str, str]] = field(default_factory=list)  # containment links (no triplet), sorted
     _adjacency: dict[str, set[str]] | None = None
     _explored: dict[Any, list[str]] = field(default_factory=dict)  # per trajectory id (see explored_entities)
 
@@ -63,15 +65,43 @@ class Graph:
         return sorted({n for _, s, o in self.edges for n in (s, o)})
 
     def adjacency(self) -> dict[str, set[str]]:
-        """Undirected adjacency without self-loops."""
+        """Undirected adjacency without self-loops: the triplets' edges and the containment links."""
         if self._adjacency is None:
             adj: dict[str, set[str]] = defaultdict(set)
             for _, s, o in self.edges:
                 if s != o:
                     adj[s].add(o)
                     adj[o].add(s)
+            for a, b in self.links:
+                adj[a].add(b)
+                adj[b].add(a)
             self._adjacency = adj
         return self._adjacency
+
+
+def containment_links(
+    node_of: dict[str, str], names: Sequence[str], max_containers: int, proper: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
+    """Links (sorted node pairs) between a specific name's node and the nodes of every other name that
+    contains it as whole words, when the two were not merged into one node: "cincinnati" and
+    "southwest ohio including cincinnati", "west chicago" and "west chicago high school". A link is no
+    triplet: paths may run through it, but it is never labelled. Only specific names link
+    (``linking.is_specific``: "8", "1975", "us", "film" never do; ``proper``: names written in title
+    case, "Lake District", count as specific), and a name inside more than ``max_containers`` other
+    nodes is a hub ("united states") and links to none of them."""
+    padded = [f" {n} " for n in names]
+    blob = "\x01".join(padded)
+    out: set[tuple[str, str]] = set()
+    for name, pad, count in zip(names, padded, map(blob.count, padded)):
+        if count < 2 or not (is_specific(name) or name in proper):  # inside another: >= 2 occurrences
+            continue
+        own = node_of[name]
+        size = len(name)
+        containers = {node_of[m] for m, q in zip(names, padded) if len(m) > size and pad in q} - {own}
+        if not containers or len(containers) > max_containers:
+            continue
+        out.update((own, c) if own < c else (c, own) for c in containers)
+    return sorted(out)
 
 
 def build_graph(
@@ -82,8 +112,11 @@ def build_graph(
     fuzzy_threshold: float = 88.0,
     embedder: Embedder | None = None,
     embedding_threshold: float = 0.8,
+    links: bool = True,
+    link_max_containers: int = 8,
 ) -> Graph:
-    """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged."""
+    """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged, and (with
+    ``links``) containment links between names that stay apart (``containment_links``)."""
     admin = _admin_set(admin_relations if isinstance(admin_relations, tuple) else tuple(admin_relations))
     words, key = _relation_words, node_key
     memo = _RELATION_WORDS.get
@@ -111,7 +144,15 @@ def build_graph(
         embedding_threshold=embedding_threshold,
         names=unique,
     )
-    return Graph(edges, linker, len(dropped), dropped)
+    graph_links = []
+    if links and containment:
+        proper = frozenset(
+            key for t, s_key, o_key in zip(kept, subjects, objects)
+            for raw, key in ((t["subject"], s_key), (t["object"], o_key))
+            if is_title_case_surface(raw)
+        )
+        graph_links = containment_links(node_of, unique, link_max_containers, proper)
+    return Graph(edges, linker, len(dropped), dropped, graph_links)
 
 
 def link(mention: str, graph: Graph) -> list[str]:
@@ -192,6 +233,11 @@ def _directed_reach(graph: Graph, initial: Sequence[str], targets: Sequence[str]
         if s != o:
             succ[s].add(o)
             pred[o].add(s)
+    for a, b in graph.links:  # a containment link names one thing twice: both directions
+        succ[a].add(b)
+        succ[b].add(a)
+        pred[a].add(b)
+        pred[b].add(a)
     if not initial or not targets:
         return set()
     from_i = _reach(succ, initial)
@@ -210,6 +256,7 @@ def _undirected_simple(
         if s != o:
             by_pair[(s, o) if s < o else (o, s)].append(tid)
             g.add_edge(s, o)
+    g.add_edges_from(graph.links)  # no triplet of their own: by_pair has none for them
     pairs: set[tuple[str, str]] = set()
     for i in sorted(set(initial)):
         if i not in g:

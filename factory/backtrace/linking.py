@@ -32,33 +32,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 from rapidfuzz import fuzz, process
 
+from factory.backtrace.names import is_strong_token
 from factory.text import normalize_answer
 
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "from",
-        "by",
-        "with",
-        "and",
-        "or",
-        "is",
-        "was",
-        "are",
-        "were",
-        "be",
-        "been",
-        "s",
-    ]
-)
 _CONSUMED = "\x00"
 
 Embedder = Callable[[list[str]], "object"]  # list of texts -> 2-D array of L2-normalised vectors
@@ -107,13 +83,24 @@ def contains_words(longer: str, shorter: str) -> bool:
 
 
 def is_specific(name: str) -> bool:
-    """A name specific enough to link by containment: >= 1 alphabetic token that is not a stop word."""
+    """A name specific enough to link by a token subset (containment, fuzzy subset): >= 1 strong token
+    (``factory.backtrace.names``: >= 3 characters, a letter, not a stop or common word)."""
     value = _SPECIFIC.get(name)
     if value is None:
-        value = remember(
-            _SPECIFIC, name, any(tok not in _STOP and any(c.isalpha() for c in tok) for tok in name.split())
-        )
+        value = remember(_SPECIFIC, name, any(map(is_strong_token, name.split())))
     return value
+
+
+def fair_subset(a: str, b: str) -> bool:
+    """False when one name's tokens are a subset of the other's through weak tokens only: rapidfuzz's
+    ``token_set_ratio`` scores any token subset as 100, so "8" would match "march 8 1975" and "city"
+    "mexico city". A subset match must share a strong token (``factory.backtrace.names``); names
+    that are no subset of each other (typos, reordering) are not affected."""
+    ta, tb = set(a.split()), set(b.split())
+    shared = ta & tb
+    if shared != ta and shared != tb:
+        return True
+    return any(map(is_strong_token, shared))
 
 
 def _canonical_first(a: str, b: str) -> tuple[str, str]:
@@ -217,8 +204,11 @@ class Linker:
             self._names = sorted(self.node_of)
         return self._names
 
-    def _padded_by_length(self) -> list[tuple[str, str]]:
+    def names_by_length(self) -> list[tuple[str, str]]:
         """(" name ", node) for every non-empty name, longest first, then alphabetical."""
+        return self._padded_by_length()
+
+    def _padded_by_length(self) -> list[tuple[str, str]]:
         if self._by_length is None:
             # sorted() is stable: equal lengths stay in alphabetical order
             self._by_length = [
@@ -243,6 +233,20 @@ class Linker:
     def link_with_method(self, mention: str) -> tuple[list[str], str]:
         """(nodes, tier) with tier in exact | containment | fuzzy | embedding | none."""
         key = node_key(mention or "")
+        hits, tier = self._tier_hits(key)
+        if tier in ("containment", "fuzzy"):
+            return self._best(key, hits), tier
+        return hits, tier
+
+    def candidates(self, mention: str) -> tuple[list[str], str]:
+        """(nodes, tier): every node the first tier that finds anything matches, before the closest are
+        picked (several nodes = an ambiguous mention)."""
+        key = node_key(mention or "")
+        hits, tier = self._tier_hits(key)
+        return sorted({self.node_of.get(h, h) for h in hits}), tier
+
+    def _tier_hits(self, key: str) -> tuple[list[str], str]:
+        """The names (exact: the node) matched by the first tier that matches any."""
         if not key:
             return [], "none"
         node = self.node_of.get(key)
@@ -252,14 +256,15 @@ class Linker:
             padded = f" {key} "
             hits = [n for n in self.names if is_specific(n) and (padded in f" {n} " or f" {n} " in padded)]
             if hits:
-                return self._best(key, hits), "containment"
-        if self.fuzzy_threshold <= 100 and self.names:
+                return hits, "containment"
+        if self.fuzzy_threshold <= 100 and self.names and is_specific(key):
             found = process.extract(
                 key, self.names, scorer=fuzz.token_set_ratio, score_cutoff=self.fuzzy_threshold, limit=None
             )
+            found = [f for f in found if fair_subset(key, f[0])]
             if found:
                 top = max(score for _, score, _ in found)
-                return self._best(key, [name for name, score, _ in found if score == top]), "fuzzy"
+                return [name for name, score, _ in found if score == top], "fuzzy"
         if self.embedder is not None and self.names:
             hits = self._embedding_hits(key)
             if hits:
