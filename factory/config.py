@@ -268,6 +268,31 @@ class BacktraceParams(Section):
     embedding_threshold: float = Field(
         0.8, ge=0, le=1, description="Cosine similarity needed for an embedding link."
     )
+    containment_links: bool = Field(
+        True,
+        description="Link a specific name to every other node whose name contains it as whole words "
+        "('cincinnati' ~ 'southwest ohio including cincinnati') when containment did not merge them; "
+        "paths may run through a link, which is never labelled. Needs containment.",
+    )
+    link_max_containers: int = Field(
+        8,
+        ge=1,
+        description="A name inside more than this many other nodes is a hub ('united states') and gets "
+        "no containment links.",
+    )
+    question_case: bool = Field(
+        True,
+        description="Initial entities taken from the question use its letter case: capitalised spans "
+        "name the entities (common nouns like 'country' are left out when a name is found; capitalised "
+        "runs that match no node exactly are linked when unambiguous). False: every node name found "
+        "in the question.",
+    )
+    answer_passage: bool = Field(
+        True,
+        description="An answer that names no node targets the passage that states it: the triplets of "
+        "that passage (among those grounding G) become its last hop (factory.backtrace.answer_passage). "
+        "The backtrace stage then reads the grounding passages' sentences.",
+    )
 
 
 class VariantParams(Section):

@@ -79,7 +79,7 @@ class Graph:
         return self._adjacency
 
 
-def containment_links(
+def find_containment_links(
     node_of: dict[str, str], names: Sequence[str], max_containers: int, proper: frozenset[str] = frozenset()
 ) -> list[tuple[str, str]]:
     """Links (sorted node pairs) between a specific name's node and the nodes of every other name that
@@ -112,11 +112,11 @@ def build_graph(
     fuzzy_threshold: float = 88.0,
     embedder: Embedder | None = None,
     embedding_threshold: float = 0.8,
-    links: bool = True,
+    containment_links: bool = True,
     link_max_containers: int = 8,
 ) -> Graph:
     """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged, and (with
-    ``links``) containment links between names that stay apart (``containment_links``)."""
+    ``containment_links``) links between names that stay apart (``find_containment_links``)."""
     admin = _admin_set(admin_relations if isinstance(admin_relations, tuple) else tuple(admin_relations))
     words, key = _relation_words, node_key
     memo = _RELATION_WORDS.get
@@ -145,13 +145,14 @@ def build_graph(
         names=unique,
     )
     graph_links = []
-    if links and containment:
+    if containment_links and containment:
         proper = frozenset(
-            key for t, s_key, o_key in zip(kept, subjects, objects)
-            for raw, key in ((t["subject"], s_key), (t["object"], o_key))
+            name
+            for t, s_name, o_name in zip(kept, subjects, objects)
+            for raw, name in ((t["subject"], s_name), (t["object"], o_name))
             if is_title_case_surface(raw)
         )
-        graph_links = containment_links(node_of, unique, link_max_containers, proper)
+        graph_links = find_containment_links(node_of, unique, link_max_containers, proper)
     return Graph(edges, linker, len(dropped), dropped, graph_links)
 
 

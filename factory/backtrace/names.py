@@ -18,9 +18,7 @@ lower case with only common words is a common noun phrase ("the city", "song"), 
 
 from __future__ import annotations
 
-STOP_WORDS = frozenset(
-    "a an the of in on at to for from by with and or is was are were be been s".split()
-)
+STOP_WORDS = frozenset("a an the of in on at to for from by with and or is was are were be been s".split())
 
 COMMON_WORDS = frozenset(
     """

@@ -57,16 +57,20 @@ def final_text(trajectory: dict) -> tuple[str, str]:
     return thought, answer
 
 
-def initial_entities(trajectory: dict, graph: Graph) -> list[str]:
-    """Nodes linked from the entities of the first explore step's pairs; fallback: nodes named in
-    the question. Sorted."""
+def initial_entities(trajectory: dict, graph: Graph, *, question_case: bool = True) -> list[str]:
+    """Nodes linked from the entities of the first explore step's pairs; fallback: the question's
+    entities (``factory.backtrace.question``; ``question_case=False``: every node name found in the
+    question, letter case ignored). Sorted."""
     first = first_explore_step(trajectory)
     found: set[str] = set()
     if first is not None:
         for pair in first.get("pairs") or ():
             found.update(graph.linker.link(_text(pair["entity"])))
     if not found:
-        found.update(question_entities(trajectory.get("question") or "", graph.linker))
+        question = trajectory.get("question") or ""
+        found.update(
+            question_entities(question, graph.linker) if question_case else graph.linker.mentions(question)
+        )
     return sorted(found)
 
 
@@ -94,7 +98,9 @@ def answer_nodes(answer: str, graph: Graph) -> list[str]:
 def answers_nodes(answers: Sequence[str], graph: Graph) -> list[str]:
     """Nodes of several answers (a gold answer and its aliases): the nodes named exactly by any of them
     when there are such, else every answer's ``answer_nodes``."""
-    exact = {graph.linker.node_of.get(node_key(a)) for a in answers if a and normalize_entity(a) not in YES_NO}
+    exact = {
+        graph.linker.node_of.get(node_key(a)) for a in answers if a and normalize_entity(a) not in YES_NO
+    }
     exact.discard(None)
     if exact:
         return sorted(exact)
