@@ -10,12 +10,21 @@ from __future__ import annotations
 import itertools
 import re
 from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from factory.backtrace.linking import Embedder, Linker, _merge, is_specific, node_key, node_keys, remember
+from factory.backtrace.linking import (
+    Embedder,
+    Linker,
+    _merge,
+    is_specific,
+    names_inside_others,
+    node_key,
+    node_keys,
+    remember,
+)
 from factory.backtrace.names import is_title_case_surface
 from factory.config import BACKTRACE_MODES, BacktraceParams
 from factory.errors import FactoryError
@@ -80,21 +89,30 @@ class Graph:
 
 
 def find_containment_links(
-    node_of: dict[str, str], names: Sequence[str], max_containers: int, proper: frozenset[str] = frozenset()
+    node_of: dict[str, str],
+    names: Sequence[str],
+    max_containers: int,
+    proper: Callable[[list[str]], set[str]] | None = None,
+    inside: list[str] | None = None,
 ) -> list[tuple[str, str]]:
     """Links (sorted node pairs) between a specific name's node and the nodes of every other name that
     contains it as whole words, when the two were not merged into one node: "cincinnati" and
     "southwest ohio including cincinnati", "west chicago" and "west chicago high school". A link is no
     triplet: paths may run through it, but it is never labelled. Only specific names link
-    (``linking.is_specific``: "8", "1975", "us", "film" never do; ``proper``: names written in title
-    case, "Lake District", count as specific), and a name inside more than ``max_containers`` other
-    nodes is a hub ("united states") and links to none of them."""
+    (``linking.is_specific``: "8", "1975", "us", "film" never do; ``proper(names)`` returns those of
+    the other names that count as specific all the same, e.g. written in title case: "Lake District"),
+    and a name inside more than ``max_containers`` other nodes is a hub ("united states") and links to
+    none of them. ``inside``: ``linking.names_inside_others(names)`` when the caller has it."""
+    if inside is None:
+        inside = names_inside_others(list(names))
     padded = [f" {n} " for n in names]
-    blob = "\x01".join(padded)
+    weak = [n for n in inside if not is_specific(n)]
+    allowed = proper(weak) if weak and proper is not None else set()
     out: set[tuple[str, str]] = set()
-    for name, pad, count in zip(names, padded, map(blob.count, padded)):
-        if count < 2 or not (is_specific(name) or name in proper):  # inside another: >= 2 occurrences
+    for name in inside:
+        if not is_specific(name) and name not in allowed:
             continue
+        pad = f" {name} "
         own = node_of[name]
         size = len(name)
         containers = {node_of[m] for m, q in zip(names, padded) if len(m) > size and pad in q} - {own}
@@ -131,9 +149,9 @@ def build_graph(
     subjects = [fast(t["subject"]) or key(t["subject"]) for t in kept]
     objects = [fast(t["object"]) or key(t["object"]) for t in kept]
     unique = sorted(set(subjects).union(objects))
-    node_of = _merge(
-        unique, containment, zip(subjects, objects)
-    )  # the pairs are read only if a merge is proposed
+    inside = names_inside_others(unique) if containment and len(unique) > 1 else []
+    # the pairs are read only if a merge is proposed
+    node_of = _merge(unique, containment, zip(subjects, objects), inside)
     node = node_of.__getitem__
     edges = list(zip([t["triplet_id"] for t in kept], map(node, subjects), map(node, objects)))
     linker = Linker(
@@ -146,13 +164,17 @@ def build_graph(
     )
     graph_links = []
     if containment_links and containment:
-        proper = frozenset(
-            name
-            for t, s_name, o_name in zip(kept, subjects, objects)
-            for raw, name in ((t["subject"], s_name), (t["object"], o_name))
-            if is_title_case_surface(raw)
-        )
-        graph_links = find_containment_links(node_of, unique, link_max_containers, proper)
+
+        def proper(weak: list[str]) -> set[str]:  # names written in title case somewhere in G
+            wanted = set(weak)
+            return {
+                name
+                for t, s_name, o_name in zip(kept, subjects, objects)
+                for raw, name in ((t["subject"], s_name), (t["object"], o_name))
+                if name in wanted and is_title_case_surface(raw)
+            }
+
+        graph_links = find_containment_links(node_of, unique, link_max_containers, proper, inside)
     return Graph(edges, linker, len(dropped), dropped, graph_links)
 
 

@@ -124,14 +124,28 @@ def merge_variants(
     return _merge(sorted(set(names)), containment, distinct)
 
 
-def _merge(unique: list[str], containment: bool, distinct: Iterable[tuple[str, str]]) -> dict[str, str]:
+def names_inside_others(unique: list[str]) -> list[str]:
+    """The names (sorted, unique, normalised) that occur as whole words inside another one."""
+    padded = [f" {n} " for n in unique]
+    blob = "\x01".join(padded)
+    # a name inside another one occurs at least twice in the blob (itself + the other); C-speed filter
+    return [n for n, c in zip(unique, map(blob.count, padded)) if c > 1]
+
+
+def _merge(
+    unique: list[str],
+    containment: bool,
+    distinct: Iterable[tuple[str, str]],
+    inside: list[str] | None = None,
+) -> dict[str, str]:
+    """``inside``: ``names_inside_others(unique)`` when the caller has it."""
     node = dict(zip(unique, unique))
     if not containment or len(unique) < 2:
         return node
     padded = [f" {n} " for n in unique]
-    blob = "\x01".join(padded)
-    # a name inside another one occurs at least twice in the blob (itself + the other); C-speed filter
-    shorts = [n for n, c in zip(unique, map(blob.count, padded)) if c > 1 and is_specific(n)]
+    if inside is None:
+        inside = names_inside_others(unique)
+    shorts = [n for n in inside if is_specific(n)]
     if not shorts:
         return node
     apart: set[tuple[str, str]] | None = None  # built on the first candidate merge only
