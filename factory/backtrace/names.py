@@ -4,7 +4,7 @@ Real LLM-made graphs hold names of every kind: proper names ("Signmark"), number
 "1975", "March 8, 1975"), single letters, abbreviations ("US", "KS") and common words ("film",
 "country", "city"). A link by *subset* (containment, or rapidfuzz ``token_set_ratio``, which scores
 any token subset as 100) is only safe from a name that carries a *strong* token: a token of at least
-three characters with a letter that is neither a stop word nor a common word. Otherwise "8" links to
+three letters (no digit) that is neither a stop word nor a common word. Otherwise "8" links to
 "march 8 1975", "1975" to every date of that year, "b" to "b movie", "film" to "red film series" and
 "city" to "mexico city" — links that invent paths. Exact matches are never affected.
 
@@ -12,8 +12,8 @@ The common words are generic English nouns and adjectives that name a kind of th
 thing (the vocabulary below, one list for every rule). Nationality adjectives and place names are
 not in it: "american" or "dutch" name something specific.
 
-``is_generic_surface`` is the case signal of raw (un-normalised) text: a name written entirely in
-lower case with only common words is a common noun phrase ("the city", "song"), not a name.
+``is_title_case_surface`` is the case signal of raw (un-normalised) text: a name of several words
+written in title case ("Lake District") is a proper name even when its words are common ones.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ STOP_WORDS = frozenset("a an the of in on at to for from by with and or is was a
 COMMON_WORDS = frozenset(
     """
     person people man men woman women child children boy girl family member members name names
+    author writer director actor actress singer player president king queen leader founder producer
+    artist musician poet owner
     city cities town towns village villages country countries state states county counties district
     districts region regions area areas place places province provinces capital nation nations
     river rivers lake lakes mountain mountains island islands sea ocean coast border north south east
@@ -41,29 +43,9 @@ COMMON_WORDS = frozenset(
 
 
 def is_strong_token(token: str) -> bool:
-    """A token that can carry a link by subset: >= 3 characters, a letter, neither stop nor common word."""
-    return (
-        len(token) >= 3
-        and token not in STOP_WORDS
-        and token not in COMMON_WORDS
-        and any(c.isalpha() for c in token)
-    )
-
-
-def strong_tokens(name: str) -> list[str]:
-    """The strong tokens of a normalised name, in order."""
-    return [t for t in name.split() if is_strong_token(t)]
-
-
-def is_generic_surface(raw: str) -> bool:
-    """Raw text that is a common noun phrase: no upper-case letter, no digit, only stop/common words
-    ("song", "the city", "people"); pronouns included."""
-    text = raw or ""
-    if any(c.isupper() or c.isdigit() for c in text):
-        return False
-    words = ["".join(c for c in w if c.isalnum()) for w in text.lower().split()]
-    words = [w for w in words if w]
-    return bool(words) and all(w in STOP_WORDS or w in COMMON_WORDS for w in words)
+    """A token that can carry a link by subset: >= 3 letters and nothing else (numbers, years and
+    ordinals like "12th" are weak), neither a stop word nor a common word."""
+    return len(token) >= 3 and token.isalpha() and token not in STOP_WORDS and token not in COMMON_WORDS
 
 
 def is_title_case_surface(raw: str) -> bool:
