@@ -3,7 +3,10 @@
 Reads every round of every chain that exists (data/trajectories/<V>/seed_<S>/round_<R>.parquet with
 its labels; empty files — skipped rounds — are left out and listed), scores S_q and the controls
 (factory.relevance.check) and writes metrics/relevance.json, reports/relevance.md and reports/relevance.png.
-With no trajectories at all it writes the three files saying so.
+With ``grounding.judge: llm`` the entailment judge (factory.relevance.entailment) checks every lexically
+grounded triplet of the correct trajectories first; its verdicts go to data/relevance/entailment.parquet
+(empty with the lexical judge) and gold relevance is then reported both ways.
+With no trajectories at all it writes the files saying so.
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_text
 from factory.relevance.check import Source, check_relevance
+from factory.relevance.entailment import judge_sources
+from factory.relevance.entailment_report import entailment_result, render_entailment_markdown
 from factory.relevance.report import render_figure, render_markdown
-from schemas import read_rows
+from schemas import read_rows, write_parquet
 
 COMMAND = "validate-labels"
 HELP = (
@@ -81,6 +86,8 @@ def run(params: Params) -> dict:
             if p["pid"] in pids
         }
 
+    judged, verdicts, entailment = judge_sources(sources, questions_by_id, passages_by_pid, params)
+    write_parquet(judged, paths.ENTAILMENT, "entailment")
     r = params.relevance
     result = check_relevance(
         sources,
@@ -92,10 +99,12 @@ def run(params: Params) -> dict:
         random_seeds=r.random_seeds,
         seed=r.seed,
         bar=r.bar,
+        entailment=verdicts,
     )
     result["left_out_sources"] = left_out
+    result["entailment"] = entailment_result(result, entailment)
     write_json(paths.METRICS / "relevance.json", result)
-    write_text(paths.REPORTS / "relevance.md", render_markdown(result))
+    write_text(paths.REPORTS / "relevance.md", render_markdown(result) + render_entailment_markdown(result))
     render_figure(result, paths.REPORTS / "relevance.png")
     if result["status"] != "ok":
         log.warning(
