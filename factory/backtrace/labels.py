@@ -6,9 +6,10 @@ the entity choices in ``factory.backtrace.targets``, entity linking in ``factory
 
 - ``build_graph``: the DTKG rule filter drops triplets whose relation contains an administrative
   keyword as a word (``id``, ``source``, ``url`` ...); the rest form the graph G whose nodes are
-  normalised entity names with linked variants merged (``factory.backtrace.linking``).
-- ``initial_entities``: nodes linked from the entities of the FIRST explore step's pairs (fallback:
-  nodes named in the question).
+  normalised entity names with linked variants merged (``factory.backtrace.linking``) and containment
+  links between names that contain each other but stay apart (paths may cross them; never labelled).
+- ``initial_entities``: nodes linked from the entities of the FIRST explore step's pairs (fallback, e.g.
+  for graphs without explore steps: the question's entities, ``factory.backtrace.question``).
 - ``target_entities``: per target mode (below).
 - ``supporting_subgraph``: the triplets S_q on paths between I and T, per mode:
   ``undirected_shortest`` (default) — union of all shortest paths between every (i, t) on the
@@ -29,8 +30,10 @@ Rules this module chooses (and tests):
   that pair contributes nothing; triplets touching it count only if they lie on a path between
   *another* (i, t) pair (or, in ``directed_reach``, on a walk I -> ... -> T of length >= 1).
 - Target modes: ``thought_and_answer`` (paper) = nodes named in the final thought and in the answer
-  (longest mention first, spans consumed), plus nodes containing the normalised answer as whole words;
-  if the answer yields no node that way it is linked like a mention (containment, fuzzy).
+  (``answer_nodes``: the node of the answer's own name when there is one; else the nodes named in it
+  plus the nodes containing it as whole words, for a specific or numeric answer; else the answer
+  linked like a mention). An answer that names no node at all targets the passage that states it
+  when the caller gives the passages (``factory.backtrace.answer_passage``).
   ``answer_only`` = the answer's nodes alone; ``gold_answer`` (oracle) = the gold answers' nodes
   (``gold_answers`` argument, else the trajectory's ``answers``); ``question_only`` = nodes named in
   the question (a no-answer control: for chain questions it usually finds nothing beyond I).

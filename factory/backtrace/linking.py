@@ -14,16 +14,22 @@ people, and a merge there invents paths.
 2. ``containment`` (optional): node names that contain the mention as whole words, or that the
    mention contains; when several match, the closest by character similarity (ties: all of them);
 3. ``fuzzy``: rapidfuzz ``token_set_ratio`` >= threshold; the best-scoring names (ties broken by
-   ``fuzz.ratio``, then kept together);
-4. ``embedding`` (optional, off by default): cosine similarity of sentence embeddings >= threshold.
+   ``fuzz.ratio``, then kept together). ``token_set_ratio`` scores any token subset as 100, so a
+   subset match must share a strong token (``fair_subset``), and a mention that is not specific
+   never links fuzzily;
+4. ``embedding`` (optional, off by default): cosine similarity of sentence embeddings >= threshold,
+   between specific names only (numbers embed next to each other: "1995" would find "1994").
 
 ``Linker.mentions(text)`` finds the nodes named in free text: node names (every surface variant)
 are matched as whole words in the normalised text, longest name first, and each matched span is
 consumed so that "Hiran region of Somalia" does not also yield "Somalia". Ties in length are broken
 by the name itself, so results never depend on set or dict order.
 
-Containment needs a *specific* name: at least one alphabetic token that is not a stop word
-(numbers and words like "the" never link by containment: "8" must not merge with "March 8, 1975").
+Every link by a token subset (containment, merges, fuzzy subsets) needs a *specific* name: one strong
+token (``factory.backtrace.names``: three letters or more, not a stop or common word). Numbers, years,
+single letters, short tokens and common words never link that way: "8" must not merge with
+"March 8, 1975", nor "city" with "Mexico City". Names that contain each other but stay apart (several
+containers) are joined by *containment links* in the graph (``factory.backtrace.graph``).
 """
 
 from __future__ import annotations
