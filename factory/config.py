@@ -270,6 +270,31 @@ class BacktraceParams(Section):
     embedding_threshold: float = Field(
         0.8, ge=0, le=1, description="Cosine similarity needed for an embedding link."
     )
+    containment_links: bool = Field(
+        True,
+        description="Link a specific name to every other node whose name contains it as whole words "
+        "('cincinnati' ~ 'southwest ohio including cincinnati') when containment did not merge them; "
+        "paths may run through a link, which is never labelled. Needs containment.",
+    )
+    link_max_containers: int = Field(
+        8,
+        ge=1,
+        description="A name inside more than this many other nodes is a hub ('united states') and gets "
+        "no containment links.",
+    )
+    question_case: bool = Field(
+        True,
+        description="Initial entities taken from the question use its letter case: capitalised spans "
+        "name the entities (common nouns like 'country' are left out when a name is found; capitalised "
+        "runs that match no node exactly are linked when unambiguous). False: every node name found "
+        "in the question.",
+    )
+    answer_passage: bool = Field(
+        True,
+        description="An answer that names no node targets the passage that states it: the triplets of "
+        "that passage (among those grounding G) become its last hop (factory.backtrace.answer_passage). "
+        "The backtrace stage then reads the grounding passages' sentences.",
+    )
 
 
 class VariantParams(Section):
@@ -336,6 +361,50 @@ class RelevanceParams(Section):
     random_seeds: int = Field(5, ge=1, description="Seeds averaged for the random-at-matched-size control.")
     seed: int = Field(23, description="Seed of the bootstrap and of the random control.")
     bar: float = Field(0.8, description="Precision and recall bar from the KnowTrace review.")
+
+
+class JudgeLLMParams(Section):
+    backend: Literal["local", "openai"] | None = Field(
+        None, description="The judge's backend; None: the same as llm.backend."
+    )
+    model: str | None = Field(
+        None, description="The judge's model (a local folder or a served name); None: llm.model."
+    )
+    base_urls: list[str] | None = Field(
+        None, description="The judge's OpenAI-compatible endpoints; None: llm.base_urls."
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="Environment variable holding the judge's API key (never written anywhere); None: "
+        "llm.api_key_env.",
+    )
+    concurrency: int | None = Field(
+        None, ge=1, description="Judge requests in flight; None: llm.concurrency."
+    )
+    timeout_s: float | None = Field(None, gt=0, description="Per-request timeout; None: llm.timeout_s.")
+    max_retries: int | None = Field(None, ge=0, description="Retries per request; None: llm.max_retries.")
+
+
+class GroundingParams(Section):
+    judge: Literal["lexical", "llm"] = Field(
+        "lexical",
+        description="'lexical': a triplet is supported by the passage whose tokens cover its subject and "
+        "object (relation-blind); 'llm': each lexically grounded triplet is also checked by one LLM call "
+        "(does the passage state it?), and validate-labels reports gold relevance both ways.",
+    )
+    llm: JudgeLLMParams = Field(
+        default_factory=JudgeLLMParams,
+        description="The entailment judge's backend, like llm.*; every unset field falls back to llm.*.",
+    )
+    prompt_version: str = Field(
+        "entailment-v1", description="Judge prompt version (factory.relevance.entailment.JUDGE_PROMPTS)."
+    )
+    max_new_tokens: int = Field(
+        40, ge=1, description="Generation budget of one verdict (yes/no and a reason)."
+    )
+    passage_chars: int = Field(
+        1500, ge=50, description="The passage shown to the judge is cut to this many characters."
+    )
 
 
 class SimulateParams(Section):
@@ -478,6 +547,9 @@ class Params(Section):
     variants: VariantParams = Field(default_factory=VariantParams, description="Supervision sets.")
     relevance: RelevanceParams = Field(
         default_factory=RelevanceParams, description="Labels vs gold supporting facts."
+    )
+    grounding: GroundingParams = Field(
+        default_factory=GroundingParams, description="Entailment-checked grounding (validate-labels)."
     )
     simulate: SimulateParams = Field(default_factory=SimulateParams, description="Trajectory simulator.")
     train: TrainParams = Field(default_factory=TrainParams, description="LoRA supervised fine-tuning.")

@@ -23,6 +23,7 @@ PUBLISHED = Path("data/published")  # factory publish: one Hugging Face dataset 
 GX_DOCS = REPORTS / "gx"  # Great Expectations data docs, one site per gate
 PLOTS = REPORTS / "plots"  # CSV series for `dvc plots`
 FIGURES = REPORTS / "figures"  # PNG figures of the bootstrapping report
+ENTAILMENT = Path("data/relevance/entailment.parquet")  # validate-labels: the entailment judge's verdicts
 
 
 def chain(variant: str, seed: int) -> Path:

@@ -277,6 +277,24 @@ ROUTE_PREDICTIONS = pa.schema(
     ]
 )
 
+# validate-labels with grounding.judge=llm: one row per lexically grounded triplet of a scored trajectory
+ENTAILMENT = pa.schema(
+    [
+        _req("trajectory_id", S),
+        _req("triplet_id", S),
+        _req("question_id", S),
+        _req("pid", S),  # the passage lexical grounding attributes the triplet to
+        _opt("sentence", I32),  # the grounding sentence within it
+        _req("subject", S),
+        _req("relation", S),
+        _req("object", S),
+        _opt("entailed", B),  # the judge's verdict: does the passage state the triplet? null: no verdict
+        _req("reason", S),  # the judge's reason, or why there is no verdict
+        _req("judge", S),  # the judge's model identity
+        _req("prompt_version", S),
+    ]
+)
+
 ARTIFACTS: dict[str, pa.Schema] = {
     "question": QUESTION,
     "passage": PASSAGE,
@@ -288,6 +306,7 @@ ARTIFACTS: dict[str, pa.Schema] = {
     "trace_sft": TRACE_SFT,
     "trace_rl": TRACE_RL,
     "route_predictions": ROUTE_PREDICTIONS,
+    "entailment": ENTAILMENT,
 }
 
 

@@ -117,7 +117,9 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
         "evaluate": {paths.eval_data(v, r, "heldout", s), paths.eval_metrics(v, r, "heldout", s)},
         "decide": {paths.decision(v, r, s)},
         "select": {paths.selected_dir(v), m / "bootstrap" / f"{v}.json", m / "test" / f"{v}.json"},
-        "validate_labels": {reports / "relevance.md", reports / "relevance.png", m / "relevance.json"},
+        "validate_labels": {
+            reports / "relevance.md", reports / "relevance.png", m / "relevance.json", paths.ENTAILMENT
+        },
         "simulate": {paths.SIMULATED_DIR, reports / "backtrace_sensitivity.md",
                      reports / "backtrace_sensitivity.png", m / "simulate.json"},
         "report": {reports / "bootstrap.md", paths.FIGURES, paths.PLOTS / "em_by_round.csv",

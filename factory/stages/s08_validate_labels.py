@@ -6,7 +6,10 @@ its labels; empty files — skipped rounds — are left out and listed), scores 
 The rounds' counterfactual rows (data/counterfactual/..., where present) add the causal check: verdicts,
 accuracy per condition, effects, and S_q's relevance split by parametric answers
 (factory.relevance.causal_report; ``causal`` in the JSON, its own section in the report).
-With no trajectories at all it writes the three files saying so.
+With ``grounding.judge: llm`` the entailment judge (factory.relevance.entailment) checks every lexically
+grounded triplet of the correct trajectories first; its verdicts go to data/relevance/entailment.parquet
+(empty with the lexical judge) and gold relevance is then reported both ways.
+With no trajectories at all it writes the files saying so.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ from factory.errors import FactoryError
 from factory.io import write_json, write_text
 from factory.relevance.causal_report import causal_check, render_causal_section
 from factory.relevance.check import Source, check_relevance
+from factory.relevance.entailment import judge_sources
+from factory.relevance.entailment_report import entailment_result, render_entailment_markdown
 from factory.relevance.report import render_figure, render_markdown
-from schemas import read_rows
+from schemas import read_rows, write_parquet
 
 COMMAND = "validate-labels"
 HELP = (
@@ -88,6 +93,8 @@ def run(params: Params) -> dict:
             if p["pid"] in pids
         }
 
+    judged, verdicts, entailment = judge_sources(sources, questions_by_id, passages_by_pid, params)
+    write_parquet(judged, paths.ENTAILMENT, "entailment")
     r = params.relevance
     result = check_relevance(
         sources,
@@ -99,6 +106,7 @@ def run(params: Params) -> dict:
         random_seeds=r.random_seeds,
         seed=r.seed,
         bar=r.bar,
+        entailment=verdicts,
     )
     result["left_out_sources"] = left_out
     cp = params.counterfactual
@@ -114,8 +122,10 @@ def run(params: Params) -> dict:
         margin=cp.margin,
         min_trajectories=cp.min_trajectories,
     )
+    result["entailment"] = entailment_result(result, entailment)
     write_json(paths.METRICS / "relevance.json", result)
-    report = render_markdown(result) + "\n" + render_causal_section(result["causal"])
+    report = render_markdown(result) + render_entailment_markdown(result)
+    report += "\n" + render_causal_section(result["causal"])
     write_text(paths.REPORTS / "relevance.md", report)
     render_figure(result, paths.REPORTS / "relevance.png")
     if result["status"] != "ok":
