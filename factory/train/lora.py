@@ -225,6 +225,9 @@ def training_argument_values(
     return {
         "output_dir": output_dir,
         "num_train_epochs": params.epochs,
+        # budget: steps -> the same number of optimizer steps for every set (the Trainer cycles a small
+        # set over several epochs and stops a large one early); -1 = train.epochs decides
+        "max_steps": params.max_steps if params.budget == "steps" else -1,
         "per_device_train_batch_size": params.batch_size,
         "gradient_accumulation_steps": params.grad_accum,
         "learning_rate": params.learning_rate,
@@ -254,6 +257,30 @@ def loss_curve(log_history: list[dict]) -> list[dict]:
         for e in log_history
         if "loss" in e and "step" in e
     ]
+
+
+def counting_trainer_class():
+    """transformers' Trainer that also counts the examples and the labelled tokens of every batch it
+    trains on (the Trainer itself counts input tokens only)."""
+    import torch
+    from transformers import Trainer
+
+    class CountingTrainer(Trainer):
+        examples_seen = 0
+        labelled_tokens_seen = 0
+
+        def training_step(self, model, inputs, *args, **kwargs):
+            self.examples_seen += int(inputs["input_ids"].shape[0])
+            self.labelled_tokens_seen += int((inputs["labels"][:, 1:] != IGNORE).sum())
+            return super().training_step(model, inputs, *args, **kwargs)
+
+        def counts(self) -> tuple[int, int]:
+            """(examples, labelled tokens) over all processes."""
+            local = torch.tensor([self.examples_seen, self.labelled_tokens_seen], device=self.args.device)
+            total = self.accelerator.gather(local).reshape(-1, 2).sum(dim=0)
+            return int(total[0]), int(total[1])
+
+    return CountingTrainer
 
 
 @dataclass
@@ -326,12 +353,11 @@ def fit_lora(
         )
 
     import torch
-    from transformers import Trainer
 
     model = build_model(model_path, params, init_adapter, dtype)
     rows = [{"input_ids": e.input_ids, "labels": e.labels} for e in encoded.examples]
     with tempfile.TemporaryDirectory(prefix="factory-train-") as scratch:
-        trainer = Trainer(
+        trainer = counting_trainer_class()(
             model=model,
             args=training_arguments(
                 params, scratch, device, dtype, progress=os.environ.get("FACTORY_NO_PROGRESS") != "1"
@@ -344,6 +370,7 @@ def fit_lora(
     losses = [p["loss"] for p in curve]
     runtime = float(result.metrics.get("train_runtime", 0.0)) or (time.perf_counter() - started)
     tokens_seen = int(trainer.state.num_input_tokens_seen)
+    examples_seen, labelled_seen = trainer.counts()
     if trainer.is_world_process_zero():
         save_adapter(model, out / ADAPTER)
         write_json(out / "loss_curve.json", curve)
@@ -352,8 +379,12 @@ def fit_lora(
     metrics.update(
         status=TRAINED,
         reason=None,
+        budget=params.budget,
+        max_steps=params.max_steps if params.budget == "steps" else None,
         steps=int(trainer.state.global_step),
-        epochs=params.epochs,
+        epochs=examples_seen / len(encoded.examples),  # passes actually made over the set
+        examples_seen=examples_seen,
+        assistant_tokens_seen=labelled_seen,
         final_loss=losses[-1] if losses else None,
         mean_loss=float(result.training_loss),
         tokens_seen=tokens_seen,
@@ -365,9 +396,13 @@ def fit_lora(
         gpu_peak_mem_gb=(torch.cuda.max_memory_allocated() / 2**30) if device == "cuda" else None,
     )
     log.info(
-        "train: %d examples, %d steps, mean loss %.4f, %.0f tokens/s on %s (%s)",
+        "train: %d examples, %d steps (budget %s), %d examples / %d tokens seen, mean loss %.4f, "
+        "%.0f tokens/s on %s (%s)",
         len(encoded.examples),
         metrics["steps"],
+        params.budget,
+        examples_seen,
+        tokens_seen,
         metrics["mean_loss"],
         metrics["tokens_per_s"],
         device,
