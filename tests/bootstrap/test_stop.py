@@ -7,11 +7,7 @@ import pytest
 
 from factory.bootstrap.stop import decide
 from factory.errors import FactoryError
-
-
-def em(pattern: str) -> dict[str, float]:
-    """Per-question held-out EM from a string of 0/1, one character per question (q00, q01, ...)."""
-    return {f"q{i:02d}": float(c) for i, c in enumerate(pattern)}
+from tests.bootstrap.evals import em
 
 
 def rule(**kw):
