@@ -407,6 +407,16 @@ class RoutesParams(Section):
     )
 
 
+class PublishParams(Section):
+    repo_id: str | None = Field(
+        None,
+        description="`factory publish --push-to-hub` uploads each variant to the Hub dataset repo "
+        "<repo_id>-<variant> (e.g. me/tracefactory -> me/tracefactory-backtrace); the token comes from "
+        "the HF_TOKEN environment variable and is never written.",
+    )
+    private: bool = Field(True, description="Create the Hub dataset repos as private.")
+
+
 class Params(Section):
     corpora: dict[Dataset, list[str]] = Field(
         default_factory=lambda: {
@@ -452,6 +462,9 @@ class Params(Section):
     )
     trace: TraceParams = Field(default_factory=TraceParams, description="TRACE protocol export.")
     routes: RoutesParams = Field(default_factory=RoutesParams, description="DTKG route classifier.")
+    publish: PublishParams = Field(
+        default_factory=PublishParams, description="Uploading the published sets to the Hugging Face Hub."
+    )
 
     def digest(self, *sections: str) -> dict[str, Any]:
         """The named sections as plain data, for recording in artifacts."""
