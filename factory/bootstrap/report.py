@@ -236,8 +236,21 @@ def decision_line(seed: str, row: Mapping) -> str | None:
         f"seed {seed}, round {row['round']}: held-out EM {_num(test['em'])} "
         f"vs {against} {_num(test['best_em'])}: "
         f"difference {test['difference']:+.3f}, 95% CI [{lo:+.3f}, {hi:+.3f}] over {test['n']} questions "
-        f"-> {'gain' if test['improved'] else 'no gain'}; {then}."
+        f"-> {'gain' if test['improved'] else 'no gain'}{_why(test)}; {then}."
     )
+
+
+def _why(test: Mapping) -> str:
+    """Which half of the stop test decided, where the two halves disagree."""
+    if "rises" not in test:
+        return ""
+    if test["improved"] and not test["ci_above_zero"]:
+        return " (by the threshold test; the CI includes 0)"
+    if not test["improved"] and test["rises"] and not test["ci_above_zero"]:
+        return " (the rise is within the noise: the CI includes 0)"
+    if not test["improved"] and test["ci_above_zero"] and not test["rises"]:
+        return " (the CI is above 0 but the rise is below min_delta)"
+    return ""
 
 
 def render_markdown(summary: dict, relevance: dict | None, seeds: Sequence[int]) -> str:

@@ -93,6 +93,8 @@ def round_test(
         "difference": paired["difference"],
         "ci": paired["ci"],
         "n": paired["n"],
+        "rises": rises,  # EM rose by at least min_delta: the threshold test alone
+        "ci_above_zero": significant,
         "improved": rises and (significant or stop_test == "threshold"),
         "digest": scores_digest(scores),
     }

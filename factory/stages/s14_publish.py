@@ -1,5 +1,6 @@
-"""Stage publish: each variant's final supervision sets (every seed's selected round) as a Hugging Face dataset
-folder with a card; `--push-to-hub` uploads them (repo id from publish.repo_id, token from HF_TOKEN)."""
+"""Stage publish: each variant's final supervision sets (every seed's selected round) as a Hugging Face
+dataset folder with a card; `--push-to-hub` uploads them (repo id from publish.repo_id, token from
+HF_TOKEN)."""
 
 from __future__ import annotations
 

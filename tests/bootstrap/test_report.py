@@ -9,7 +9,13 @@ import pytest
 
 from factory import paths
 from factory.bootstrap.paired import paired_difference
-from factory.bootstrap.report import build_summary, policy_tokens_seen, render_markdown, verdict_line
+from factory.bootstrap.report import (
+    build_summary,
+    decision_line,
+    policy_tokens_seen,
+    render_markdown,
+    verdict_line,
+)
 from factory.bootstrap.stop import decide
 from factory.io import write_json
 from tests.bootstrap.evals import em, write_eval
@@ -163,12 +169,17 @@ def test_report_shows_budget_tokens_and_stop_decisions(project):
     lo, hi = one_win["ci"]
     assert (
         f"- seed 0, round 1: held-out EM 0.300 vs the base model 0.200: difference +0.100, "
-        f"95% CI [{lo:+.3f}, {hi:+.3f}] over 10 questions -> no gain; stop (held-out EM has not risen" in md
+        f"95% CI [{lo:+.3f}, {hi:+.3f}] over 10 questions -> no gain (the rise is within the noise: the CI "
+        "includes 0); stop (held-out EM has not risen" in md
     )
     assert lo == 0.0 and hi > 0.1
     assert "- seed 2, round 0: held-out EM 0.600 vs the base model 0.200: difference +0.400" in md
     assert "-> gain; continue." in md
     assert "- seed 1, round 1: skipped; stop (an earlier decision stopped this chain)." in md
+    # under the threshold test the same round is a gain, and the line says the CI includes 0
+    lenient = {**one_win, "improved": True}
+    row = {"round": 1, "stop": False, "reason": None, "test": lenient}
+    assert "-> gain (by the threshold test; the CI includes 0); continue." in decision_line("0", row)
     budget = render_markdown({**s, "budget": {**BUDGET, "budget": "epochs"}}, None, SEEDS)
     assert "Training budget: 2.0 epoch(s) per round (train.budget: epochs): a larger set gets more" in budget
 

@@ -37,6 +37,7 @@ def test_gain_inside_the_noise_counts_only_under_the_threshold_test():
     # interval's lower bound is exactly 0: no progress, and with patience 1 the chain stops
     assert d.test["difference"] == 2 / 12 and d.test["ci"][0] == 0.0 and d.test["ci"][1] > 2 / 12
     assert not d.test["improved"] and d.best_round == -1 and d.best_em == 2 / 12
+    assert d.test["rises"] and not d.test["ci_above_zero"]
     assert d.stop and "95% paired bootstrap CI above 0" in d.reason and "patience 1" in d.reason
     # wins and losses that cancel out to a small rise are noise too
     mixed = em("001111000000")  # loses both base questions, gains 4
