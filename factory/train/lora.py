@@ -27,6 +27,7 @@ from factory.config import TrainParams
 from factory.errors import FactoryError
 from factory.io import write_json
 from factory.train.examples import IGNORE, PadCollator, data_hash, encode_examples
+from factory.train.trainer import counting_trainer_class
 
 log = logging.getLogger(__name__)
 
@@ -257,30 +258,6 @@ def loss_curve(log_history: list[dict]) -> list[dict]:
         for e in log_history
         if "loss" in e and "step" in e
     ]
-
-
-def counting_trainer_class():
-    """transformers' Trainer that also counts the examples and the labelled tokens of every batch it
-    trains on (the Trainer itself counts input tokens only)."""
-    import torch
-    from transformers import Trainer
-
-    class CountingTrainer(Trainer):
-        examples_seen = 0
-        labelled_tokens_seen = 0
-
-        def training_step(self, model, inputs, *args, **kwargs):
-            self.examples_seen += int(inputs["input_ids"].shape[0])
-            self.labelled_tokens_seen += int((inputs["labels"][:, 1:] != IGNORE).sum())
-            return super().training_step(model, inputs, *args, **kwargs)
-
-        def counts(self) -> tuple[int, int]:
-            """(examples, labelled tokens) over all processes."""
-            local = torch.tensor([self.examples_seen, self.labelled_tokens_seen], device=self.args.device)
-            total = self.accelerator.gather(local).reshape(-1, 2).sum(dim=0)
-            return int(total[0]), int(total[1])
-
-    return CountingTrainer
 
 
 @dataclass
