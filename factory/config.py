@@ -427,7 +427,18 @@ class TrainParams(Section):
         "cosine", description="transformers scheduler name (linear, cosine, constant, ...)."
     )
     warmup_ratio: float = Field(0.05, ge=0, lt=1, description="Share of steps used for warm-up.")
-    epochs: float = Field(2.0, gt=0, description="Passes over the supervision set.")
+    epochs: float = Field(2.0, gt=0, description="Passes over the supervision set (budget: epochs).")
+    budget: Literal["epochs", "steps"] = Field(
+        "steps",
+        description="'steps': every variant of a round trains for max_steps optimizer steps (a small set "
+        "is cycled, a large one stopped early: equal compute across variants); 'epochs': train.epochs "
+        "passes (a larger set gets more steps).",
+    )
+    max_steps: int = Field(
+        200,
+        ge=1,
+        description="Optimizer steps per round under budget: steps (of batch_size x grad_accum examples).",
+    )
     batch_size: int = Field(8, ge=1, description="Examples per device per step.")
     grad_accum: int = Field(1, ge=1, description="Gradient accumulation steps.")
     max_length: int = Field(1024, ge=32, description="Examples are truncated to this many tokens.")
@@ -465,9 +476,22 @@ class BootstrapParams(Section):
     )
     seeds: list[int] = Field([0], description="Repeats of the whole protocol (mean +- std in the report).")
     min_delta: float = Field(
-        0.0, ge=0, description="Held-out EM must improve by more than this to count as progress."
+        0.0,
+        ge=0,
+        description="Held-out EM must rise by at least this (and by more than nothing) over the best "
+        "policy so far to count as progress (float tolerance 1e-9).",
     )
     patience: int = Field(2, ge=1, description="Rounds without progress before later rounds are skipped.")
+    stop_test: Literal["threshold", "paired_bootstrap"] = Field(
+        "paired_bootstrap",
+        description="'paired_bootstrap': progress also needs the lower bound of the 95% paired bootstrap CI "
+        "of the per-question held-out EM difference against the best policy so far above 0; "
+        "'threshold': the EM rise alone decides.",
+    )
+    ci_samples: int = Field(
+        2000, ge=100, description="Bootstrap resamples of the paired CIs (stop test and report verdicts)."
+    )
+    ci_seed: int = Field(41, description="Seed of the paired bootstrap resamples.")
 
     @model_validator(mode="after")
     def _check_rounds(self) -> BootstrapParams:
@@ -504,6 +528,16 @@ class RoutesParams(Section):
     max_new_tokens: int = Field(
         48, ge=1, description="Generation budget of one route reply ('Route: ...' and a short reason)."
     )
+
+
+class PublishParams(Section):
+    repo_id: str | None = Field(
+        None,
+        description="`factory publish --push-to-hub` uploads each variant to the Hub dataset repo "
+        "<repo_id>-<variant> (e.g. me/tracefactory -> me/tracefactory-backtrace); the token comes from "
+        "the HF_TOKEN environment variable and is never written.",
+    )
+    private: bool = Field(True, description="Create the Hub dataset repos as private.")
 
 
 class Params(Section):
@@ -558,6 +592,9 @@ class Params(Section):
     )
     trace: TraceParams = Field(default_factory=TraceParams, description="TRACE protocol export.")
     routes: RoutesParams = Field(default_factory=RoutesParams, description="DTKG route classifier.")
+    publish: PublishParams = Field(
+        default_factory=PublishParams, description="Uploading the published sets to the Hugging Face Hub."
+    )
 
     def digest(self, *sections: str) -> dict[str, Any]:
         """The named sections as plain data, for recording in artifacts."""
