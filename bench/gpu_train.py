@@ -10,6 +10,10 @@ tokens/s = non-padding input tokens seen / the Trainer's train_runtime, the same
     python bench/gpu_train.py --out $OUT     # on a GPU: bf16, 135M model, 2048 chats, 2 runs per side
     python bench/gpu_train.py --tiny         # anywhere (CPU): a tiny model, 16 chats, 1 run per side
 
+Both sides train under ``train.budget`` (default ``steps``: ``--max-steps`` optimizer steps, 256 = one
+pass over the 2048 chats at batch 8; --tiny 6, one and a half passes over 16 chats at batch 4, so the
+set is cycled), with the same TrainingArguments values.
+
 On one H200 the GPU run should take a few minutes, most of it building the model and tokenising.
 Needs torch (CUDA build), transformers, peft, trl, datasets, pydantic, pyyaml; no network, no data
 files. Writes gpu_train.json (all figures: per run tokens/s, losses, peak memory; label agreement).
@@ -172,7 +176,9 @@ def run_factory(chats: list[dict], model_dir: Path, out: Path, params: TrainPara
     curve = json.loads((out / "loss_curve.json").read_text())
     return {
         "tokens_seen": m["tokens_seen"],
-        "tokens_labelled": m["tokens_assistant"] * params.epochs,
+        "tokens_labelled_seen": m["assistant_tokens_seen"],
+        "tokens_labelled_per_pass": m["tokens_assistant"],
+        "examples_seen": m["examples_seen"],
         "train_runtime_s": m["train_runtime_s"],
         "tokens_per_s": m["tokens_per_s"],
         "first_loss": curve[0]["loss"],
@@ -226,7 +232,7 @@ def run_trl(
     labelled = sum(sum(1 for t in r["labels"] if t != IGNORE) for r in trainer.train_dataset)
     return {
         "tokens_seen": tokens,
-        "tokens_labelled": labelled * params.epochs,
+        "tokens_labelled_per_pass": labelled,
         "train_runtime_s": runtime,
         "tokens_per_s": tokens / runtime,
         "first_loss": losses[0],
@@ -259,7 +265,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--batch-size", type=int, help="per-device batch (default params.train.batch_size: 8; --tiny 4)"
     )
-    ap.add_argument("--epochs", type=float, default=1.0)
+    ap.add_argument("--epochs", type=float, default=1.0, help="passes over the chats under --budget epochs")
+    ap.add_argument(
+        "--budget", choices=("epochs", "steps"), default="steps", help="train.budget (default steps)"
+    )
+    ap.add_argument(
+        "--max-steps", type=int, help="optimizer steps under --budget steps (default 256; --tiny 6)"
+    )
     ap.add_argument(
         "--repeats", type=int, help="measured runs of each side, order alternating (default 2; --tiny 1)"
     )
@@ -276,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     params = TrainParams(
         max_length=max_length,
         epochs=args.epochs,
+        budget=args.budget,
+        max_steps=args.max_steps or (6 if args.tiny else 256),
         batch_size=args.batch_size or (4 if args.tiny else defaults.batch_size),
     )
     device, dtype = device_and_dtype()
@@ -308,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             r = runs[side][-1]
             print(
                 f"{side:8s} run {rep}: {r['tokens_per_s']:.0f} tokens/s ({r['tokens_seen']} tokens in "
-                f"{r['train_runtime_s']:.2f}s), "
+                f"{r['train_runtime_s']:.2f}s, {r['steps']} steps), "
                 f"loss {r['first_loss']:.4f} -> {r['final_loss']:.4f}",
                 flush=True,
             )

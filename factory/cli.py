@@ -80,6 +80,9 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
             p.set_defaults(_module=module)
     p = sub.add_parser("params", help="print a commented params.yaml with the current values")
     _common(p)
+    p.add_argument(
+        "--cost", action="store_true", help="print the protocol's LLM calls (formula and numbers) instead"
+    )
     p.set_defaults(_module=None)
     return parser
 
@@ -109,7 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         params = load_params(args.params, args.sets)
         if args._module is None:
-            sys.stdout.write(render_params_yaml(params))
+            if args.cost:
+                from factory.bootstrap.cost import render_cost
+
+                sys.stdout.write(render_cost(params))
+            else:
+                sys.stdout.write(render_params_yaml(params))
             return 0
         options = {
             k: v for k, v in vars(args).items() if k not in {"params", "sets", "debug", "command", "_module"}

@@ -21,10 +21,12 @@ Dataset = Literal["hotpotqa", "2wikimultihopqa", "musique"]
 Variant = Literal["backtrace", "random", "unfiltered"]
 BacktraceMode = Literal["undirected_shortest", "directed_reach", "undirected_simple"]
 TargetMode = Literal["thought_and_answer", "answer_only", "gold_answer", "question_only"]
+Condition = Literal["full", "without_sq", "only_sq", "without_random", "closed_book"]
 DATASETS: tuple[str, ...] = get_args(Dataset)
 VARIANTS: tuple[str, ...] = get_args(Variant)
 BACKTRACE_MODES: tuple[str, ...] = get_args(BacktraceMode)
 TARGET_MODES: tuple[str, ...] = get_args(TargetMode)
+CONDITIONS: tuple[str, ...] = get_args(Condition)
 
 
 class Section(BaseModel):
@@ -268,11 +270,88 @@ class BacktraceParams(Section):
     embedding_threshold: float = Field(
         0.8, ge=0, le=1, description="Cosine similarity needed for an embedding link."
     )
+    containment_links: bool = Field(
+        True,
+        description="Link a specific name to every other node whose name contains it as whole words "
+        "('cincinnati' ~ 'southwest ohio including cincinnati') when containment did not merge them; "
+        "paths may run through a link, which is never labelled. Needs containment.",
+    )
+    link_max_containers: int = Field(
+        8,
+        ge=1,
+        description="A name inside more than this many other nodes is a hub ('united states') and gets "
+        "no containment links.",
+    )
+    question_case: bool = Field(
+        True,
+        description="Initial entities taken from the question use its letter case: capitalised spans "
+        "name the entities (common nouns like 'country' are left out when a name is found; capitalised "
+        "runs that match no node exactly are linked when unambiguous). False: every node name found "
+        "in the question.",
+    )
+    answer_passage: bool = Field(
+        True,
+        description="An answer that names no node targets the passage that states it: the triplets of "
+        "that passage (among those grounding G) become its last hop (factory.backtrace.answer_passage). "
+        "The backtrace stage then reads the grounding passages' sentences.",
+    )
 
 
 class VariantParams(Section):
     seed: int = Field(17, description="Seed of the random-filtered control (recorded in every example).")
     accumulate: bool = Field(True, description="Round r trains on the union of rounds 0..r of this variant.")
+    exclude_parametric: bool = Field(
+        False,
+        description="Leave parametric trajectories (answered correctly closed-book by the counterfactual "
+        "stage) out of all three sets alike; counts in each set's stats.json.",
+    )
+
+
+class CounterfactualParams(Section):
+    max_trajectories: int = Field(
+        200,
+        ge=1,
+        description="Correct trajectories of a round re-asked (a seeded sample, even across datasets, when "
+        "a round has more). LLM calls per round = trajectories x (conditions + random_seeds - 1).",
+    )
+    conditions: list[Condition] = Field(
+        list(CONDITIONS),
+        min_length=1,
+        description="Graphs the forced-final prompt is re-asked with: full (G), without_sq (G - S_q), "
+        "only_sq (S_q), without_random (G - |S_q| random triplets), closed_book (no graph). A narrower "
+        "set costs fewer calls; the verdicts name the effects it cannot compute.",
+    )
+    random_seeds: int = Field(
+        3, ge=3, description="Random draws of the without_random control per trajectory (recorded per row)."
+    )
+    seed: int = Field(
+        41,
+        description="Seed of the trajectory sample (+ 1000 x protocol seed + round) and of the random "
+        "control's draws (draw k: + 1000 x protocol seed + k; recorded per row).",
+    )
+    margin: float = Field(
+        0.1,
+        gt=0,
+        le=1,
+        description="Verdict rule on the paired 95% CI of (accuracy lost without S_q - accuracy lost "
+        "without a random set of its size): above 0 = load-bearing; below this margin (a share: 0.1 = 10 "
+        "points) = not load-bearing; otherwise cannot tell.",
+    )
+    min_trajectories: int = Field(
+        10,
+        ge=1,
+        description="Fewer trajectories whose full-graph answer is correct than this: the verdict is 'cannot "
+        "tell' (a bootstrap CI over a handful of trajectories is no evidence).",
+    )
+    shard_size: int = Field(
+        16, ge=1, description="Trajectories per checkpointed shard (their calls go to the LLM as one batch)."
+    )
+
+    @model_validator(mode="after")
+    def _unique_conditions(self) -> CounterfactualParams:
+        if len(set(self.conditions)) != len(self.conditions):
+            raise ValueError(f"conditions must not repeat (got {self.conditions})")
+        return self
 
 
 class RelevanceParams(Section):
@@ -282,6 +361,50 @@ class RelevanceParams(Section):
     random_seeds: int = Field(5, ge=1, description="Seeds averaged for the random-at-matched-size control.")
     seed: int = Field(23, description="Seed of the bootstrap and of the random control.")
     bar: float = Field(0.8, description="Precision and recall bar from the KnowTrace review.")
+
+
+class JudgeLLMParams(Section):
+    backend: Literal["local", "openai"] | None = Field(
+        None, description="The judge's backend; None: the same as llm.backend."
+    )
+    model: str | None = Field(
+        None, description="The judge's model (a local folder or a served name); None: llm.model."
+    )
+    base_urls: list[str] | None = Field(
+        None, description="The judge's OpenAI-compatible endpoints; None: llm.base_urls."
+    )
+    api_key_env: str | None = Field(
+        None,
+        description="Environment variable holding the judge's API key (never written anywhere); None: "
+        "llm.api_key_env.",
+    )
+    concurrency: int | None = Field(
+        None, ge=1, description="Judge requests in flight; None: llm.concurrency."
+    )
+    timeout_s: float | None = Field(None, gt=0, description="Per-request timeout; None: llm.timeout_s.")
+    max_retries: int | None = Field(None, ge=0, description="Retries per request; None: llm.max_retries.")
+
+
+class GroundingParams(Section):
+    judge: Literal["lexical", "llm"] = Field(
+        "lexical",
+        description="'lexical': a triplet is supported by the passage whose tokens cover its subject and "
+        "object (relation-blind); 'llm': each lexically grounded triplet is also checked by one LLM call "
+        "(does the passage state it?), and validate-labels reports gold relevance both ways.",
+    )
+    llm: JudgeLLMParams = Field(
+        default_factory=JudgeLLMParams,
+        description="The entailment judge's backend, like llm.*; every unset field falls back to llm.*.",
+    )
+    prompt_version: str = Field(
+        "entailment-v1", description="Judge prompt version (factory.relevance.entailment.JUDGE_PROMPTS)."
+    )
+    max_new_tokens: int = Field(
+        40, ge=1, description="Generation budget of one verdict (yes/no and a reason)."
+    )
+    passage_chars: int = Field(
+        1500, ge=50, description="The passage shown to the judge is cut to this many characters."
+    )
 
 
 class SimulateParams(Section):
@@ -304,7 +427,18 @@ class TrainParams(Section):
         "cosine", description="transformers scheduler name (linear, cosine, constant, ...)."
     )
     warmup_ratio: float = Field(0.05, ge=0, lt=1, description="Share of steps used for warm-up.")
-    epochs: float = Field(2.0, gt=0, description="Passes over the supervision set.")
+    epochs: float = Field(2.0, gt=0, description="Passes over the supervision set (budget: epochs).")
+    budget: Literal["epochs", "steps"] = Field(
+        "steps",
+        description="'steps': every variant of a round trains for max_steps optimizer steps (a small set "
+        "is cycled, a large one stopped early: equal compute across variants); 'epochs': train.epochs "
+        "passes (a larger set gets more steps).",
+    )
+    max_steps: int = Field(
+        200,
+        ge=1,
+        description="Optimizer steps per round under budget: steps (of batch_size x grad_accum examples).",
+    )
     batch_size: int = Field(8, ge=1, description="Examples per device per step.")
     grad_accum: int = Field(1, ge=1, description="Gradient accumulation steps.")
     max_length: int = Field(1024, ge=32, description="Examples are truncated to this many tokens.")
@@ -342,9 +476,22 @@ class BootstrapParams(Section):
     )
     seeds: list[int] = Field([0], description="Repeats of the whole protocol (mean +- std in the report).")
     min_delta: float = Field(
-        0.0, ge=0, description="Held-out EM must improve by more than this to count as progress."
+        0.0,
+        ge=0,
+        description="Held-out EM must rise by at least this (and by more than nothing) over the best "
+        "policy so far to count as progress (float tolerance 1e-9).",
     )
     patience: int = Field(2, ge=1, description="Rounds without progress before later rounds are skipped.")
+    stop_test: Literal["threshold", "paired_bootstrap"] = Field(
+        "paired_bootstrap",
+        description="'paired_bootstrap': progress also needs the lower bound of the 95% paired bootstrap CI "
+        "of the per-question held-out EM difference against the best policy so far above 0; "
+        "'threshold': the EM rise alone decides.",
+    )
+    ci_samples: int = Field(
+        2000, ge=100, description="Bootstrap resamples of the paired CIs (stop test and report verdicts)."
+    )
+    ci_seed: int = Field(41, description="Seed of the paired bootstrap resamples.")
 
     @model_validator(mode="after")
     def _check_rounds(self) -> BootstrapParams:
@@ -383,6 +530,16 @@ class RoutesParams(Section):
     )
 
 
+class PublishParams(Section):
+    repo_id: str | None = Field(
+        None,
+        description="`factory publish --push-to-hub` uploads each variant to the Hub dataset repo "
+        "<repo_id>-<variant> (e.g. me/tracefactory -> me/tracefactory-backtrace); the token comes from "
+        "the HF_TOKEN environment variable and is never written.",
+    )
+    private: bool = Field(True, description="Create the Hub dataset repos as private.")
+
+
 class Params(Section):
     corpora: dict[Dataset, list[str]] = Field(
         default_factory=lambda: {
@@ -417,9 +574,16 @@ class Params(Section):
         default_factory=EvaluateParams, description="Held-out / test evaluation."
     )
     backtrace: BacktraceParams = Field(default_factory=BacktraceParams, description="Knowledge backtracing.")
+    counterfactual: CounterfactualParams = Field(
+        default_factory=CounterfactualParams,
+        description="Causal check of S_q: the final answer re-asked with and without it.",
+    )
     variants: VariantParams = Field(default_factory=VariantParams, description="Supervision sets.")
     relevance: RelevanceParams = Field(
         default_factory=RelevanceParams, description="Labels vs gold supporting facts."
+    )
+    grounding: GroundingParams = Field(
+        default_factory=GroundingParams, description="Entailment-checked grounding (validate-labels)."
     )
     simulate: SimulateParams = Field(default_factory=SimulateParams, description="Trajectory simulator.")
     train: TrainParams = Field(default_factory=TrainParams, description="LoRA supervised fine-tuning.")
@@ -428,6 +592,9 @@ class Params(Section):
     )
     trace: TraceParams = Field(default_factory=TraceParams, description="TRACE protocol export.")
     routes: RoutesParams = Field(default_factory=RoutesParams, description="DTKG route classifier.")
+    publish: PublishParams = Field(
+        default_factory=PublishParams, description="Uploading the published sets to the Hugging Face Hub."
+    )
 
     def digest(self, *sections: str) -> dict[str, Any]:
         """The named sections as plain data, for recording in artifacts."""

@@ -23,6 +23,7 @@ PUBLISHED = Path("data/published")  # factory publish: one Hugging Face dataset 
 GX_DOCS = REPORTS / "gx"  # Great Expectations data docs, one site per gate
 PLOTS = REPORTS / "plots"  # CSV series for `dvc plots`
 FIGURES = REPORTS / "figures"  # PNG figures of the bootstrapping report
+ENTAILMENT = Path("data/relevance/entailment.parquet")  # validate-labels: the entailment judge's verdicts
 
 
 def chain(variant: str, seed: int) -> Path:
@@ -35,6 +36,11 @@ def trajectories(variant: str, round_: int, seed: int = 0) -> Path:
 
 def labels(variant: str, round_: int, seed: int = 0) -> Path:
     return Path("data/labels") / chain(variant, seed) / f"round_{round_}.parquet"
+
+
+def counterfactual(variant: str, round_: int, seed: int = 0) -> Path:
+    """The round's re-asked final answers: one row per trajectory x condition (x random seed)."""
+    return Path("data/counterfactual") / chain(variant, seed) / f"round_{round_}.parquet"
 
 
 def supervision_dir(variant: str, round_: int, seed: int = 0) -> Path:

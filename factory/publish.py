@@ -1,11 +1,15 @@
 """Publish each variant's final supervision set as a Hugging Face dataset folder.
 
-The final set of a variant is the union of the examples of every round of its first protocol seed's
-chain that ran (with ``variants.accumulate`` that is the last round's accumulated set). The folder
-holds parquet shards under ``data/`` and a dataset card (README.md with a YAML header) stating the
-licenses inherited from the sources, the source datasets, the generating model and adapters, the
-prompt version, the parameters, counts, the FA ratio and the relevance-label scores. It loads with
-``datasets.load_dataset("parquet", data_files=...)`` or ``datasets.load_dataset(<folder>)``.
+The final set of a chain (a variant under one protocol seed) is the data that trained its selected
+policy: the union of the examples of rounds 0..selected (by example id; with ``variants.accumulate``
+that is the selected round's accumulated set). A chain whose base model stayed best publishes round
+0's set, and its card says so. Every protocol seed is published, as one dataset config
+(``seed_<s>``) each, parquet shards under ``data/seed_<s>/``; the dataset card (README.md with a
+YAML header) states the licenses inherited from the sources, the source datasets, the generating
+model and adapters, the selected round of every seed, the prompt version, the parameters, counts,
+the FA ratio and the relevance-label scores. It loads with ``datasets.load_dataset(<folder>,
+"seed_0")``. ``push_to_hub`` uploads a folder with ``huggingface_hub`` (token from HF_TOKEN, read
+from the environment and never written).
 """
 
 from __future__ import annotations
@@ -31,10 +35,11 @@ SOURCES = {
 SHARD_ROWS = 50_000
 
 
-def final_examples(variant: str, seed: int, rounds: int) -> tuple[list[dict], list[int]]:
-    """Union of a chain's round sets (by example id, first occurrence kept) and the rounds that ran."""
+def final_examples(variant: str, seed: int, selected_round: int) -> tuple[list[dict], list[int]]:
+    """Union of a chain's round sets 0..selected (by example id, first occurrence kept; the base model
+    selected: round 0's set) and the rounds that ran among them."""
     seen, examples, ran = set(), [], []
-    for r in range(rounds):
+    for r in range(max(selected_round, 0) + 1):
         stats_path = paths.supervision_dir(variant, r, seed) / "stats.json"
         data_path = paths.supervision_dir(variant, r, seed) / "train.parquet"
         if not data_path.exists():
@@ -50,7 +55,35 @@ def final_examples(variant: str, seed: int, rounds: int) -> tuple[list[dict], li
     return examples, ran
 
 
-def _card(variant: str, examples: list[dict], info: dict) -> str:
+def _counts(examples: list[dict], datasets: list[str]) -> list[str]:
+    by_kind: dict[str, int] = {}
+    for e in examples:
+        by_kind[e["step_kind"]] = by_kind.get(e["step_kind"], 0) + 1
+    return [
+        f"  - examples: {len(examples)} "
+        f"({', '.join(f'{k}: {v}' for k, v in sorted(by_kind.items())) or 'none'})",
+        f"  - trajectories: {len({e['trajectory_id'] for e in examples})}; questions: "
+        f"{len({e['question_id'] for e in examples})}",
+        f"  - by dataset: {json.dumps({d: sum(e['dataset'] == d for e in examples) for d in datasets})}",
+    ]
+
+
+def _chain_line(chain: dict) -> str:
+    selected = chain["selected_round"]
+    if selected < 0:
+        what = (
+            "the base model stayed best on the held-out split; this is round 0's set, which did not "
+            "improve it"
+        )
+    else:
+        what = f"selected round {selected} (the policy trained on this set)"
+    return (
+        f"- seed {chain['seed']} (config `seed_{chain['seed']}`): {what}; rounds included: {chain['rounds']}"
+    )
+
+
+def _card(variant: str, chains: list[dict], info: dict) -> str:
+    examples = [e for c in chains for e in c["examples"]]
     datasets = sorted({e["dataset"] for e in examples}) or sorted(info.get("datasets", []))
     header = {
         "license": sorted({LICENSES[d] for d in datasets if d in LICENSES}) or "other",
@@ -63,12 +96,14 @@ def _card(variant: str, examples: list[dict], info: dict) -> str:
             "n<1K" if len(examples) < 1000 else "1K<n<10K" if len(examples) < 10_000 else "10K<n<100K"
         ],
         "configs": [
-            {"config_name": "default", "data_files": [{"split": "train", "path": "data/train-*.parquet"}]}
+            {
+                "config_name": f"seed_{c['seed']}",
+                "data_files": [{"split": "train", "path": f"data/seed_{c['seed']}/train-*.parquet"}],
+                **({"default": True} if i == 0 else {}),
+            }
+            for i, c in enumerate(chains)
         ],
     }
-    by_kind: dict[str, int] = {}
-    for e in examples:
-        by_kind[e["step_kind"]] = by_kind.get(e["step_kind"], 0) + 1
     body = [
         f"# TraceFactory — `{variant}` supervision set",
         "",
@@ -77,29 +112,31 @@ def _card(variant: str, examples: list[dict], info: dict) -> str:
         "the kept output as the assistant turn) built by [TraceFactory](README) from multi-hop QA corpora.",
         {
             "backtrace": "Only generations that contributed to the correct answer (knowledge "
-                         "backtracing) are kept.",
+            "backtracing) are kept.",
             "random": "Control set: per trajectory, as many units removed as backtracing removed, chosen "
-                      "at random.",
+            "at random.",
             "unfiltered": "Every generation of every correct trajectory (STaR-style).",
         }.get(variant, ""),
+        "",
+        "One config per protocol seed (a repeat of the whole bootstrapping protocol): the data that "
+        "trained that seed's selected policy.",
         "",
         "## Provenance",
         "",
         f"- generating policies: {', '.join(info['policies']) or 'none'}",
         f"- model: `{info['model']}`",
         f"- prompt version: `{info['prompt_version']}`",
-        f"- rounds included: {info['rounds']}",
+        *(_chain_line(c) for c in chains),
         "- licenses inherited from the sources: "
         f"{', '.join(header['license']) if isinstance(header['license'], list) else header['license']}"
         + (" (HotpotQA is CC BY-SA 4.0: derived data is share-alike)" if "hotpotqa" in datasets else ""),
         "",
         "## Counts",
         "",
-        f"- examples: {len(examples)} "
-        f"({', '.join(f'{k}: {v}' for k, v in sorted(by_kind.items())) or 'none'})",
-        f"- trajectories: {len({e['trajectory_id'] for e in examples})}; questions: "
-        f"{len({e['question_id'] for e in examples})}",
-        f"- by dataset: {json.dumps({d: sum(e['dataset'] == d for e in examples) for d in datasets})}",
+    ]
+    for c in chains:
+        body += [f"- seed {c['seed']}:", *_counts(c["examples"], datasets)]
+    body += [
         f"- FA ratio (generated tokens removed / all, over correct trajectories): {info['fa_ratio']}",
         "",
         "## Relevance labels vs gold supporting facts",
@@ -117,32 +154,71 @@ def _card(variant: str, examples: list[dict], info: dict) -> str:
     return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + "\n".join(body) + "\n"
 
 
-def publish_variant(variant: str, out_dir: str | Path, info: dict, seed: int, rounds: int) -> dict:
-    """Write the dataset folder; returns its counts."""
-    examples, ran = final_examples(variant, seed, rounds)
+def publish_variant(variant: str, out_dir: str | Path, info: dict, selected: dict[int, int]) -> dict:
+    """Write the dataset folder of a variant, one config per protocol seed (``selected``: seed ->
+    that chain's selected round, -1 = the base model); returns its counts."""
+    if not selected:
+        raise FactoryError(f"nothing to publish for {variant}: no protocol seed given")
     out = Path(out_dir)
     shutil.rmtree(out, ignore_errors=True)
-    (out / "data").mkdir(parents=True)
-    table = to_table(examples, SUPERVISION, "supervision") if examples else SUPERVISION.empty_table()
-    shards = max(1, -(-table.num_rows // SHARD_ROWS))
-    for i in range(shards):
-        part = table.slice(i * SHARD_ROWS, SHARD_ROWS)
-        pq.write_table(part, out / "data" / f"train-{i:05d}-of-{shards:05d}.parquet", compression="zstd")
-    info = {**info, "rounds": ran, "policies": sorted({e["policy"] for e in examples})}
-    (out / "README.md").write_text(_card(variant, examples, info), encoding="utf-8")
-    return {"variant": variant, "examples": table.num_rows, "rounds": ran, "shards": shards, "path": str(out)}
+    chains, results = [], {}
+    for seed, round_ in selected.items():
+        examples, ran = final_examples(variant, seed, round_)
+        folder = out / "data" / f"seed_{seed}"
+        folder.mkdir(parents=True)
+        table = to_table(examples, SUPERVISION, "supervision") if examples else SUPERVISION.empty_table()
+        shards = max(1, -(-table.num_rows // SHARD_ROWS))
+        for i in range(shards):
+            part = table.slice(i * SHARD_ROWS, SHARD_ROWS)
+            pq.write_table(part, folder / f"train-{i:05d}-of-{shards:05d}.parquet", compression="zstd")
+        chains.append({"seed": seed, "selected_round": round_, "rounds": ran, "examples": examples})
+        results[str(seed)] = {
+            "selected_round": round_,
+            "rounds": ran,
+            "examples": table.num_rows,
+            "shards": shards,
+        }
+    policies = sorted({e["policy"] for c in chains for e in c["examples"]})
+    (out / "README.md").write_text(_card(variant, chains, {**info, "policies": policies}), encoding="utf-8")
+    return {
+        "variant": variant,
+        "examples": sum(r["examples"] for r in results.values()),
+        "seeds": results,
+        "path": str(out),
+    }
 
 
-def push_to_hub(folder: str | Path, repo: str) -> None:
-    """Upload a published folder to the Hub (token from HF_TOKEN; needs network)."""
-    token = os.environ.get("HF_TOKEN")
+HF_TOKEN = "HF_TOKEN"
+
+
+def hub_token() -> str:
+    """The Hugging Face token from the environment (never written anywhere), or a clear error."""
+    token = os.environ.get(HF_TOKEN)
     if not token:
-        raise FactoryError("--push-to-hub needs a Hugging Face token in the HF_TOKEN environment variable")
+        raise FactoryError(
+            f"--push-to-hub needs a Hugging Face token in the {HF_TOKEN} environment variable "
+            "(a write token from https://huggingface.co/settings/tokens); nothing was uploaded"
+        )
+    return token
+
+
+def hub_repo(repo_id: str | None, variant: str) -> str:
+    """The dataset repo of a variant: ``<publish.repo_id>-<variant>``, or a clear error."""
+    if not repo_id or "/" not in repo_id:
+        raise FactoryError(
+            "--push-to-hub needs publish.repo_id as '<user or org>/<name>' (got "
+            f"{repo_id!r}), e.g. --set publish.repo_id=me/tracefactory; nothing was uploaded"
+        )
+    return f"{repo_id}-{variant}"
+
+
+def push_to_hub(folder: str | Path, repo: str, token: str, private: bool = True) -> None:
+    """Upload a published folder to the Hub as a dataset repo (needs network)."""
     try:
         from huggingface_hub import HfApi
 
         api = HfApi(token=token)
-        api.create_repo(repo, repo_type="dataset", exist_ok=True)
+        api.create_repo(repo, repo_type="dataset", exist_ok=True, private=private)
         api.upload_folder(folder_path=str(folder), repo_id=repo, repo_type="dataset")
     except Exception as exc:  # network, permissions: one readable line, never the token
         raise FactoryError(

@@ -1,14 +1,13 @@
 """Deterministic train / held-out / test assignment.
 
-A question's split is a pure function of (seed, dataset, source id) through a hash, so adding or
-removing other records never moves it. Questions with equal normalised text form one group and
-take the split of the group's smallest (dataset, source id): duplicates never straddle splits.
+A question's split is a pure function of (seed, normalised question text) through a hash: adding or
+removing other records never moves it, and questions with equal normalised text share a split, within
+a dataset and across datasets alike, so no question text is both trained on and evaluated on.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
 
 SPLITS = ("train", "heldout", "test")
 
@@ -19,8 +18,9 @@ def unit_hash(*parts: object) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
-def split_of(seed: int, dataset: str, source_id: str, train: float, heldout: float) -> str:
-    u = unit_hash("split", seed, dataset, source_id)
+def split_of(seed: int, question_norm: str, train: float, heldout: float) -> str:
+    """The split of a normalised question text (``train`` and ``heldout`` are fractions summing to <= 1)."""
+    u = unit_hash("split", seed, question_norm)
     if u < train:
         return "train"
     if u < train + heldout:
@@ -29,16 +29,15 @@ def split_of(seed: int, dataset: str, source_id: str, train: float, heldout: flo
 
 
 def assign_splits(questions: list[dict], seed: int, train: float, heldout: float, test: float) -> None:
-    """Set ``split`` on every question in place."""
+    """Set ``split`` on every question in place, from its ``question_norm``."""
     total = train + heldout + test
     if total <= 0:
         raise ValueError("split fractions must not all be zero")
     train, heldout = train / total, heldout / total
-    groups: dict[str, list[dict]] = defaultdict(list)
+    cache: dict[str, str] = {}  # duplicates are common: hash each text once
     for q in questions:
-        groups[q["question_norm"]].append(q)
-    for members in groups.values():
-        anchor = min((q["dataset"], q["source_id"]) for q in members)
-        split = split_of(seed, anchor[0], anchor[1], train, heldout)
-        for q in members:
-            q["split"] = split
+        norm = q["question_norm"]
+        split = cache.get(norm)
+        if split is None:
+            split = cache[norm] = split_of(seed, norm, train, heldout)
+        q["split"] = split

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -219,9 +219,10 @@ def build_set(
     seed: int,
     mode: str = "undirected_shortest",
     target_mode: str = "thought_and_answer",
+    exclude: Collection[str] = (),
 ) -> SupervisionSet:
     """Examples of ``variant`` from the correct trajectories, with counts, units and tokens (see module
-    doc)."""
+    doc). ``exclude``: trajectory ids left out (counted), the same for every variant (e.g. parametric)."""
     if variant not in VARIANTS:
         raise FactoryError(f"unknown variant {variant!r} (expected one of {', '.join(VARIANTS)})")
     assert_trainable(trajectories)
@@ -232,12 +233,15 @@ def build_set(
     datasets: Counter = Counter()
     units = Counter()
     tokens = Counter()
-    correct = failed_steps = ok_steps = 0
+    correct = failed_steps = ok_steps = excluded = 0
     for traj in trajectories:
         if not traj.get("correct"):
             continue
         correct += 1
         tid = _tid(traj)
+        if tid in exclude:
+            excluded += 1
+            continue
         row = by_tid.get(tid)
         if row is None and variant != "unfiltered":
             raise FactoryError(
@@ -304,6 +308,7 @@ def build_set(
         "trajectories": len(trajectories),
         "correct": correct,
         "incorrect": len(trajectories) - correct,
+        "excluded": excluded,  # correct trajectories left out by ``exclude`` (variants.exclude_parametric)
         "examples": len(examples),
         # steps of the correct trajectories: every one is an example, dropped by the variant, or failed (not
         # ok)

@@ -155,6 +155,41 @@ LABELS = pa.schema(
     ]
 )
 
+COUNTERFACTUAL = pa.schema(
+    [
+        _req("record_id", S),  # "<trajectory_id>/<condition>" (+ "/seed_<k>" for without_random)
+        _req("trajectory_id", S),
+        _req("question_id", S),
+        _req("dataset", S),
+        _req("qtype", S),
+        _req("route", S),
+        _req("variant", S),
+        _req("round", I32),
+        _req("protocol_seed", I64),
+        _req("policy", S),  # the policy re-asked: the one that generated the round
+        _req("model", S),  # its backend identity (model + adapter hash)
+        _req("prompt_version", S),  # the trajectory's: its forced-final prompt is re-asked
+        _req("mode", S),  # the backtrace mode x target mode whose S_q is tested
+        _req("target_mode", S),
+        _req("condition", S),  # full | without_sq | only_sq | without_random | closed_book
+        _opt("random_seed", I64),  # without_random: the draw's seed (recorded); null otherwise
+        _req("graph_size", I32),  # |G|
+        _req("sq_size", I32),  # |S_q|
+        _req("shown_triplet_ids", pa.list_(S)),  # the graph of this condition, in G's order
+        _req("output", S),  # raw reply of the accepted (or last) attempt
+        _req("status", S),  # ok | parse_error | llm_error
+        _opt("error", S),
+        _opt("answer", S),
+        _req("em", F64),
+        _req("f1", F64),
+        _req("correct", B),
+        _opt("parametric", B),  # the trajectory's closed_book answer is correct (null: not asked closed-book)
+        _req("attempts", I32),  # 1 + repair re-asks
+        _req("prompt_tokens", I32),
+        _req("completion_tokens", I32),
+    ]
+)
+
 SUPERVISION = pa.schema(
     [
         _req("example_id", S),
@@ -242,16 +277,36 @@ ROUTE_PREDICTIONS = pa.schema(
     ]
 )
 
+# validate-labels with grounding.judge=llm: one row per lexically grounded triplet of a scored trajectory
+ENTAILMENT = pa.schema(
+    [
+        _req("trajectory_id", S),
+        _req("triplet_id", S),
+        _req("question_id", S),
+        _req("pid", S),  # the passage lexical grounding attributes the triplet to
+        _opt("sentence", I32),  # the grounding sentence within it
+        _req("subject", S),
+        _req("relation", S),
+        _req("object", S),
+        _opt("entailed", B),  # the judge's verdict: does the passage state the triplet? null: no verdict
+        _req("reason", S),  # the judge's reason, or why there is no verdict
+        _req("judge", S),  # the judge's model identity
+        _req("prompt_version", S),
+    ]
+)
+
 ARTIFACTS: dict[str, pa.Schema] = {
     "question": QUESTION,
     "passage": PASSAGE,
     "trajectory": TRAJECTORY,
     "labels": LABELS,
+    "counterfactual": COUNTERFACTUAL,
     "supervision": SUPERVISION,
     "round_metrics": ROUND_METRICS,
     "trace_sft": TRACE_SFT,
     "trace_rl": TRACE_RL,
     "route_predictions": ROUTE_PREDICTIONS,
+    "entailment": ENTAILMENT,
 }
 
 

@@ -100,7 +100,8 @@ def _declared(stage: dict, item) -> set[str]:
 def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
     m, reports = paths.METRICS, paths.REPORTS
     chain = {"trajectories": paths.trajectories, "backtrace": paths.labels, "variants": paths.supervision_dir,
-             "export_trace": paths.trace_dir, "train": paths.adapter_dir}
+             "export_trace": paths.trace_dir, "train": paths.adapter_dir,
+             "counterfactual": paths.counterfactual}
     if name in chain:
         metrics = {"export_trace": "trace", "variants": "variants"}.get(name, name)
         return {chain[name](v, r, s), paths.stage_metrics(metrics, v, r, s)}
@@ -116,7 +117,9 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
         "evaluate": {paths.eval_data(v, r, "heldout", s), paths.eval_metrics(v, r, "heldout", s)},
         "decide": {paths.decision(v, r, s)},
         "select": {paths.selected_dir(v), m / "bootstrap" / f"{v}.json", m / "test" / f"{v}.json"},
-        "validate_labels": {reports / "relevance.md", reports / "relevance.png", m / "relevance.json"},
+        "validate_labels": {
+            reports / "relevance.md", reports / "relevance.png", m / "relevance.json", paths.ENTAILMENT
+        },
         "simulate": {paths.SIMULATED_DIR, reports / "backtrace_sensitivity.md",
                      reports / "backtrace_sensitivity.png", m / "simulate.json"},
         "report": {reports / "bootstrap.md", paths.FIGURES, paths.PLOTS / "em_by_round.csv",

@@ -41,7 +41,7 @@ def _params(tiny_model_dir: Path) -> Params:
         "routes": {"n_questions": 2},
         "simulate": {"n_questions": 4, "noise_levels": [0.0, 1.0]},
         "relevance": {"bootstrap_samples": 20, "random_seeds": 2},
-        "train": {"epochs": 1.0, "max_length": 128},
+        "train": {"budget": "steps", "max_steps": 2, "max_length": 128},
         "bootstrap": {"max_rounds": 2, "patience": 2},
     }
     data = p.model_dump(mode="json")
@@ -57,6 +57,8 @@ def _dvc(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
         "FACTORY_NO_PROGRESS": "1",
         "HF_HUB_OFFLINE": "1",
         "OMP_NUM_THREADS": "1",
+        # stages import the copied package, not the shared editable install (which may be another checkout)
+        "PYTHONPATH": os.pathsep.join(p for p in (str(cwd), os.environ.get("PYTHONPATH")) if p),
     }
     return subprocess.run(
         [str(Path(sys.executable).parent / "dvc"), *args], cwd=cwd, env=env, capture_output=True, text=True
@@ -92,10 +94,29 @@ def test_dvc_pipeline_end_to_end(tmp_path, tiny_model_dir, corpora):
         assert final["chains"]["0"]["selected_round"] == -1  # the base model stayed best
         card = (repo / f"data/published/{variant}/README.md").read_text()
         assert yaml.safe_load(card.split("---")[1])["license"]
+        # every decision records the paired test of its round: the policy after an empty round is the
+        # base model, so its held-out answers equal the base model's, question by question
+        for r in (0, 1):
+            decision = repo / f"metrics/bootstrap/{variant}/seed_0/round_{r}.json"
+            test = json.loads(decision.read_text())["test"]
+            assert (test["against"], test["difference"], test["ci"], test["n"]) == (-1, 0.0, [0.0, 0.0], 3)
+            assert test["improved"] is False
     report = (repo / "reports/bootstrap.md").read_text()
-    assert "## Verdict" in report and "backtrace vs random" in report or "backtrace" in report
+    # every chain selected the base model, so the test split cannot tell the variants apart
+    verdicts = report.split("## Verdict\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert verdicts == [
+        f"- backtrace vs {other}: CANNOT TELL on this run, the interval includes 0 "
+        "(test EM difference +0.000, 95% CI [+0.000, +0.000] over 3 questions)."
+        for other in ("random", "unfiltered")
+    ]
+    assert "Training budget: equal compute, 2 optimizer steps of 8 x 1 examples per round" in report
+    assert (
+        "- seed 0, round 1: held-out EM 0.000 vs the base model 0.000: difference +0.000, 95% CI "
+        "[+0.000, +0.000] over 3 questions -> no gain; stop (held-out EM has not risen" in report
+    )
     summary = json.loads((repo / "metrics/summary.json").read_text())
     assert set(summary["variants"]) == {"backtrace", "random", "unfiltered"}
+    assert set(summary["verdicts"]) == {"backtrace_vs_random", "backtrace_vs_unfiltered"}
     assert (repo / "reports/relevance.md").exists() and (repo / "reports/backtrace_sensitivity.md").exists()
 
     second = _dvc(["repro"], repo)

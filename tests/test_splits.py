@@ -2,6 +2,7 @@ import copy
 import json
 
 from factory.corpora import ingest_sources
+from factory.splits import assign_splits, split_of
 from tests.corpora.test_corpora import params_for
 
 
@@ -48,3 +49,39 @@ def test_equal_question_text_lands_in_one_split(tmp_path, corpora):
     res = ingest_sources(params_for({"hotpotqa": [f]}))
     split = {q["source_id"]: q["split"] for q in res.questions}
     assert all(split[r["_id"]] == split[f"dup{i}"] for i, r in enumerate(recs))
+
+
+def test_a_duplicate_with_a_smaller_id_moves_no_existing_question(tmp_path, corpora):
+    """The old rule took the split of the smallest (dataset, source id) of a text group: a newcomer
+    sorting first moved the question already there. Keyed by the text, nothing moves."""
+    recs = json.loads((corpora / "hotpotqa" / "dev_sample.json").read_text())[:60]
+    alone = tmp_path / "alone.json"
+    alone.write_text(json.dumps(recs))
+    before = {q["source_id"]: q["split"] for q in ingest_sources(params_for({"hotpotqa": [alone]})).questions}
+    dupes = []
+    for i, r in enumerate(recs):
+        d = copy.deepcopy(r)
+        d["_id"] = f"0000{i:03d}"  # sorts before every real id
+        dupes.append(d)
+    grown = tmp_path / "grown.json"
+    grown.write_text(json.dumps(dupes + recs))
+    after = {q["source_id"]: q["split"] for q in ingest_sources(params_for({"hotpotqa": [grown]})).questions}
+    assert all(after[sid] == split for sid, split in before.items())
+    assert all(after[f"0000{i:03d}"] == before[r["_id"]] for i, r in enumerate(recs))
+    assert len(set(before.values())) == 3  # the sample spans all three splits
+
+
+def test_equal_texts_share_a_split_across_datasets():
+    questions = [
+        {"dataset": "hotpotqa", "source_id": "z9", "question_norm": "who directed the film"},
+        {"dataset": "musique", "source_id": "a1", "question_norm": "who directed the film"},
+        *(
+            {"dataset": "2wikimultihopqa", "source_id": f"x{i}", "question_norm": f"question {i}"}
+            for i in range(50)
+        ),
+    ]
+    assign_splits(questions, seed=13, train=0.8, heldout=0.1, test=0.1)
+    assert questions[0]["split"] == questions[1]["split"] == split_of(13, "who directed the film", 0.8, 0.1)
+    # the split is the text's (and the seed's), whatever else is ingested
+    assert [q["split"] for q in questions[2:]] == [split_of(13, f"question {i}", 0.8, 0.1) for i in range(50)]
+    assert {split_of(s, "who directed the film", 0.8, 0.1) for s in range(40)} == {"train", "heldout", "test"}

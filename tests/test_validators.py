@@ -25,6 +25,7 @@ def _frames(question_ids: list[str]) -> dict[str, pd.DataFrame]:
             "supporting_resolved": [True] * n,
             "sent_idx_in_range": [True] * n,
             "passages_known": [True] * n,
+            "train_text_of_eval_question": [False] * n,
         }
     )
     passages = pd.DataFrame(
@@ -42,7 +43,7 @@ def test_background_gate_passes_and_writes_data_docs(tmp_path):
     with BackgroundGate() as gate:
         gate.submit("ingest", EXPECTATIONS, _frames(["a", "b"]), docs_dir=tmp_path)
         result = gate.result()
-    assert result.success and result.evaluated == 17
+    assert result.success and result.evaluated == 18
     assert (tmp_path / "ingest" / "index.html").exists()
 
 
@@ -51,7 +52,7 @@ def test_background_gate_failure_names_the_column():
         BackgroundGate() as gate,
         pytest.raises(
             GateFailed,
-            match=r"1 of 17 expectations failed:\n  - questions\.question_id: "
+            match=r"1 of 18 expectations failed:\n  - questions\.question_id: "
                   r"expect_column_values_to_be_unique failed \(2 unexpected",
         ),
     ):
@@ -94,6 +95,7 @@ def test_ingest_frames_flag_broken_cross_references():
             "split": "train",
             "route": "chain",
             "question": "q?",
+            "question_norm": "q",
             "hops": 2,
             "answers": ["a"],
             "passages": [entry],
@@ -130,3 +132,25 @@ def test_ingest_frames_flag_broken_cross_references():
         "pid not in passages": False,
     }
     assert frame["n_passages"].tolist() == [1] * 5 and frame["n_supporting"].tolist() == [1] * 5
+
+
+def test_ingest_gate_catches_a_train_question_with_an_evaluation_questions_text():
+    from validators.leakage import train_text_of_eval_question
+
+    questions = [
+        {"question_id": "a", "split": "train", "question_norm": "who wrote it"},
+        {"question_id": "b", "split": "heldout", "question_norm": "who wrote it"},
+        {"question_id": "c", "split": "train", "question_norm": "where is it"},
+        {"question_id": "d", "split": "test", "question_norm": "when was it"},
+    ]
+    assert train_text_of_eval_question(questions) == [True, False, False, False]
+    frames = _frames(["a", "b", "c"])
+    frames["questions"]["train_text_of_eval_question"] = [True, False, False]
+    with (
+        BackgroundGate() as gate,
+        pytest.raises(
+            GateFailed, match=r"questions\.train_text_of_eval_question: expect_column_values_to_be_in_set"
+        ),
+    ):
+        gate.submit("ingest", EXPECTATIONS, frames, docs_dir=None)
+        gate.result()

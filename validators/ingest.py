@@ -2,7 +2,9 @@
 
 ``ingest_frames`` computes the checked columns (cross-field checks become boolean columns);
 ``ingest_expectations`` names what each frame must meet. They are separate so that the stage can
-run the gate in a child process (``validators.BackgroundGate``) while it builds the tables.
+run the gate in a child process (``validators.BackgroundGate``) while it builds the tables. The
+leakage check (``validators.leakage``) runs here as well as at ``variants``: no train question
+shares its normalised text with a held-out or test question.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pyarrow.compute as pc
 
 from factory.config import DATASETS
 from factory.corpora.pool import PassagePool
+from validators.leakage import train_text_of_eval_question
 
 EXPECTATIONS = "validators.ingest:ingest_expectations"
 
@@ -89,6 +92,7 @@ def ingest_frames(rows: list[dict], pool: PassagePool, passages: pa.Table) -> di
     questions["n_answers"] = [len(q["answers"]) for q in rows]
     questions["answer_nonempty"] = [bool(q["answers"]) and bool(q["answers"][0].strip()) for q in rows]
     questions |= _pool_checks(rows, pool, passages)
+    questions["train_text_of_eval_question"] = train_text_of_eval_question(rows)
     return {
         "questions": questions,
         "passages": {
@@ -116,6 +120,8 @@ def ingest_expectations(E) -> dict[str, list]:
         E.ExpectColumnValuesToBeInSet(column="supporting_resolved", value_set=[True]),
         E.ExpectColumnValuesToBeInSet(column="sent_idx_in_range", value_set=[True]),
         E.ExpectColumnValuesToBeInSet(column="passages_known", value_set=[True]),
+        # leakage: no train question has the text of a held-out or test question (ids: unique above)
+        E.ExpectColumnValuesToBeInSet(column="train_text_of_eval_question", value_set=[False]),
     ]
     passages_suite = [
         E.ExpectColumnValuesToBeUnique(column="pid"),

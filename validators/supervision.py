@@ -4,8 +4,9 @@
 - the random control removes exactly as many pairs and triplets per trajectory as backtracing does
   (both computed with ``factory.variants.kept_units`` for the round's correct trajectories, in every
   variant's run, so a drift in either is caught wherever it shows);
-- leakage: no example comes from a held-out or test question, by question id AND by normalised question
-  text (an example whose question is unknown to data/interim/questions.parquet fails too).
+- leakage (validators.leakage, also checked at ingest): no example comes from a held-out or test
+  question, by question id AND by normalised question text (an example whose question is unknown to
+  data/interim/questions.parquet fails too).
 """
 
 from __future__ import annotations
@@ -16,19 +17,15 @@ import pandas as pd
 
 from factory.variants import kept_units
 from validators import SuiteSpec
-
-EVAL_SPLITS = ("heldout", "test")
+from validators.leakage import eval_question_texts
 
 
 def leakage_frame(examples: Sequence[Mapping], questions: Iterable[Mapping]) -> pd.DataFrame:
     """Per example: its question's split (``unknown`` if absent) and whether its text is an eval
     question's."""
-    split_by_id: dict[str, str] = {}
-    eval_norms: set[str] = set()
-    for q in questions:
-        split_by_id[q["question_id"]] = q["split"]
-        if q["split"] in EVAL_SPLITS:
-            eval_norms.add(q["question_norm"])
+    questions = list(questions)
+    split_by_id = {q["question_id"]: q["split"] for q in questions}
+    eval_norms = eval_question_texts(questions)
     return pd.DataFrame(
         {
             "example_id": pd.Series([e["example_id"] for e in examples], dtype=object),

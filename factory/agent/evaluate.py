@@ -1,22 +1,27 @@
-"""Greedy evaluation of a policy on a split: the same questions for every policy of a protocol seed."""
+"""Greedy evaluation of a policy on a split: the same questions for every policy and protocol seed."""
 
 from __future__ import annotations
 
 from factory.agent.generate import generate_trajectories
 from factory.agent.policy import Policy
-from factory.agent.sampling import derived_seed, sample_questions
+from factory.agent.sampling import sample_questions
 from factory.agent.setup import load_inputs, make_policy_llm
 from factory.agent.summary import summarize
 from factory.config import Params
 from factory.llm.base import Sampling
 
 
-def evaluate_policy(params: Params, policy: Policy, *, split: str, seed: int, run_id: str, out_path=None,
+def evaluate_policy(params: Params, policy: Policy, *, split: str, run_id: str, out_path=None,
                     desc: str = "evaluate") -> tuple[dict, list[dict]]:
-    """Greedy inference of ``policy`` on ``evaluate.n_questions`` questions of ``split`` (the same
-    questions for every policy of a protocol seed); returns (metrics, trajectory records)."""
+    """Greedy inference of ``policy`` on ``evaluate.n_questions`` questions of ``split``; returns
+    (metrics, trajectory records).
+
+    The questions are the same for every policy and every protocol seed: the base model's held-out
+    evaluation (one, shared by all chains) pairs question by question with every round's, which the
+    paired stop test needs; protocol seeds repeat the training, not the choice of evaluation questions.
+    """
     e = params.evaluate
-    eval_seed = derived_seed(e.seed, seed)
+    eval_seed = e.seed
     questions, passages, retriever = load_inputs(params)
     chosen = sample_questions(questions, e.n_questions, seed=eval_seed, split=split)
     sampling = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=params.llm.max_new_tokens, seed=eval_seed)

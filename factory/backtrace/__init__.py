@@ -26,6 +26,7 @@ from factory.backtrace.labels import (
 from factory.backtrace.targets import (
     YES_NO,
     answer_nodes,
+    answers_nodes,
     comparison_targets,
     explored_entities,
     final_step,
@@ -43,6 +44,7 @@ __all__ = [
     "StepLabels",
     "TokenCounter",
     "answer_nodes",
+    "answers_nodes",
     "backtrace",
     "backtrace_modes",
     "build_graph",

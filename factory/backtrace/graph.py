@@ -10,12 +10,22 @@ from __future__ import annotations
 import itertools
 import re
 from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from factory.backtrace.linking import Embedder, Linker, _merge, node_key, node_keys, remember
+from factory.backtrace.linking import (
+    Embedder,
+    Linker,
+    _merge,
+    is_specific,
+    names_inside_others,
+    node_key,
+    node_keys,
+    remember,
+)
+from factory.backtrace.names import is_title_case_surface
 from factory.config import BACKTRACE_MODES, BacktraceParams
 from factory.errors import FactoryError
 
@@ -55,6 +65,7 @@ class Graph:
     linker: Linker
     admin_dropped: int
     admin_dropped_ids: list[str] = field(default_factory=list)
+    links: list[tuple[str, str]] = field(default_factory=list)  # containment links (no triplet), sorted
     _adjacency: dict[str, set[str]] | None = None
     _explored: dict[Any, list[str]] = field(default_factory=dict)  # per trajectory id (see explored_entities)
 
@@ -63,15 +74,52 @@ class Graph:
         return sorted({n for _, s, o in self.edges for n in (s, o)})
 
     def adjacency(self) -> dict[str, set[str]]:
-        """Undirected adjacency without self-loops."""
+        """Undirected adjacency without self-loops: the triplets' edges and the containment links."""
         if self._adjacency is None:
             adj: dict[str, set[str]] = defaultdict(set)
             for _, s, o in self.edges:
                 if s != o:
                     adj[s].add(o)
                     adj[o].add(s)
+            for a, b in self.links:
+                adj[a].add(b)
+                adj[b].add(a)
             self._adjacency = adj
         return self._adjacency
+
+
+def find_containment_links(
+    node_of: dict[str, str],
+    names: Sequence[str],
+    max_containers: int,
+    proper: Callable[[list[str]], set[str]] | None = None,
+    inside: list[str] | None = None,
+) -> list[tuple[str, str]]:
+    """Links (sorted node pairs) between a specific name's node and the nodes of every other name that
+    contains it as whole words, when the two were not merged into one node: "cincinnati" and
+    "southwest ohio including cincinnati", "west chicago" and "west chicago high school". A link is no
+    triplet: paths may run through it, but it is never labelled. Only specific names link
+    (``linking.is_specific``: "8", "1975", "us", "film" never do; ``proper(names)`` returns those of
+    the other names that count as specific all the same, e.g. written in title case: "Lake District"),
+    and a name inside more than ``max_containers`` other nodes is a hub ("united states") and links to
+    none of them. ``inside``: ``linking.names_inside_others(names)`` when the caller has it."""
+    if inside is None:
+        inside = names_inside_others(list(names))
+    padded = [f" {n} " for n in names]
+    weak = [n for n in inside if not is_specific(n)]
+    allowed = proper(weak) if weak and proper is not None else set()
+    out: set[tuple[str, str]] = set()
+    for name in inside:
+        if not is_specific(name) and name not in allowed:
+            continue
+        pad = f" {name} "
+        own = node_of[name]
+        size = len(name)
+        containers = {node_of[m] for m, q in zip(names, padded) if len(m) > size and pad in q} - {own}
+        if not containers or len(containers) > max_containers:
+            continue
+        out.update((own, c) if own < c else (c, own) for c in containers)
+    return sorted(out)
 
 
 def build_graph(
@@ -82,8 +130,11 @@ def build_graph(
     fuzzy_threshold: float = 88.0,
     embedder: Embedder | None = None,
     embedding_threshold: float = 0.8,
+    containment_links: bool = True,
+    link_max_containers: int = 8,
 ) -> Graph:
-    """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged."""
+    """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged, and (with
+    ``containment_links``) links between names that stay apart (``find_containment_links``)."""
     admin = _admin_set(admin_relations if isinstance(admin_relations, tuple) else tuple(admin_relations))
     words, key = _relation_words, node_key
     memo = _RELATION_WORDS.get
@@ -98,9 +149,9 @@ def build_graph(
     subjects = [fast(t["subject"]) or key(t["subject"]) for t in kept]
     objects = [fast(t["object"]) or key(t["object"]) for t in kept]
     unique = sorted(set(subjects).union(objects))
-    node_of = _merge(
-        unique, containment, zip(subjects, objects)
-    )  # the pairs are read only if a merge is proposed
+    inside = names_inside_others(unique) if containment and len(unique) > 1 else []
+    # the pairs are read only if a merge is proposed
+    node_of = _merge(unique, containment, zip(subjects, objects), inside)
     node = node_of.__getitem__
     edges = list(zip([t["triplet_id"] for t in kept], map(node, subjects), map(node, objects)))
     linker = Linker(
@@ -111,7 +162,20 @@ def build_graph(
         embedding_threshold=embedding_threshold,
         names=unique,
     )
-    return Graph(edges, linker, len(dropped), dropped)
+    graph_links = []
+    if containment_links and containment:
+
+        def proper(weak: list[str]) -> set[str]:  # names written in title case somewhere in G
+            wanted = set(weak)
+            return {
+                name
+                for t, s_name, o_name in zip(kept, subjects, objects)
+                for raw, name in ((t["subject"], s_name), (t["object"], o_name))
+                if name in wanted and is_title_case_surface(raw)
+            }
+
+        graph_links = find_containment_links(node_of, unique, link_max_containers, proper, inside)
+    return Graph(edges, linker, len(dropped), dropped, graph_links)
 
 
 def link(mention: str, graph: Graph) -> list[str]:
@@ -192,6 +256,11 @@ def _directed_reach(graph: Graph, initial: Sequence[str], targets: Sequence[str]
         if s != o:
             succ[s].add(o)
             pred[o].add(s)
+    for a, b in graph.links:  # a containment link names one thing twice: both directions
+        succ[a].add(b)
+        succ[b].add(a)
+        pred[a].add(b)
+        pred[b].add(a)
     if not initial or not targets:
         return set()
     from_i = _reach(succ, initial)
@@ -210,6 +279,7 @@ def _undirected_simple(
         if s != o:
             by_pair[(s, o) if s < o else (o, s)].append(tid)
             g.add_edge(s, o)
+    g.add_edges_from(graph.links)  # no triplet of their own: by_pair has none for them
     pairs: set[tuple[str, str]] = set()
     for i in sorted(set(initial)):
         if i not in g:

@@ -6,9 +6,10 @@ the entity choices in ``factory.backtrace.targets``, entity linking in ``factory
 
 - ``build_graph``: the DTKG rule filter drops triplets whose relation contains an administrative
   keyword as a word (``id``, ``source``, ``url`` ...); the rest form the graph G whose nodes are
-  normalised entity names with linked variants merged (``factory.backtrace.linking``).
-- ``initial_entities``: nodes linked from the entities of the FIRST explore step's pairs (fallback:
-  nodes named in the question).
+  normalised entity names with linked variants merged (``factory.backtrace.linking``) and containment
+  links between names that contain each other but stay apart (paths may cross them; never labelled).
+- ``initial_entities``: nodes linked from the entities of the FIRST explore step's pairs (fallback, e.g.
+  for graphs without explore steps: the question's entities, ``factory.backtrace.question``).
 - ``target_entities``: per target mode (below).
 - ``supporting_subgraph``: the triplets S_q on paths between I and T, per mode:
   ``undirected_shortest`` (default) — union of all shortest paths between every (i, t) on the
@@ -29,8 +30,10 @@ Rules this module chooses (and tests):
   that pair contributes nothing; triplets touching it count only if they lie on a path between
   *another* (i, t) pair (or, in ``directed_reach``, on a walk I -> ... -> T of length >= 1).
 - Target modes: ``thought_and_answer`` (paper) = nodes named in the final thought and in the answer
-  (longest mention first, spans consumed), plus nodes containing the normalised answer as whole words;
-  if the answer yields no node that way it is linked like a mention (containment, fuzzy).
+  (``answer_nodes``: the node of the answer's own name when there is one; else the nodes named in it
+  plus the nodes containing it as whole words, for a specific or numeric answer; else the answer
+  linked like a mention). An answer that names no node at all targets the passage that states it
+  when the caller gives the passages (``factory.backtrace.answer_passage``).
   ``answer_only`` = the answer's nodes alone; ``gold_answer`` (oracle) = the gold answers' nodes
   (``gold_answers`` argument, else the trajectory's ``answers``); ``question_only`` = nodes named in
   the question (a no-answer control: for chain questions it usually finds nothing beyond I).
@@ -62,9 +65,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from factory.agent.format import render_complete, render_explore
+from factory.backtrace.answer_passage import Passages, with_answer_passages
 from factory.backtrace.graph import ADMIN_RELATIONS, build_graph, supporting_subgraph
 from factory.backtrace.linking import Embedder
-from factory.backtrace.targets import final_step, final_text, initial_entities, target_entities
+from factory.backtrace.targets import answers_nodes, final_step, final_text, initial_entities, target_entities
 from factory.config import BACKTRACE_MODES, TARGET_MODES
 from factory.errors import FactoryError
 
@@ -305,8 +309,15 @@ def backtrace_modes(
     gold_answers: Sequence[str] | None = None,
     embedder: Embedder | None = None,
     embedding_threshold: float = 0.8,
+    containment_links: bool = True,
+    link_max_containers: int = 8,
+    question_case: bool = True,
+    passages: Passages | None = None,
 ) -> list[dict]:
-    """Labels rows for every (mode, target mode), sharing the graph, links and token counts."""
+    """Labels rows for every (mode, target mode), sharing the graph, links and token counts.
+
+    ``passages`` (pid -> sentences of the passages that ground the triplets) enables the answer-passage
+    rule (``factory.backtrace.answer_passage``) for answers that name no node."""
     for m in modes:
         if m not in BACKTRACE_MODES:
             raise FactoryError(f"unknown backtrace mode {m!r}; expected one of {', '.join(BACKTRACE_MODES)}")
@@ -327,6 +338,9 @@ def backtrace_modes(
             gold_answers,
             embedder,
             embedding_threshold,
+            {"containment_links": containment_links, "link_max_containers": link_max_containers},
+            question_case,
+            passages,
         )
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         tid = check_trajectory(trajectory)  # names the bad field; if it finds none, report the raw error
@@ -345,6 +359,9 @@ def _label(
     gold_answers,
     embedder,
     embedding_threshold,
+    link_options,
+    question_case,
+    passages,
 ) -> list[dict]:
     accounting = _Accounting(trajectory, counter)  # validates the cross-record ids first
     tid = trajectory["trajectory_id"]
@@ -355,18 +372,25 @@ def _label(
         fuzzy_threshold=fuzzy_threshold,
         embedder=embedder,
         embedding_threshold=embedding_threshold,
+        **link_options,
     )
-    initial = initial_entities(trajectory, graph)
+    initial = initial_entities(trajectory, graph, question_case=question_case)
     texts = final_text(trajectory)
     question_id = trajectory.get("question_id") or ""
     correct = bool(trajectory.get("correct"))
+    source_of = {t["triplet_id"]: t.get("source_pid") for t in trajectory["triplets"]} if passages else {}
     rows = []
     for target_mode in target_modes:
         targets = target_entities(
             trajectory, graph, target_mode, initial=initial, gold_answers=gold_answers, texts=texts
         )
+        paths_graph = graph
+        answers = _answers_of(trajectory, target_mode, texts, gold_answers) if passages else []
+        if answers and not answers_nodes(answers, graph):
+            paths_graph, stated = with_answer_passages(graph, answers, source_of, passages)
+            targets = sorted(set(targets).union(stated))
         for mode in modes:
-            kept = supporting_subgraph(graph, initial, targets, mode, simple_cutoff)
+            kept = supporting_subgraph(paths_graph, initial, targets, mode, simple_cutoff)
             labels = accounting.labels(kept)
             total = labels.total_tokens
             rows.append(
@@ -392,6 +416,17 @@ def _label(
     return rows
 
 
+def _answers_of(
+    trajectory: dict, target_mode: str, texts: tuple[str, str], gold_answers: Sequence[str] | None
+) -> list[str]:
+    """The answers a target mode targets: the predicted answer, the gold answers, or none."""
+    if target_mode in ("thought_and_answer", "answer_only"):
+        return [texts[1]] if texts[1] else []
+    if target_mode == "gold_answer":
+        return list(gold_answers if gold_answers is not None else trajectory.get("answers") or [])
+    return []
+
+
 def backtrace(
     trajectory: dict,
     mode: str = "undirected_shortest",
@@ -405,6 +440,10 @@ def backtrace(
     gold_answers: Sequence[str] | None = None,
     embedder: Embedder | None = None,
     embedding_threshold: float = 0.8,
+    containment_links: bool = True,
+    link_max_containers: int = 8,
+    question_case: bool = True,
+    passages: Passages | None = None,
 ) -> dict:
     """Backtrace one trajectory: the ``schemas.LABELS`` row for one mode and target mode.
 
@@ -426,4 +465,8 @@ def backtrace(
         gold_answers=gold_answers,
         embedder=embedder,
         embedding_threshold=embedding_threshold,
+        containment_links=containment_links,
+        link_max_containers=link_max_containers,
+        question_case=question_case,
+        passages=passages,
     )[0]

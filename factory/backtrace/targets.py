@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from factory.backtrace.graph import Graph, _reach
-from factory.backtrace.linking import normalize_entity
+from factory.backtrace.linking import is_specific, node_key, normalize_entity
+from factory.backtrace.question import question_entities
 from factory.config import TARGET_MODES
 from factory.errors import FactoryError
 
@@ -56,28 +57,56 @@ def final_text(trajectory: dict) -> tuple[str, str]:
     return thought, answer
 
 
-def initial_entities(trajectory: dict, graph: Graph) -> list[str]:
-    """Nodes linked from the entities of the first explore step's pairs; fallback: nodes named in
-    the question. Sorted."""
+def initial_entities(trajectory: dict, graph: Graph, *, question_case: bool = True) -> list[str]:
+    """Nodes linked from the entities of the first explore step's pairs; fallback: the question's
+    entities (``factory.backtrace.question``; ``question_case=False``: every node name found in the
+    question, letter case ignored). Sorted."""
     first = first_explore_step(trajectory)
     found: set[str] = set()
     if first is not None:
         for pair in first.get("pairs") or ():
             found.update(graph.linker.link(_text(pair["entity"])))
     if not found:
-        found.update(graph.linker.mentions(trajectory.get("question") or ""))
+        question = trajectory.get("question") or ""
+        found.update(
+            question_entities(question, graph.linker) if question_case else graph.linker.mentions(question)
+        )
     return sorted(found)
 
 
 def answer_nodes(answer: str, graph: Graph) -> list[str]:
-    """Nodes an answer names: nodes mentioned in it, plus nodes containing it as whole words; when
+    """Nodes an answer names. The node of that very name when there is one (the answer is that node:
+    "rocky mountains", not also "northern rocky mountains"); else the nodes mentioned in it plus the
+    nodes containing it as whole words ("1988" -> "1988 summer olympics in seoul"; only for an answer
+    that is specific or holds a digit: "us" or "no" is inside too many names to say which); when
     that finds nothing, the answer linked as a mention. Yes/no answers name no node."""
+    key = node_key(answer or "")
     if not answer or normalize_entity(answer) in YES_NO:
         return []
+    node = graph.linker.node_of.get(key)
+    if node is not None:
+        return [node]
     mentioned, containing = graph.linker.mentioned_and_containing(answer)
+    if not (is_specific(key) or any(c.isdigit() for c in key)):
+        containing = set()
     found = containing.union(mentioned)
     if not found:
         found.update(graph.linker.link(answer))
+    return sorted(found)
+
+
+def answers_nodes(answers: Sequence[str], graph: Graph) -> list[str]:
+    """Nodes of several answers (a gold answer and its aliases): the nodes named exactly by any of them
+    when there are such, else every answer's ``answer_nodes``."""
+    exact = {
+        graph.linker.node_of.get(node_key(a)) for a in answers if a and normalize_entity(a) not in YES_NO
+    }
+    exact.discard(None)
+    if exact:
+        return sorted(exact)
+    found: set[str] = set()
+    for a in answers:
+        found.update(answer_nodes(a, graph))
     return sorted(found)
 
 
@@ -152,9 +181,7 @@ def target_entities(
         answers = list(gold_answers if gold_answers is not None else trajectory.get("answers") or [])
     else:
         raise FactoryError(f"unknown target_mode {target_mode!r}; expected one of {', '.join(TARGET_MODES)}")
-    found = set()
-    for a in answers:
-        found.update(answer_nodes(a, graph))
+    found = set(answers_nodes(answers, graph))
     if answers and _is_comparison_answer(
         answers[0], sorted(found), set(initial) | set(explored_entities(trajectory, graph))
     ):

@@ -1,23 +1,23 @@
-"""The bootstrapping report: per variant, rounds, selected round, test evaluation, and the verdict.
+"""The bootstrapping report: per variant, rounds, stop decisions, selected round, test evaluation, verdict.
 
 Reads the metrics every stage wrote (plain JSON under metrics/) and the test trajectories of each
 chain's selected round. Whether backtrace beats the random control and the unfiltered set is
 decided on the test split with a paired bootstrap over (protocol seed, question) pairs: the same
 questions are evaluated for every variant, so the difference of EM has a confidence interval that
-says plainly when the run cannot tell the variants apart.
+says plainly when the run cannot tell the variants apart. The report also states the training budget
+(equal optimizer steps per variant, or epochs) and the tokens each variant's selected policy was
+trained on, next to its EM: a variant that wins by seeing more tokens shows it.
 """
 
 from __future__ import annotations
 
-import random
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from factory import paths
+from factory.bootstrap.paired import paired_difference
 from factory.io import read_json
-
-BOOTSTRAP_SAMPLES = 2000
 
 
 def _read(path: Path) -> dict | None:
@@ -53,13 +53,36 @@ def chain_rounds(variant: str, seed: int, n_rounds: int) -> list[dict]:
                 "examples": va.get("examples", (va.get("counts") or {}).get("examples")),
                 "fa_ratio": va.get("fa_ratio"),
                 "train_loss": tr.get("mean_loss"),
+                "train_init": tr.get("init_policy"),
+                "steps": tr.get("steps"),
+                "examples_seen": tr.get("examples_seen"),
+                "tokens_seen": tr.get("tokens_seen"),
                 "heldout_em": None if ev.get("status") == "skipped" else ev.get("em"),
                 "heldout_f1": None if ev.get("status") == "skipped" else ev.get("f1"),
+                "test": de.get("test"),  # against the best policy before it: difference, 95% CI, improved
                 "stop": de.get("stop"),
                 "reason": de.get("reason"),
             }
         )
     return rows
+
+
+def policy_tokens_seen(rows: Sequence[Mapping], round_: int) -> int | None:
+    """Tokens the policy after ``round_`` was trained on: its adapter's training (falling back past rounds
+    that trained nothing), plus the adapters it continued (train.init: previous). 0 = the base model."""
+    total, r = 0, round_
+    while r >= 0:
+        row = rows[r]
+        if row["status"] != "trained":
+            r -= 1
+            continue
+        if row["tokens_seen"] is None:
+            return None
+        total += int(row["tokens_seen"])
+        if row.get("train_init") in (None, "base"):
+            break
+        r -= 1
+    return total
 
 
 def test_correctness(variant: str, seeds: Sequence[int]) -> dict[tuple[int, str], float]:
@@ -75,19 +98,8 @@ def test_correctness(variant: str, seeds: Sequence[int]) -> dict[tuple[int, str]
     return out
 
 
-def paired_difference(a: Mapping, b: Mapping, seed: int = 0, samples: int = BOOTSTRAP_SAMPLES) -> dict:
-    """Mean EM(a) - EM(b) over shared (seed, question) keys with a 95% paired bootstrap CI."""
-    keys = sorted(set(a) & set(b))
-    if not keys:
-        return {"n": 0, "difference": None, "ci": [None, None]}
-    diffs = [a[k] - b[k] for k in keys]
-    rng = random.Random(seed)
-    boots = sorted(statistics.fmean(rng.choices(diffs, k=len(diffs))) for _ in range(samples))
-    lo, hi = boots[int(0.025 * samples)], boots[int(0.975 * samples) - 1]
-    return {"n": len(keys), "difference": statistics.fmean(diffs), "ci": [lo, hi]}
-
-
 def verdict_line(name: str, other: str, diff: dict) -> str:
+    """One plain line: BEATS (CI above 0), does NOT beat (CI below 0) or CANNOT TELL (CI includes 0)."""
     if diff["n"] == 0:
         return f"{name} vs {other}: no shared test questions; no verdict."
     d, (lo, hi) = diff["difference"], diff["ci"]
@@ -96,14 +108,43 @@ def verdict_line(name: str, other: str, diff: dict) -> str:
         return f"{name} BEATS {other} on this run ({span})."
     if hi < 0:
         return f"{name} does NOT beat {other}: {other} is better on this run ({span})."
-    return f"{name} does NOT clearly beat {other} on this run: the interval includes 0 ({span})."
+    return f"{name} vs {other}: CANNOT TELL on this run, the interval includes 0 ({span})."
 
 
-def build_summary(variants: Sequence[str], seeds: Sequence[int], n_rounds: int) -> dict:
+def budget_line(train: Mapping | None) -> str:
+    """What the training budget was, in words (train params as a dict)."""
+    if not train:
+        return "Training budget: not recorded."
+    if train.get("budget") == "steps":
+        return (
+            f"Training budget: equal compute, {train['max_steps']} optimizer steps of "
+            f"{train['batch_size']} x {train['grad_accum']} examples per round for every variant "
+            "(train.budget: steps; a small set is cycled, a large one stopped early)."
+        )
+    return (
+        f"Training budget: {train['epochs']} epoch(s) per round (train.budget: epochs): a larger set gets "
+        "more optimizer steps, so variants differ in compute as well as in data."
+    )
+
+
+def build_summary(
+    variants: Sequence[str],
+    seeds: Sequence[int],
+    n_rounds: int,
+    *,
+    train: Mapping | None = None,
+    ci_samples: int = 2000,
+    ci_seed: int = 0,
+) -> dict:
+    """Everything the report shows, as plain data (metrics/summary.json). ``train``: params.train as a
+    dict (the budget); ``ci_samples`` / ``ci_seed``: the paired bootstrap of the verdicts."""
     base = _read(paths.base_eval_metrics("heldout")) or {}
     summary: dict = {
         "base_heldout_em": base.get("em"),
         "base_heldout_f1": base.get("f1"),
+        "budget": {
+            k: (train or {}).get(k) for k in ("budget", "max_steps", "epochs", "batch_size", "grad_accum")
+        },
         "variants": {},
         "verdicts": {},
     }
@@ -121,6 +162,8 @@ def build_summary(variants: Sequence[str], seeds: Sequence[int], n_rounds: int) 
                     "heldout_f1": _mean_std([c["heldout_f1"] for c in cells]),
                     "fa_ratio": _mean_std([c["fa_ratio"] for c in cells]),
                     "examples": _mean_std([c["examples"] for c in cells]),
+                    "steps": _mean_std([c["steps"] for c in cells]),
+                    "tokens_seen": _mean_std([c["tokens_seen"] for c in cells]),
                     "status": sorted({c["status"] for c in cells}),
                 }
             )
@@ -134,16 +177,26 @@ def build_summary(variants: Sequence[str], seeds: Sequence[int], n_rounds: int) 
                     "round": c.get("selected_round"),
                     "policy": c.get("selected_policy"),
                     "test": c.get("test"),
+                    "tokens_seen": _selected_tokens(chains, s, c.get("selected_round")),
                 }
                 for s, c in selected.items()
             },
             "test_em": _mean_std([(c.get("test") or {}).get("em") for c in selected.values()]),
             "test_f1": _mean_std([(c.get("test") or {}).get("f1") for c in selected.values()]),
         }
+        summary["variants"][variant]["tokens_seen"] = _mean_std(
+            [sel["tokens_seen"] for sel in summary["variants"][variant]["selected"].values()]
+        )
         correctness[variant] = test_correctness(variant, seeds)
     if "backtrace" in variants:
         for other in (v for v in variants if v != "backtrace"):
-            diff = paired_difference(correctness["backtrace"], correctness[other])
+            diff = paired_difference(
+                correctness["backtrace"],
+                correctness[other],
+                samples=ci_samples,
+                seed=ci_seed,
+                names=("backtrace", other),
+            )
             summary["verdicts"][f"backtrace_vs_{other}"] = {
                 **diff,
                 "line": verdict_line("backtrace", other, diff),
@@ -151,10 +204,53 @@ def build_summary(variants: Sequence[str], seeds: Sequence[int], n_rounds: int) 
     return summary
 
 
+def _selected_tokens(chains: Mapping, seed: str, round_: int | None) -> int | None:
+    rows = next((rows for s, rows in chains.items() if str(s) == str(seed)), None)
+    if rows is None or round_ is None:
+        return None
+    return policy_tokens_seen(rows, round_) if round_ >= 0 else 0
+
+
 def _fmt(cell: dict, digits: int = 3) -> str:
     if cell["mean"] is None:
         return "–"
     return f"{cell['mean']:.{digits}f}" + (f" ± {cell['std']:.{digits}f}" if cell["n"] > 1 else "")
+
+
+def _num(value, digits: int = 3) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def decision_line(seed: str, row: Mapping) -> str | None:
+    """'seed 0, round 1: held-out EM 0.250 vs round 0 0.167: difference +0.083, 95% CI [...] -> no gain;
+    stop (reason)' -- the stop test of one round, as the decision file recorded it."""
+    test = row.get("test")
+    if row.get("stop") is None:
+        return None
+    then = f"stop ({row['reason']})" if row["stop"] else "continue"
+    if test is None:
+        return f"seed {seed}, round {row['round']}: skipped; {then}."
+    against = "the base model" if test["against"] < 0 else f"round {test['against']}"
+    lo, hi = test["ci"]
+    return (
+        f"seed {seed}, round {row['round']}: held-out EM {_num(test['em'])} "
+        f"vs {against} {_num(test['best_em'])}: "
+        f"difference {test['difference']:+.3f}, 95% CI [{lo:+.3f}, {hi:+.3f}] over {test['n']} questions "
+        f"-> {'gain' if test['improved'] else 'no gain'}{_why(test)}; {then}."
+    )
+
+
+def _why(test: Mapping) -> str:
+    """Which half of the stop test decided, where the two halves disagree."""
+    if "rises" not in test:
+        return ""
+    if test["improved"] and not test["ci_above_zero"]:
+        return " (by the threshold test; the CI includes 0)"
+    if not test["improved"] and test["rises"] and not test["ci_above_zero"]:
+        return " (the rise is within the noise: the CI includes 0)"
+    if not test["improved"] and test["ci_above_zero"] and not test["rises"]:
+        return " (the CI is above 0 but the rise is below min_delta)"
+    return ""
 
 
 def render_markdown(summary: dict, relevance: dict | None, seeds: Sequence[int]) -> str:
@@ -165,33 +261,55 @@ def render_markdown(summary: dict, relevance: dict | None, seeds: Sequence[int])
         "Base model held-out EM: "
         f"{summary['base_heldout_em'] if summary['base_heldout_em'] is not None else '–'}.",
         "",
+        budget_line(summary.get("budget")),
+        "",
         "## Verdict",
         "",
     ]
     lines += [f"- {v['line']}" for v in summary["verdicts"].values()] or [
         "- no backtrace variant in this run."
     ]
+    lines += [
+        "",
+        "| variant | test EM | test F1 | tokens seen by the selected policy's training |",
+        "|---|---|---|---|",
+    ]
+    for variant, data in summary["variants"].items():
+        lines.append(
+            f"| {variant} | {_fmt(data['test_em'])} | {_fmt(data['test_f1'])} "
+            f"| {_fmt(data['tokens_seen'], 0)} |"
+        )
     for variant, data in summary["variants"].items():
         lines += [
             "",
             f"## {variant}",
             "",
-            "| round | status | examples | FA ratio | held-out EM | held-out F1 |",
-            "|---|---|---|---|---|---|",
+            "| round | status | examples | steps | tokens seen | FA ratio | held-out EM | held-out F1 |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for b in data["by_round"]:
             lines.append(
                 f"| {b['round']} | {', '.join(b['status'])} | {_fmt(b['examples'], 0)} | "
+                f"{_fmt(b['steps'], 0)} | {_fmt(b['tokens_seen'], 0)} | "
                 f"{_fmt(b['fa_ratio'])} | {_fmt(b['heldout_em'])} | {_fmt(b['heldout_f1'])} |"
             )
+        lines += ["", "Stop decisions (held-out EM against the best policy before each round):", ""]
+        decisions = [
+            line
+            for seed, rows in data["chains"].items()
+            for row in rows
+            if (line := decision_line(seed, row)) is not None
+        ]
+        lines += [f"- {line}" for line in decisions] or ["- no decision recorded."]
         lines.append("")
         for seed, sel in data["selected"].items():
             test = sel.get("test") or {}
             round_name = "base model" if sel["round"] == -1 else f"round {sel['round']}"
             lines.append(
-                f"- seed {seed}: selected {round_name} (`{sel['policy']}`); test EM {test.get('em')}, F1 "
-                f"{test.get('f1')} "
-                f"on {test.get('questions')} questions (the only use of the test split)."
+                f"- seed {seed}: selected {round_name} (`{sel['policy']}`, trained on "
+                f"{sel.get('tokens_seen') if sel.get('tokens_seen') is not None else '–'} tokens); test EM "
+                f"{test.get('em')}, F1 {test.get('f1')} on {test.get('questions')} questions "
+                "(the only use of the test split)."
             )
         by_route = {}
         for sel in data["selected"].values():

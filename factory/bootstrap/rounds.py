@@ -5,18 +5,15 @@ gives the adapter ``<variant>-r<r>`` (models/<variant>/seed_<s>/round_<r>/), whi
 r+1. A round whose training set was empty (or that was skipped) produces no adapter: the policy
 after it is the policy before it.
 
-The stopping rule (DESIGN §5): after each round, the new policy's held-out EM is compared with the
-best so far (the base model included); when it has not improved by more than ``min_delta`` for
-``patience`` rounds, or ``max_rounds`` rounds have run, later rounds are skipped. DVC cannot stop a
-loop, so skipped rounds still run as stages and record ``skipped``; the report picks the best round.
-Each chain starts with an ``init`` decision (the base model's held-out EM) so that every round,
-round 0 included, depends on "the decision after the previous step" in the same way.
+The stopping rule itself is factory.bootstrap.stop; its decisions are read here. DVC cannot stop a
+loop, so rounds after a stop still run as stages and record ``skipped``; the report picks the best
+round. Each chain starts with an ``init`` decision (the base model's held-out EM) so that every
+round, round 0 included, depends on "the decision after the previous step" in the same way.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
 
 from factory import paths
 from factory.agent.policy import BASE, Policy
@@ -80,51 +77,3 @@ def skip_reason(variant: str, round_: int, seed: int = 0) -> str | None:
         return None
     decision = read_decision(variant, round_ - 1, seed)
     return decision["reason"] if decision["stop"] else None
-
-
-@dataclass
-class Decision:
-    round: int  # the round just evaluated (-1: chain start)
-    base_em: float
-    history: list[float | None]  # held-out EM after each round 0..round; None = round skipped
-    best_round: int  # -1 = the base model is best
-    best_em: float
-    stale_rounds: int  # rounds since the last improvement
-    stop: bool  # True: rounds after this one are skipped
-    reason: str | None
-
-    def as_dict(self) -> dict:
-        return asdict(self)
-
-
-def decide(
-    base_em: float, history: list[float | None], *, min_delta: float, patience: int, max_rounds: int
-) -> Decision:
-    """Apply the stopping rule to held-out EM after each round (None = a skipped round)."""
-    best_round, best_em, stale = -1, float(base_em), 0
-    reason = None
-    for r, em in enumerate(history):
-        if em is None:
-            reason = reason or "an earlier decision stopped this chain"
-            continue
-        if em > best_em + min_delta:
-            best_round, best_em, stale = r, float(em), 0
-        else:
-            stale += 1
-        if reason is None and stale >= patience:
-            reason = (
-                         f"held-out EM has not improved by more than {min_delta} for {stale} round(s) "
-                         f"(patience {patience})"
-                     )
-    if reason is None and len(history) >= max_rounds:
-        reason = f"max_rounds ({max_rounds}) reached"
-    return Decision(
-        len(history) - 1,
-        float(base_em),
-        list(history),
-        best_round,
-        best_em,
-        stale,
-        reason is not None,
-        reason,
-    )

@@ -43,6 +43,9 @@ from factory.relevance.stats import (
 from factory.text import normalize_answer
 
 LEVELS = ("paragraph", "sentence")
+# the review's definition: the grounding passage is a gold supporting paragraph AND the entailment judge
+# says the passage states the triplet (factory.relevance.entailment); scored when verdicts are given
+ENTAILED = "paragraph_entailed"
 KEEP_ALL, ANSWER_ENTITY, RANDOM = "keep_all", "answer_entity", "random_matched"
 
 
@@ -134,10 +137,14 @@ class Evaluated:
     gold_facts: set[tuple[str, int]] | None
     kept: dict[str, list[set[str]]] = field(default_factory=dict)  # method -> kept set per seed
     no_path: dict[str, bool] = field(default_factory=dict)  # S_q method -> no path found
+    entailed: dict[str, bool | None] | None = None  # triplet id -> the judge's verdict (None: not judged)
 
     def relevant(self, level: str) -> set[str]:
         if level == "paragraph":
             return {t for t in self.triplets if self.grounding[t][0] in self.gold_pids}
+        if level == ENTAILED:
+            verdicts = self.entailed or {}
+            return {t for t in self.relevant("paragraph") if verdicts.get(t) is True}
         facts = self.gold_facts or set()
         return {t for t in self.triplets if self.grounding[t] in facts}
 
@@ -153,9 +160,10 @@ def prepare(
     default: tuple[str, str],
     random_seeds: Sequence[int],
     source: str = "",
+    entailed: dict[str, bool | None] | None = None,
 ) -> Evaluated:
     """Ground a trajectory and compute every method's kept set (labels: its rows, one per mode x target
-    mode)."""
+    mode). ``entailed``: the entailment judge's verdicts by triplet id, when judged."""
     tid = trajectory["trajectory_id"]
     by_combo = {(r["mode"], r["target_mode"]): r for r in label_rows}
     gold_pids, gold_facts = gold_support(question)
@@ -170,6 +178,7 @@ def prepare(
         ground_for_relevance(trajectory, passages_by_pid, threshold),
         gold_pids,
         gold_facts,
+        entailed=entailed,
     )
     known = set(triplets)
     for combo in combos:
@@ -294,15 +303,21 @@ def evaluate(
     seed: int,
 ) -> dict[str, dict]:
     """Scores of every group and level; paired bootstrap differences S_q(default) - control."""
-    per_level = {level: level_counts(items, level, methods) for level in LEVELS}
+    judged = np.array([e.entailed is not None for e in items], dtype=bool)
+    levels = LEVELS + ((ENTAILED,) if judged.any() else ())
+    per_level = {level: level_counts(items, level, methods) for level in levels}
     extra = extra_counts(items, methods)
     has_facts = np.array([e.gold_facts is not None for e in items], dtype=bool)
     results: dict[str, dict] = {}
     for name, member_list in groups_of(items).items():
         members = np.array(member_list, dtype=int)
         group = {"trajectories": len(members), "levels": {}}
-        for level in LEVELS:
-            subset = members if level == "paragraph" else members[has_facts[members]]
+        for level in levels:
+            subset = (
+                members
+                if level == "paragraph"
+                else members[(judged if level == ENTAILED else has_facts)[members]]
+            )
             if not len(subset):
                 continue
             weights = bootstrap_weights(len(subset), bootstrap_samples, bootstrap_rng(seed, name, level))
@@ -418,8 +433,11 @@ def check_relevance(
     random_seeds: int = 5,
     seed: int = 23,
     bar: float = 0.8,
+    entailment: Mapping[tuple[str, str], bool | None] | None = None,
 ) -> dict:
     """Relevance of the backtraced labels vs gold supporting facts over all sources (see module doc).
+    ``entailment``: the judge's verdicts by (trajectory id, triplet id); with it the review's definition
+    (``ENTAILED`` level: gold paragraph and entailed) is scored too.
 
     Only correct trajectories are scored; identical trajectories from several sources count once; a
     trajectory without labels for every mode x target mode (those common to all sources) is left out and
@@ -490,6 +508,12 @@ def check_relevance(
                     default=default,
                     random_seeds=seeds,
                     source=src.name,
+                    entailed=None
+                    if entailment is None
+                    else {
+                        x["triplet_id"]: entailment.get((t["trajectory_id"], x["triplet_id"]))
+                        for x in t.get("triplets") or []
+                    },
                 )
             )
     head.update(

@@ -88,7 +88,8 @@ def render_markdown(result: Mapping) -> str:
         (
             "Only correct trajectories are scored (they are what gets trained on). Default S_q: "
             f"`{default[3:]}`. "
-            "Gold relevance: a triplet is relevant when the passage (sentence) it grounds to (threshold "
+            "Gold relevance: a triplet is relevant when the passage (sentence) it grounds to (lexical "
+            "grounding, relation-blind: subject and object tokens only; threshold "
             f"{p['threshold']}) is a gold "
             "supporting paragraph (fact); MuSiQue has paragraph-level support only. Micro = over "
             "triplets, macro = mean over "

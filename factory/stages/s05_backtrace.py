@@ -5,7 +5,9 @@ Reads data/trajectories/<V>/seed_<S>/round_<R>.parquet, writes data/labels/<V>/s
 metrics/backtrace/<V>/seed_<S>/round_<R>.json: per mode x target mode the mean FA ratio over correct
 trajectories, the share with no path found, mean kept triplets and admin-dropped triplets, overall,
 by dataset and by route. Token counts use the policy's tokenizer (``llm.model``, else
-``model.dir``, loaded offline); without one, whitespace tokens, recorded as such. A skipped round
+``model.dir``, loaded offline); without one, whitespace tokens, recorded as such. With
+``backtrace.answer_passage`` the sentences of the grounding passages come from
+data/interim/passages.parquet (missing file: the rule is off, said in the metrics). A skipped round
 (empty trajectory file) writes an empty labels file and status ``skipped``. Gated by
 ``validators.labels`` (Great Expectations).
 """
@@ -34,14 +36,30 @@ def add_arguments(parser) -> None:
     chain_arguments(parser, "bootstrapping round whose trajectories are labelled")
 
 
-def label_all(trajectories: list[dict], params: Params, counter: TokenCounter) -> list[dict]:
+def grounding_passages(trajectories: list[dict], params: Params) -> tuple[dict | None, str | None]:
+    """(pid -> sentences of every passage that grounds a triplet, None) for the answer-passage rule;
+    (None, why) when the rule is off or data/interim/passages.parquet is missing."""
+    if not params.backtrace.answer_passage:
+        return None, "backtrace.answer_passage is false"
+    if not paths.PASSAGES.exists():
+        return None, f"{paths.PASSAGES} is missing (run `factory ingest`)"
+    wanted = {x.get("source_pid") for t in trajectories for x in t.get("triplets") or []} - {None}
+    rows = read_rows(paths.PASSAGES, columns=["pid", "sentences"]) if wanted else []
+    return {r["pid"]: list(r["sentences"] or []) for r in rows if r["pid"] in wanted}, None
+
+
+def label_all(
+    trajectories: list[dict], params: Params, counter: TokenCounter, passages: dict | None = None
+) -> list[dict]:
     """Labels rows of every trajectory x params.backtrace.modes x target_modes, sorted."""
     bp = params.backtrace
     options = backtrace_options(params)
     rows = []
     for t in progress(trajectories, desc="backtrace", unit="traj"):
         try:
-            rows.extend(backtrace_modes(t, bp.modes, bp.target_modes, tokenizer=counter, **options))
+            rows.extend(
+                backtrace_modes(t, bp.modes, bp.target_modes, tokenizer=counter, passages=passages, **options)
+            )
         except BadTrajectory:
             raise
         except FactoryError as exc:
@@ -89,7 +107,10 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     counter, fallback = load_token_counter(params)
     if fallback:
         log.warning("backtrace: no policy tokenizer (%s); counting whitespace tokens", fallback)
-    labels = label_all(trajectories, params, counter)
+    passages, passages_off = grounding_passages(trajectories, params)
+    if passages_off and bp.answer_passage:
+        log.warning("backtrace: answer-passage rule off: %s", passages_off)
+    labels = label_all(trajectories, params, counter, passages)
     gate = run_suites(
         f"backtrace-{variant}-seed_{seed}-round_{round_}",
         labels_specs(trajectories, labels, bp.modes, bp.target_modes),
@@ -102,6 +123,8 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         "tokenizer": counter.name,
         "tokenizer_fallback_reason": fallback,
         "embedding_model": bp.embedding_model,
+        "answer_passage": passages is not None,
+        "answer_passage_off_reason": passages_off,
         "trajectories": len(trajectories),
         "correct": sum(1 for t in trajectories if t["correct"]),
         "labels": len(labels),

@@ -1,7 +1,9 @@
 """Stage variants: a round's supervision set for one variant (backtrace | random | unfiltered).
 
 Reads the round's trajectories and backtrace labels (the params.backtrace.mode x target_mode rows),
-builds the examples (factory.variants), accumulates rounds 0..R-1 when params.variants.accumulate,
+builds the examples (factory.variants; with params.variants.exclude_parametric, the trajectories the
+counterfactual stage flagged parametric are left out of every variant alike, counted in stats.json),
+accumulates rounds 0..R-1 when params.variants.accumulate,
 gates the set (validators.supervision: unique ids, random matched to backtrace per trajectory, no
 held-out/test question by id or normalised text) and writes data/supervision/<V>/seed_<S>/round_<R>/
 train.parquet + train.jsonl (OpenAI chat fine-tuning format) + stats.json, and
@@ -18,6 +20,7 @@ from factory.bootstrap.rounds import skip_reason
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_jsonl
+from factory.relevance.causal import parametric_exclusion
 from factory.stages import chain_arguments
 from factory.variants import accumulated, build_set, labels_index
 from schemas import read_rows, write_parquet
@@ -47,6 +50,26 @@ def _why_empty(variant: str, round_: int, seed: int) -> str:
     except FactoryError:  # no decision recorded: the trajectories stage simply produced nothing
         reason = None
     return reason or "the round's trajectory file is empty"
+
+
+def _parametric(trajectories: list[dict], variant: str, round_: int, seed: int) -> tuple[set[str], dict]:
+    """Parametric trajectories of the round (the counterfactual stage's closed-book answers), to leave out."""
+    path = paths.counterfactual(variant, round_, seed)
+    if not path.exists():
+        raise FactoryError(
+            f"{path} is missing: variants.exclude_parametric needs `factory counterfactual --variant "
+            f"{variant} --round {round_} --seed {seed}` first"
+        )
+    exclude, counts = parametric_exclusion(trajectories, read_rows(path))
+    if counts["unknown_kept"]:
+        log.warning(
+            "variants %s round %d: %d correct trajectories were not re-asked closed-book (counterfactual."
+            "max_trajectories or conditions): kept, parametric or not",
+            variant,
+            round_,
+            counts["unknown_kept"],
+        )
+    return exclude, {"exclude_parametric": True, "source": str(path), **counts}
 
 
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
@@ -95,7 +118,10 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
             f"--seed {seed}` first"
         )
     labels = read_rows(labels_path)
-    built = build_set(trajectories, labels, variant, round_, control_seed, mode, target_mode)
+    exclude, parametric = set(), {"exclude_parametric": False}
+    if params.variants.exclude_parametric:
+        exclude, parametric = _parametric(trajectories, variant, round_, seed)
+    built = build_set(trajectories, labels, variant, round_, control_seed, mode, target_mode, exclude)
     examples, rounds = built.examples, [round_]
     if params.variants.accumulate:
         examples, rounds = accumulated(built.examples, variant, round_, seed)
@@ -110,6 +136,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     stats = {
         **head,
         **built.stats,
+        "parametric": parametric,
         "status": status,
         "examples_in_set": len(examples),
         "accumulated_rounds": rounds,

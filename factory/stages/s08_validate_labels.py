@@ -3,7 +3,13 @@
 Reads every round of every chain that exists (data/trajectories/<V>/seed_<S>/round_<R>.parquet with
 its labels; empty files — skipped rounds — are left out and listed), scores S_q and the controls
 (factory.relevance.check) and writes metrics/relevance.json, reports/relevance.md and reports/relevance.png.
-With no trajectories at all it writes the three files saying so.
+The rounds' counterfactual rows (data/counterfactual/..., where present) add the causal check: verdicts,
+accuracy per condition, effects, and S_q's relevance split by parametric answers
+(factory.relevance.causal_report; ``causal`` in the JSON, its own section in the report).
+With ``grounding.judge: llm`` the entailment judge (factory.relevance.entailment) checks every lexically
+grounded triplet of the correct trajectories first; its verdicts go to data/relevance/entailment.parquet
+(empty with the lexical judge) and gold relevance is then reported both ways.
+With no trajectories at all it writes the files saying so.
 """
 
 from __future__ import annotations
@@ -16,9 +22,12 @@ from factory import paths
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_text
+from factory.relevance.causal_report import causal_check, render_causal_section
 from factory.relevance.check import Source, check_relevance
+from factory.relevance.entailment import judge_sources
+from factory.relevance.entailment_report import entailment_result, render_entailment_markdown
 from factory.relevance.report import render_figure, render_markdown
-from schemas import read_rows
+from schemas import read_rows, write_parquet
 
 COMMAND = "validate-labels"
 HELP = (
@@ -42,6 +51,7 @@ def discover_rounds(root: Path = Path("data/trajectories")) -> list[tuple[str, i
 def run(params: Params) -> dict:
     sources: list[Source] = []
     left_out: list[dict] = []
+    counterfactual_rows: dict[str, list[dict]] = {}
     for variant, seed, round_ in discover_rounds():
         name = f"{variant}/seed_{seed}/round_{round_}"
         trajectories = read_rows(paths.trajectories(variant, round_, seed))
@@ -59,6 +69,8 @@ def run(params: Params) -> dict:
             )
             continue
         sources.append(Source(name, trajectories, read_rows(labels_path)))
+        if paths.counterfactual(variant, round_, seed).exists():
+            counterfactual_rows[name] = read_rows(paths.counterfactual(variant, round_, seed))
 
     questions_by_id, passages_by_pid = {}, {}
     if sources:
@@ -81,6 +93,8 @@ def run(params: Params) -> dict:
             if p["pid"] in pids
         }
 
+    judged, verdicts, entailment = judge_sources(sources, questions_by_id, passages_by_pid, params)
+    write_parquet(judged, paths.ENTAILMENT, "entailment")
     r = params.relevance
     result = check_relevance(
         sources,
@@ -92,10 +106,27 @@ def run(params: Params) -> dict:
         random_seeds=r.random_seeds,
         seed=r.seed,
         bar=r.bar,
+        entailment=verdicts,
     )
     result["left_out_sources"] = left_out
+    cp = params.counterfactual
+    result["causal"] = causal_check(
+        sources,
+        counterfactual_rows,
+        questions_by_id,
+        passages_by_pid,
+        default_combo=(params.backtrace.mode, params.backtrace.target_mode),
+        threshold=params.agent.grounding_threshold,
+        bootstrap_samples=r.bootstrap_samples,
+        seed=r.seed,
+        margin=cp.margin,
+        min_trajectories=cp.min_trajectories,
+    )
+    result["entailment"] = entailment_result(result, entailment)
     write_json(paths.METRICS / "relevance.json", result)
-    write_text(paths.REPORTS / "relevance.md", render_markdown(result))
+    report = render_markdown(result) + render_entailment_markdown(result)
+    report += "\n" + render_causal_section(result["causal"])
+    write_text(paths.REPORTS / "relevance.md", report)
     render_figure(result, paths.REPORTS / "relevance.png")
     if result["status"] != "ok":
         log.warning(
@@ -107,4 +138,6 @@ def run(params: Params) -> dict:
         )
     for verdict in result["verdicts"].values():
         log.info("%s", verdict["line"])
+    for verdict in result["causal"].get("verdicts", {}).values():
+        log.info("causal check: %s", verdict["line"])
     return result

@@ -3,7 +3,8 @@
 ``--variant V --round R`` evaluates the policy after round R (the adapter trained on round R's
 set, falling back past rounds that produced none); ``--variant base`` evaluates the base model
 (shared by every chain). The questions are ``evaluate.n_questions`` of the split, even across
-datasets, drawn with ``evaluate.seed`` + 1000 x protocol seed: the same questions every round.
+datasets, drawn with ``evaluate.seed``: the same questions every round, for every protocol seed and
+for the base model (the stop rule compares them question by question).
 Writes the trajectories (data/eval/...) and the metrics (metrics/eval/...); a round after the stop
 point records ``skipped``.
 """
@@ -65,7 +66,6 @@ def run(params: Params, variant: str, round_: int = 0, split: str = "heldout", s
         params,
         policy,
         split=split,
-        seed=seed,
         run_id=run_id,
         out_path=data_path,
         desc=f"evaluate {variant} r{round_} {split}",

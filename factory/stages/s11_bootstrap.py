@@ -5,14 +5,18 @@ from __future__ import annotations
 import logging
 
 from factory import paths
-from factory.bootstrap.rounds import decide
+from factory.agent.policy import BASE
+from factory.bootstrap.stop import decide, heldout_scores
 from factory.config import Params
 from factory.errors import FactoryError
-from factory.io import read_json, write_json
+from factory.io import write_json
 from factory.stages import chain_arguments
 
 COMMAND = "bootstrap"
-HELP = "decide after a round whether later rounds run (held-out EM, min_delta, patience, max_rounds)"
+HELP = (
+    "decide after a round whether later rounds run (held-out EM, paired bootstrap CI, min_delta, patience, "
+    "max_rounds)"
+)
 log = logging.getLogger(__name__)
 
 
@@ -20,26 +24,22 @@ def add_arguments(parser) -> None:
     chain_arguments(parser, "the round just evaluated (-1: chain start)", round_default=-1)
 
 
-def heldout_em(path) -> float | None:
-    """Overall held-out EM from an evaluation metrics file; None when that round was skipped."""
-    if not path.exists():
-        raise FactoryError(f"{path} is missing: evaluate that policy on the held-out split first")
-    metrics = read_json(path)
-    if metrics.get("status") == "skipped":
-        return None
-    overall = metrics.get("overall", metrics)
-    if "em" not in overall:
-        raise FactoryError(f"{path} has no overall 'em'")
-    return float(overall["em"])
-
-
 def run(params: Params, variant: str, seed: int = 0, round_: int = -1) -> None:
     b = params.bootstrap
-    base_em = heldout_em(paths.base_eval_metrics("heldout"))
-    if base_em is None:
+    base = heldout_scores(BASE)
+    if base is None:
         raise FactoryError("the base model's held-out evaluation was skipped; it must run")
-    history = [heldout_em(paths.eval_metrics(variant, r, "heldout", seed)) for r in range(round_ + 1)]
-    decision = decide(base_em, history, min_delta=b.min_delta, patience=b.patience, max_rounds=b.max_rounds)
+    history = [heldout_scores(variant, r, seed) for r in range(round_ + 1)]
+    decision = decide(
+        base,
+        history,
+        min_delta=b.min_delta,
+        patience=b.patience,
+        max_rounds=b.max_rounds,
+        stop_test=b.stop_test,
+        samples=b.ci_samples,
+        seed=b.ci_seed,
+    )
     out = paths.decision(variant, round_, seed) if round_ >= 0 else paths.init_decision(variant, seed)
     # Only the decision and its numbers: later rounds depend on this file, so a rule change that
     # does not change the decision (e.g. -S bootstrap.max_rounds=3) must not change its bytes.
@@ -57,12 +57,21 @@ def run(params: Params, variant: str, seed: int = 0, round_: int = -1) -> None:
             {"status": "init", "examples": 0},
         )
     verdict = f"stop ({decision.reason})" if decision.stop else "continue"
+    test = decision.test
+    against = ""
+    if test is not None:
+        lo, hi = test["ci"]
+        against = (
+            f", EM difference vs round {test['against']} {test['difference']:+.3f} "
+            f"(95% CI [{lo:+.3f}, {hi:+.3f}]: {'improved' if test['improved'] else 'no gain'})"
+        )
     log.info(
-        "bootstrap %s seed %d after round %d: EM history %s, best round %d -> %s",
+        "bootstrap %s seed %d after round %d: EM history %s%s, best round %d -> %s",
         variant,
         seed,
         round_,
-        history,
+        decision.history,
+        against,
         decision.best_round,
         verdict,
     )

@@ -47,7 +47,6 @@ def run(params: Params, variant: str) -> dict:
             params,
             policy,
             split="test",
-            seed=seed,
             run_id=f"test/{variant}/seed_{seed}/selected",
             out_path=paths.selected_test_data(variant, seed),
             desc=f"test {variant} seed {seed}",
@@ -80,6 +79,9 @@ def run(params: Params, variant: str) -> dict:
                 "min_delta": params.bootstrap.min_delta,
                 "patience": params.bootstrap.patience,
                 "max_rounds": params.bootstrap.max_rounds,
+                "stop_test": params.bootstrap.stop_test,
+                "ci_samples": params.bootstrap.ci_samples,
+                "ci_seed": params.bootstrap.ci_seed,
             },
             "chains": {
                 s: {k: c[k] for k in ("decision", "selected_round", "selected_policy", "heldout_em")}

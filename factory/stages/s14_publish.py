@@ -1,4 +1,6 @@
-"""Stage publish: each variant's final supervision set as a Hugging Face dataset folder with a card."""
+"""Stage publish: each variant's final supervision sets (every seed's selected round) as a Hugging Face
+dataset folder with a card; `--push-to-hub` uploads them (repo id from publish.repo_id, token from
+HF_TOKEN)."""
 
 from __future__ import annotations
 
@@ -8,16 +10,24 @@ from pathlib import Path
 from factory import paths
 from factory import publish as publishing
 from factory.config import Params
+from factory.errors import FactoryError
 from factory.io import read_json, write_json
 
 COMMAND = "publish"
-HELP = "write each variant's final supervision set as a Hugging Face dataset folder (parquet + dataset card)"
+HELP = (
+    "write each variant's final supervision sets (the selected round of every seed) as a Hugging Face "
+    "dataset folder (parquet + dataset card); --push-to-hub uploads them"
+)
 log = logging.getLogger(__name__)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--push-to-hub", dest="push_to_hub", metavar="REPO", default=None,
-                        help="also upload each variant to the Hub as REPO-<variant> (token from HF_TOKEN)")
+    parser.add_argument(
+        "--push-to-hub",
+        dest="push_to_hub",
+        action="store_true",
+        help="also upload each variant to the Hub as <publish.repo_id>-<variant> (token from HF_TOKEN)",
+    )
 
 
 def _model_identity(params: Params) -> str:
@@ -26,12 +36,30 @@ def _model_identity(params: Params) -> str:
     return f"{params.llm.backend}:{params.llm.model} (base: {base})"
 
 
-def run(params: Params, push_to_hub: str | None = None) -> list[dict]:
+def selected_rounds(summary: dict, variant: str, seeds: list[int]) -> dict[int, int]:
+    """seed -> the selected round of that chain (metrics/summary.json, written by `factory report`)."""
+    selected = (summary.get("variants", {}).get(variant) or {}).get("selected") or {}
+    missing = [s for s in seeds if (selected.get(str(s)) or {}).get("round") is None]
+    if missing:
+        raise FactoryError(
+            f"{paths.METRICS / 'summary.json'} has no selected round for {variant} seed(s) {missing}: "
+            "run `factory select` and `factory report` first (`dvc repro` runs them in order)"
+        )
+    return {s: int(selected[str(s)]["round"]) for s in seeds}
+
+
+def run(params: Params, push_to_hub: bool = False) -> list[dict]:
+    # A push without a token or a repo id fails here, before anything is written or uploaded.
+    token = publishing.hub_token() if push_to_hub else None
+    repos = (
+        {v: publishing.hub_repo(params.publish.repo_id, v) for v in params.bootstrap.variants}
+        if push_to_hub
+        else {}
+    )
     summary = read_json(paths.METRICS / "summary.json") if (paths.METRICS / "summary.json").exists() else {}
     relevance = (
         read_json(paths.METRICS / "relevance.json") if (paths.METRICS / "relevance.json").exists() else {}
     )
-    seed = params.bootstrap.seeds[0]
     results = []
     for variant in params.bootstrap.variants:
         info = {
@@ -44,19 +72,18 @@ def run(params: Params, push_to_hub: str | None = None) -> list[dict]:
             ),
             "datasets": list(params.corpora),
         }
-        result = publishing.publish_variant(
-            variant, paths.PUBLISHED / variant, info, seed=seed, rounds=len(params.bootstrap.rounds)
-        )
-        if push_to_hub:
-            publishing.push_to_hub(paths.PUBLISHED / variant, f"{push_to_hub}-{variant}")
-            result["pushed_to"] = f"{push_to_hub}-{variant}"
+        selected = selected_rounds(summary, variant, list(params.bootstrap.seeds))
+        result = publishing.publish_variant(variant, paths.PUBLISHED / variant, info, selected)
         results.append(result)
         log.info(
-            "publish %s: %d examples from rounds %s -> %s",
+            "publish %s: %d examples (%s) -> %s",
             variant,
             result["examples"],
-            result["rounds"],
+            ", ".join(f"seed {s}: round {r['selected_round']}" for s, r in result["seeds"].items()),
             result["path"],
         )
     write_json(paths.METRICS / "published.json", {"sets": results})
+    for variant, repo in repos.items():
+        publishing.push_to_hub(paths.PUBLISHED / variant, repo, token, private=params.publish.private)
+        log.info("publish %s: uploaded to https://huggingface.co/datasets/%s", variant, repo)
     return results

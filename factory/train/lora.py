@@ -27,6 +27,7 @@ from factory.config import TrainParams
 from factory.errors import FactoryError
 from factory.io import write_json
 from factory.train.examples import IGNORE, PadCollator, data_hash, encode_examples
+from factory.train.trainer import counting_trainer_class
 
 log = logging.getLogger(__name__)
 
@@ -225,6 +226,9 @@ def training_argument_values(
     return {
         "output_dir": output_dir,
         "num_train_epochs": params.epochs,
+        # budget: steps -> the same number of optimizer steps for every set (the Trainer cycles a small
+        # set over several epochs and stops a large one early); -1 = train.epochs decides
+        "max_steps": params.max_steps if params.budget == "steps" else -1,
         "per_device_train_batch_size": params.batch_size,
         "gradient_accumulation_steps": params.grad_accum,
         "learning_rate": params.learning_rate,
@@ -326,12 +330,11 @@ def fit_lora(
         )
 
     import torch
-    from transformers import Trainer
 
     model = build_model(model_path, params, init_adapter, dtype)
     rows = [{"input_ids": e.input_ids, "labels": e.labels} for e in encoded.examples]
     with tempfile.TemporaryDirectory(prefix="factory-train-") as scratch:
-        trainer = Trainer(
+        trainer = counting_trainer_class()(
             model=model,
             args=training_arguments(
                 params, scratch, device, dtype, progress=os.environ.get("FACTORY_NO_PROGRESS") != "1"
@@ -344,6 +347,7 @@ def fit_lora(
     losses = [p["loss"] for p in curve]
     runtime = float(result.metrics.get("train_runtime", 0.0)) or (time.perf_counter() - started)
     tokens_seen = int(trainer.state.num_input_tokens_seen)
+    examples_seen, labelled_seen = trainer.counts()
     if trainer.is_world_process_zero():
         save_adapter(model, out / ADAPTER)
         write_json(out / "loss_curve.json", curve)
@@ -352,8 +356,12 @@ def fit_lora(
     metrics.update(
         status=TRAINED,
         reason=None,
+        budget=params.budget,
+        max_steps=params.max_steps if params.budget == "steps" else None,
         steps=int(trainer.state.global_step),
-        epochs=params.epochs,
+        epochs=examples_seen / len(encoded.examples),  # passes actually made over the set
+        examples_seen=examples_seen,
+        assistant_tokens_seen=labelled_seen,
         final_loss=losses[-1] if losses else None,
         mean_loss=float(result.training_loss),
         tokens_seen=tokens_seen,
@@ -365,9 +373,13 @@ def fit_lora(
         gpu_peak_mem_gb=(torch.cuda.max_memory_allocated() / 2**30) if device == "cuda" else None,
     )
     log.info(
-        "train: %d examples, %d steps, mean loss %.4f, %.0f tokens/s on %s (%s)",
+        "train: %d examples, %d steps (budget %s), %d examples / %d tokens seen, mean loss %.4f, "
+        "%.0f tokens/s on %s (%s)",
         len(encoded.examples),
         metrics["steps"],
+        params.budget,
+        examples_seen,
+        tokens_seen,
         metrics["mean_loss"],
         metrics["tokens_per_s"],
         device,

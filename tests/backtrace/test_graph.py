@@ -74,3 +74,63 @@ def test_modes_match_networkx_brute_force_on_random_multigraphs(mode):
             initial,
             targets,
         )
+
+
+def _triplets(*rows):
+    return [
+        {"triplet_id": f"x{n}", "step_index": 1, "pair_id": "p", "subject": s, "relation": r, "object": o}
+        for n, (s, r, o) in enumerate(rows)
+    ]
+
+
+def test_containment_links_join_names_that_stay_apart_and_are_never_labelled():
+    # 'cincinnati' is inside two names (ambiguous: no merge), yet each of them mentions it
+    triplets = _triplets(
+        ("Southwest Ohio including Cincinnati", "area code", "513"),
+        ("937", "region", "areas north of Cincinnati"),
+        ("Hamilton County", "contains", "Cincinnati"),
+    )
+    g = build_graph(triplets)
+    assert g.linker.node_of["cincinnati"] == "cincinnati"  # not merged
+    assert g.links == [
+        ("areas north of cincinnati", "cincinnati"),
+        ("cincinnati", "southwest ohio including cincinnati"),
+    ]
+    for mode in BACKTRACE_MODES:
+        kept = supporting_subgraph(g, ["hamilton county"], ["513"], mode)
+        assert kept == {"x0", "x2"}, mode  # the path runs through a link; only triplets are kept
+    assert build_graph(triplets, containment_links=False).links == []
+    assert build_graph(triplets, containment=False).links == []  # no containment at all
+    assert (
+        supporting_subgraph(build_graph(triplets, containment_links=False), ["hamilton county"], ["513"])
+        == set()
+    )
+
+
+def test_containment_links_skip_weak_names_and_hubs():
+    triplets = _triplets(
+        ("Event", "date", "March 8, 1975"),
+        ("Other", "count", "8"),
+        ("Film", "is", "film"),
+        ("Red (film series)", "stars", "Bruce Willis"),
+        *[(f"Place {c}", "in", f"County {c}, United States") for c in "XYZ"],
+        ("United States", "capital", "Washington"),
+    )
+    g = build_graph(triplets, link_max_containers=2)
+    linked = {n for pair in g.links for n in pair}
+    assert "8" not in linked and "film" not in linked  # a number and a common word never link
+    assert "united states" not in linked  # inside three names: a hub (cap 2)
+    assert ("county x united states", "united states") in build_graph(triplets).links  # default cap 8
+
+
+def test_title_case_names_of_common_words_link():
+    triplets = _triplets(
+        ("Knott", "is a mountain in", "English Lake District"), ("Lake District", "in", "Cumbria")
+    )
+    g = build_graph(triplets)
+    assert ("english lake district", "lake district") in g.links  # 'lake' and 'district' are common words
+    assert supporting_subgraph(g, ["knott"], ["cumbria"]) == {"x0", "x1"}
+    lower = _triplets(
+        ("Knott", "is a mountain in", "english lake district"), ("lake district", "in", "Cumbria")
+    )
+    assert build_graph(lower).links == []  # written in lower case: a common noun phrase

@@ -5,8 +5,17 @@ from __future__ import annotations
 import random
 
 import numpy as np
+from rapidfuzz import fuzz
 
-from factory.backtrace.linking import Linker, contains_words, merge_variants, node_key, normalize_entity
+from factory.backtrace.linking import (
+    Linker,
+    contains_words,
+    fair_subset,
+    merge_variants,
+    node_key,
+    normalize_entity,
+    sentence_embedder,
+)
 from factory.text import normalize_answer
 
 
@@ -141,3 +150,72 @@ def test_mentioned_and_containing_equals_the_two_passes():
     for text in ("Somalia", "1755", "Hiran region of Somalia and Kenya", "", "nothing"):
         found, containing = lk.mentioned_and_containing(text)
         assert found == lk.mentions(text) and containing == set(lk.containing(text)), text
+
+
+def test_numbers_years_letters_short_tokens_and_common_words_never_link_by_subset():
+    lk = linker(["March 8, 1975", "B movie", "US Route 167", "Red (film series)", "Mexico City", "Kansas"])
+    # rapidfuzz's token_set_ratio scores a token subset as 100: these were all links before the guard
+    assert fuzz.token_set_ratio("8", "march 8 1975") == 100
+    assert lk.link_with_method("8") == ([], "none")
+    assert lk.link_with_method("1975") == ([], "none")  # a year
+    assert lk.link_with_method("B") == ([], "none")  # a single letter
+    assert lk.link_with_method("US") == ([], "none")  # a short token
+    assert lk.link_with_method("film") == ([], "none")  # common words
+    assert lk.link_with_method("city") == ([], "none")
+    # exact matches and specific subsets still link
+    assert lk.link_with_method("kansas") == (["kansas"], "exact")
+    assert lk.link_with_method("Mexico") == (["mexico city"], "containment")
+
+
+def test_fair_subset_needs_a_shared_strong_token():
+    assert not fair_subset("8", "march 8 1975") and not fair_subset("city", "mexico city")
+    assert fair_subset("jonathan reid", "jonathan douglass reid")  # a subset through strong tokens
+    assert fair_subset("scot derickson", "scott derrickson")  # no subset at all (typos): not affected
+
+
+def test_fuzzy_subset_links_a_shortened_name():
+    lk = linker(["Jonathan Douglass Reid", "Nashville"], containment=False)
+    assert lk.link_with_method("Jonathan Reid") == (["jonathan douglass reid"], "fuzzy")
+
+
+def test_merges_need_a_strong_token():
+    node = merge_variants(
+        ["author", "american author", "12th", "12th most populous city", "uk", "uk singles"]
+    )
+    assert node["author"] == "author" and node["12th"] == "12th" and node["uk"] == "uk"
+
+
+def test_candidates_report_ambiguous_mentions():
+    lk = linker(["1906 Summer Olympics", "2018 Winter Olympics", "Kansas"])
+    nodes, tier = lk.candidates("Olympics")
+    assert tier == "containment" and nodes == ["1906 summer olympics", "2018 winter olympics"]
+    assert lk.candidates("Kansas") == (["kansas"], "exact")
+
+
+def test_embedding_tier_is_for_specific_names_only():
+    # numbers embed close to each other: "1995" must not link to "1994"
+    def embed(texts):
+        vecs = np.array([[1.0, 0.0] if t[:1].isdigit() else [0.0, 1.0] for t in texts], dtype=np.float32)
+        return vecs
+
+    lk = linker(["1994", "Norwegian government"], embedder=embed, embedding_threshold=0.5)
+    assert lk.link_with_method("1995") == ([], "none")
+    assert lk.link_with_method("Norway") == (["norwegian government"], "embedding")
+
+
+def test_sentence_embedder_memoises_names(monkeypatch):
+    import factory.retrieval.dense as dense
+
+    calls = []
+
+    class Model:
+        def encode(self, texts, **kw):
+            calls.append(list(texts))
+            return np.eye(len(texts), 3, dtype=np.float32)
+
+    monkeypatch.setattr(dense, "encoder", lambda name: Model())
+    embed = sentence_embedder("any")
+    first = embed(["a", "b"])
+    again = embed(["b", "a", "c"])
+    assert calls == [["a", "b"], ["c"]]  # each text encoded once
+    assert np.array_equal(again[0], first[1]) and np.array_equal(again[1], first[0])

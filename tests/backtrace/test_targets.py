@@ -100,3 +100,40 @@ def test_comparison_answer_without_values_in_the_thought_targets_the_chain_ends(
         assert r["kept_triplet_ids"] == t(0, 1, 2, 3), mode  # not Film C's triplet
     # the directed view matters: the values are what the compared entities lead to
     assert kept(traj, "directed_reach") == t(0, 1, 2, 3)
+
+
+def _graph(*rows):
+    from factory.backtrace import build_graph
+
+    return build_graph(
+        [
+            {"triplet_id": f"x{n}", "step_index": 1, "subject": s, "relation": r, "object": o}
+            for n, (s, r, o) in enumerate(rows)
+        ]
+    )
+
+
+def test_an_answer_that_is_a_node_names_only_that_node():
+    from factory.backtrace import answer_nodes
+
+    g = _graph(
+        ("Norris Mountain", "part of", "Rocky Mountains"),
+        ("Bitterroot Range", "part of", "Northern Rocky Mountains"),
+        ("Wind River Range", "part of", "Central Rocky Mountains"),
+        ("Seoul", "hosted", "1988 Summer Olympics in Seoul"),
+    )
+    assert answer_nodes("Rocky Mountains", g) == ["rocky mountains"]  # not 'northern rocky mountains'
+    assert answer_nodes("1988", g) == ["1988 summer olympics in seoul"]  # no node of that name: containment
+    assert answer_nodes("yes", g) == []
+
+
+def test_weak_answers_do_not_link_by_containment():
+    from factory.backtrace import answer_nodes, answers_nodes
+
+    g = _graph(
+        ("Midway", "in", "US Route 167"), ("Midway", "country", "United States"), ("X", "y", "no idea")
+    )
+    assert answer_nodes("US", g) == []  # inside 'us route 167' but too short to say it names it
+    assert answer_nodes("no", g) == []
+    # aliases: the ones that name a node exactly win over the others' containment
+    assert answers_nodes(["U.S.", "United States", "US"], g) == ["united states"]

@@ -163,3 +163,32 @@ def test_embedding_model_param_reaches_the_linker(tmp_path, monkeypatch, traject
         Params(backtrace={"embedding_model": "x", "modes": ["undirected_shortest"]}), V, R
     )
     assert metrics["embedding_model"] == "x" and loaded[-1] == "x"
+
+
+def test_answer_passage_rule_reads_the_grounding_passages(tmp_path, monkeypatch, trajectories):
+    from factory.stages import s05_backtrace
+
+    monkeypatch.chdir(tmp_path)
+    traj = {**trajectories[1], "trajectory_id": "ap", "answer": "42 widgets", "answers": ["42 widgets"]}
+    pid = next(x["source_pid"] for x in traj["triplets"] if x["source_pid"])
+    write_round([traj])
+    params = Params(backtrace={"modes": ["undirected_shortest"], "target_modes": ["gold_answer"]})
+    off = s05_backtrace.run(params, V, R)
+    assert not off["answer_passage"] and "passages.parquet is missing" in off["answer_passage_off_reason"]
+    assert read_rows(paths.labels(V, R))[0]["target_entities"] == []  # the answer names no node
+    passage = {
+        "pid": pid,
+        "dataset": "hotpotqa",
+        "title": "T",
+        "text": "It made 42 widgets.",
+        "sentences": ["It made 42 widgets."],
+    }
+    write_parquet([passage], paths.PASSAGES, "passage")
+    on = s05_backtrace.run(params, V, R)
+    assert on["answer_passage"] and on["answer_passage_off_reason"] is None
+    row = read_rows(paths.labels(V, R))[0]
+    assert row["target_entities"] == [f"answer@{pid}"]
+    quiet = s05_backtrace.run(
+        Params(backtrace={**params.backtrace.model_dump(), "answer_passage": False}), V, R
+    )
+    assert quiet["answer_passage_off_reason"] == "backtrace.answer_passage is false"

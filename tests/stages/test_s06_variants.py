@@ -202,3 +202,50 @@ def test_matching_gate_catches_a_random_control_that_drifts(workdir, question_po
     monkeypatch.setattr(vs, "kept_units", drifting)
     with pytest.raises(GateFailed, match="random_matching"):
         s06_variants.run(Params(), "random", 0)
+
+
+def _write_counterfactual(variant: str, round_: int, trajectories: list[dict], parametric: set[str]) -> None:
+    """Closed-book counterfactual rows of the correct ``trajectories``: right for ``parametric``."""
+    from factory.relevance.counterfactual import Plan, Reply, Shown, trajectory_rows
+
+    combo = ("undirected_shortest", "thought_and_answer")
+    plan = Plan(variant, round_, 0, "base", *combo, ("closed_book",), (41,), 32, 1, 41)
+    rows = []
+    for t in trajectories:
+        if t["correct"]:
+            answer = t["answers"][0] if t["question_id"] in parametric else "unknown"
+            reply = Reply("ok", f"Answer: {answer}", answer, None, 1, 10, 2)
+            sq = [x["triplet_id"] for x in t["triplets"]][:2]
+            rows += trajectory_rows(t, sq, [Shown("closed_book", None, ())], [reply], plan, "mock")
+    write_parquet(rows, paths.counterfactual(variant, round_, 0), "counterfactual")
+
+
+def test_exclude_parametric_drops_the_same_trajectories_from_every_variant(workdir, question_pool):
+    train = question_pool["train"]
+    known = {train[1]["question_id"]}
+    examples = {}
+    for v in ("backtrace", "random", "unfiltered"):
+        trajectories = [_traj(q, v, 0) for q in train[:3]] + [_traj(train[3], v, 0, correct=False)]
+        _write_round(v, 0, trajectories)
+        _write_counterfactual(v, 0, trajectories[:2], known)  # train[2] was not re-asked (sample)
+        assert _cli(v, 0) == 0
+        kept = read_rows(paths.supervision_dir(v, 0) / "train.parquet")
+        assert _cli(v, 0, "variants.exclude_parametric=true") == 0
+        st = json.loads((paths.supervision_dir(v, 0) / "stats.json").read_text())
+        rows = read_rows(paths.supervision_dir(v, 0) / "train.parquet")
+        assert {r["question_id"] for r in kept} == {q["question_id"] for q in train[:3]}
+        assert {r["question_id"] for r in rows} == {train[0]["question_id"], train[2]["question_id"]}
+        assert rows == [r for r in kept if r["question_id"] not in known]
+        assert (st["correct"], st["excluded"]) == (3, 1)
+        assert st["parametric"] == {
+            "exclude_parametric": True,
+            "source": str(paths.counterfactual(v, 0, 0)),
+            "excluded": 1,
+            "unknown_kept": 1,
+            "reasked_closed_book": 2,
+        }
+        examples[v] = {r["trajectory_id"].split("/", 1)[1] for r in rows}
+    assert examples["backtrace"] == examples["random"] == examples["unfiltered"]
+    paths.counterfactual("random", 0, 0).unlink()
+    with pytest.raises(FactoryError, match="factory counterfactual --variant random --round 0"):
+        s06_variants.run(Params(variants={"exclude_parametric": True}), "random", 0)

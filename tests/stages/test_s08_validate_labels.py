@@ -218,3 +218,122 @@ def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels
     assert para[KEEP_ALL]["micro"]["recall"]["value"] == 1.0
     assert para["sq/undirected_shortest/thought_and_answer"]["micro"]["precision"]["value"] >= 0.8
     assert set(res["verdicts"]) == set(DATASETS)
+
+
+def _write_counterfactual(trajectories: list[dict], labels: list[dict]) -> set[str]:
+    """Counterfactual rows of a round in which S_q is load-bearing and every fourth answer is parametric."""
+    from factory.config import CONDITIONS
+    from factory.relevance.counterfactual import Plan, Reply, condition_graphs, trajectory_rows
+
+    sq = {r["trajectory_id"]: r["kept_triplet_ids"] for r in labels if r["mode"] == "undirected_shortest"}
+    combo = ("undirected_shortest", "thought_and_answer")
+    plan = Plan("backtrace", 1, 0, "base", *combo, CONDITIONS, (1, 2, 3), 32, 1, 41)
+    rows, parametric = [], set()
+    for i, t in enumerate(trajectories):
+        shown = condition_graphs(t, sq[t["trajectory_id"]], CONDITIONS, plan.random_seeds)
+        if i % 4 == 0:
+            parametric.add(t["trajectory_id"])
+        right = {"full": True, "without_sq": False, "only_sq": True, "without_random": True,
+                 "closed_book": i % 4 == 0}  # fmt: skip
+        answers = [t["answers"][0] if right[s.condition] else "unknown" for s in shown]
+        replies = [Reply("ok", "", a, None, 1, 10, 2) for a in answers]
+        rows += trajectory_rows(t, sq[t["trajectory_id"]], shown, replies, plan, "mock")
+    write_parquet(rows, paths.counterfactual("backtrace", 1, 0), "counterfactual")
+    return parametric
+
+
+def test_validate_labels_states_the_causal_verdict_and_the_parametric_split(workdir, corpus_sample):
+    from schemas import read_rows
+
+    _write_inputs(*corpus_sample)
+    argv = ["validate-labels", "--set", "relevance.bootstrap_samples=60", "--set", "relevance.random_seeds=2"]
+    assert main(argv) == 0
+    assert "No counterfactual rows were found" in (paths.REPORTS / "relevance.md").read_text()
+    trajectories = read_rows(paths.trajectories("backtrace", 1, 0))
+    parametric = _write_counterfactual(trajectories, read_rows(paths.labels("backtrace", 1, 0)))
+    assert main(argv) == 0
+    causal = json.loads((paths.METRICS / "relevance.json").read_text())["causal"]
+    assert causal["status"] == "ok" and causal["counts"]["evaluated"] == len(trajectories)
+    assert causal["counts"]["parametric"] == len(parametric) and causal["sources_without_rows"] == []
+    assert {v["verdict"] for v in causal["verdicts"].values()} == {"load-bearing"}
+    split = causal["parametric_relevance"]
+    assert split["parametric"]["trajectories"] == len(parametric)
+    assert split["non_parametric"]["trajectories"] == len(trajectories) - len(parametric)
+    md = (paths.REPORTS / "relevance.md").read_text()
+    assert "## Causal check: is S_q load-bearing?" in md
+    assert "| parametric | " in md and "| non-parametric | " in md
+    for v in causal["verdicts"].values():
+        assert v["line"] in md and "S_q is load-bearing" in v["line"]
+
+
+def test_validate_labels_with_the_entailment_judge(workdir, corpus_sample, monkeypatch):
+    import re
+
+    from schemas import read_rows
+    from tests.mock_openai_server import MockOpenAIServer
+
+    def script(messages, model):  # the mock judge: no for the distractor passages' triplets
+        subject = re.search(r"Triplet: \((.*?) ;", messages[-1]["content"]).group(1)
+        return "no: not stated" if subject in distractors else "yes: stated"
+
+    _write_inputs(*corpus_sample)
+    trajectories = read_rows(paths.trajectories("backtrace", 1, 0))
+    gold_titles = {
+        p["title"]
+        for q in corpus_sample[0]
+        for s in q["supporting"]
+        for p in q["passages"]
+        if p["pid"] == s["pid"]
+    }
+    distractors = {x["subject"] for t in trajectories for x in t["triplets"]} - gold_titles
+    monkeypatch.setenv("FACTORY_TEST_JUDGE_KEY", "sk-test")
+    with MockOpenAIServer(script=script) as server:
+        argv = [
+            "validate-labels",
+            "--set",
+            "relevance.bootstrap_samples=60",
+            "--set",
+            "relevance.random_seeds=2",
+            "--set",
+            "grounding.judge=llm",
+            "--set",
+            "grounding.llm.backend=openai",
+            "--set",
+            "grounding.llm.model=mock-model",
+            "--set",
+            f"grounding.llm.base_urls=[{server.base_url}]",
+            "--set",
+            "grounding.llm.api_key_env=FACTORY_TEST_JUDGE_KEY",
+        ]
+        assert main(argv) == 0
+        calls = server.state.completions
+        rows = read_rows(paths.ENTAILMENT)
+        res = json.loads((paths.METRICS / "relevance.json").read_text())
+        md = (paths.REPORTS / "relevance.md").read_text()
+        first = {p: p.read_bytes() for p in (paths.ENTAILMENT, paths.METRICS / "relevance.json")}
+        assert main(argv) == 0
+        assert server.state.completions == calls  # the second run makes no call
+        assert first == {p: p.read_bytes() for p in first}
+    assert calls > 0 and len(rows) >= calls
+    assert {r["entailed"] for r in rows} == {True, False}
+    e = res["entailment"]
+    yes = sum(r["entailed"] is True for r in rows)
+    assert e["judge"] == "llm" and e["agreement_with_lexical"]["all"]["agreement"] == pytest.approx(
+        yes / len(rows)
+    )
+    review = e["by_definition"]["all"]["paragraph_entailed"]["sq"]
+    lexical = e["by_definition"]["all"]["paragraph"]["sq"]
+    assert review["precision"] is not None and lexical["precision"] is not None
+    assert "paragraph_entailed" in res["groups"]["all"]["levels"]
+    assert "relation-blind" in md and "review: gold paragraph AND entailed" in md
+    assert "## Gold relevance with entailment-checked grounding" in md
+
+
+def test_lexical_judge_writes_an_empty_verdict_file(workdir):
+    from schemas import read_rows
+
+    assert main(["validate-labels"]) == 0
+    assert read_rows(paths.ENTAILMENT) == []
+    res = json.loads((paths.METRICS / "relevance.json").read_text())
+    assert res["entailment"] == {"judge": "lexical", "prompt_version": None, "judge_model": None}
+    assert "not measured" in (paths.REPORTS / "relevance.md").read_text()

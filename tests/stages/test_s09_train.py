@@ -52,7 +52,8 @@ def train(tiny_model_dir, variant: str, round_: int, *sets: str) -> int:
     args = ["train", "--variant", variant, "--round", str(round_), "--set", f"llm.model={tiny_model_dir}"]
     for s in (
         "train.max_length=128",
-        "train.epochs=1",
+        "train.budget=steps",
+        "train.max_steps=2",
         "train.batch_size=2",
         "train.lora_r=4",
         "train.lora_alpha=8",
@@ -82,6 +83,7 @@ def test_chain_trained_continued_skipped(workdir, tiny_model_dir):
     m0 = read(paths.stage_metrics("train", V, 0))
     assert m0["status"] == "trained" and m0["examples_in_set"] == m0["examples_used"] == 4
     assert m0["init_policy"] == "base" and m0["tokens_per_s"] > 0 and m0["wall_s"] > 0
+    assert (m0["budget"], m0["steps"], m0["examples_seen"]) == ("steps", 2, 4) and m0["tokens_seen"] > 0
     assert read(out0 / "training_config.json")["train"]["seed"] == 31  # param seed + 1000 * protocol seed 0
 
     # Round 1 continues round 0's adapter on the accumulated set: only the new round's examples.
@@ -96,6 +98,8 @@ def test_chain_trained_continued_skipped(workdir, tiny_model_dir):
     m1 = read(paths.stage_metrics("train", V, 1))
     assert m1["status"] == "trained" and m1["init_policy"] == "backtrace-r0"
     assert m1["examples_in_set"] == 7 and m1["examples_received"] == 3
+    # the same two optimizer steps on a smaller set: it is cycled (batches of 2 and 1)
+    assert (m1["steps"], m1["examples_seen"]) == (2, 3)
     assert read(paths.adapter_dir(V, 1) / "training_config.json")["init_adapter"] == str(out0 / "adapter")
 
     # The decision after round 1 stopped the chain: round 2 is skipped and leaves no adapter.

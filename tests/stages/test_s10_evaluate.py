@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from factory import paths
@@ -23,7 +25,7 @@ def project(tmp_path, monkeypatch, ingested):
 
 
 def test_base_model_heldout_evaluation_feeds_the_stopping_rule(project, monkeypatch):
-    from factory.stages.s11_bootstrap import heldout_em
+    from factory.bootstrap.stop import heldout_scores
 
     use_policy(monkeypatch, lambda: ScriptedPolicyLLM(project))
     assert main(["evaluate", "--variant", "base", "--split", "heldout", *sets(evaluate__n_questions=6)]) == 0
@@ -44,7 +46,7 @@ def test_base_model_heldout_evaluation_feeds_the_stopping_rule(project, monkeypa
         m["by_route"]
     )
     assert all(r["seed"] == Params().evaluate.seed and r["sample"] == 0 for r in rows)
-    assert heldout_em(paths.base_eval_metrics("heldout")) == 1.0
+    assert heldout_scores("base") == {r["question_id"]: 1.0 for r in rows}
 
 
 def test_same_questions_every_round_and_policy_after_the_round(project, monkeypatch):
@@ -60,6 +62,11 @@ def test_same_questions_every_round_and_policy_after_the_round(project, monkeypa
     q1 = [r["question_id"] for r in read_rows(paths.eval_data("backtrace", 1, "test"))]
     assert q0 == q1 and len(q0) == 5
     assert m0["policy"] == m1["policy"] == "base" and m1["round"] == 1
+    # and for every protocol seed: the one base-model evaluation pairs with every chain's
+    start_chain(Path("."), "backtrace", seed=1)
+    write_json(paths.adapter_dir("backtrace", 0, 1) / "status.json", {"status": "empty"})
+    s10_evaluate.run(params, "backtrace", 0, "test", seed=1)
+    assert [r["question_id"] for r in read_rows(paths.eval_data("backtrace", 0, "test", 1))] == q0
     assert read_json(paths.eval_metrics("backtrace", 1, "test"))["overall"]["em"] == 1.0
 
 

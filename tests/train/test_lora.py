@@ -33,7 +33,14 @@ def chat(i: int, answer: str | None = None) -> dict:
 EXAMPLES = [chat(i) for i in range(6)]
 # Small and fast, with a learning rate high enough that one epoch moves the adapter visibly.
 PARAMS = TrainParams(
-    max_length=128, epochs=1, batch_size=2, lora_r=4, lora_alpha=8, learning_rate=5e-3, lora_dropout=0.0
+    max_length=128,
+    budget="epochs",
+    epochs=1,
+    batch_size=2,
+    lora_r=4,
+    lora_alpha=8,
+    learning_rate=5e-3,
+    lora_dropout=0.0,
 )
 
 
@@ -152,7 +159,10 @@ def test_train_writes_adapter_curve_config_status(trained, tiny_model_dir):
     m = outcome.metrics
     assert m["status"] == "trained" and m["device"] == "cpu" and m["dtype"] == "float32"
     assert m["examples_used"] == len(EXAMPLES) and m["steps"] == 3
+    assert m["budget"] == "epochs" and m["max_steps"] is None
+    assert m["examples_seen"] == len(EXAMPLES) and m["epochs"] == 1.0
     assert 0 < m["tokens_assistant"] < m["tokens_total"] == m["tokens_seen"]
+    assert m["assistant_tokens_seen"] == m["tokens_assistant"]
     assert m["tokens_per_s"] > 0 and m["final_loss"] > 0
     assert (out / "adapter" / "adapter_model.safetensors").exists() and (
         out / "adapter" / "adapter_config.json"
@@ -265,3 +275,27 @@ def test_bad_scheduler_is_a_clear_error(tiny_model_dir, tmp_path):
         train_lora(
             EXAMPLES[:2], tiny_model_dir, tmp_path, PARAMS.model_copy(update={"lr_scheduler": "sideways"})
         )
+
+
+def test_step_budget_gives_every_set_the_same_steps(tiny_model_dir, tmp_path):
+    """budget: steps -- a small set is cycled, a large one stopped early; both make max_steps steps."""
+    params = PARAMS.model_copy(update={"budget": "steps", "max_steps": 5})
+    small = train_lora(EXAMPLES[:4], tiny_model_dir, tmp_path / "small", params)
+    large = train_lora([chat(i) for i in range(20, 32)], tiny_model_dir, tmp_path / "large", params)
+    for m in (small, large):
+        assert m["budget"] == "steps" and m["max_steps"] == 5 and m["steps"] == 5
+        assert m["examples_seen"] == 5 * params.batch_size == 10
+        assert 0 < m["assistant_tokens_seen"] < m["tokens_seen"]
+    assert small["epochs"] == 10 / 4 and large["epochs"] == 10 / 12
+    # the small set went round 2.5 times, the large one not once
+    assert 2 * small["tokens_total"] < small["tokens_seen"] < 3 * small["tokens_total"]
+    assert large["tokens_seen"] < large["tokens_total"]
+    curve = json.loads((tmp_path / "small" / "loss_curve.json").read_text())
+    assert [p["step"] for p in curve] == [1, 2, 3, 4, 5]
+    # deterministic under the step budget too: same seed, same adapter bytes
+    train_lora(EXAMPLES[:4], tiny_model_dir, tmp_path / "again", params)
+    name = "adapter/adapter_model.safetensors"
+    assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "small" / name).read_bytes()
+    assert (tmp_path / "again" / "adapter" / "adapter_config.json").read_bytes() == (
+        tmp_path / "small" / "adapter" / "adapter_config.json"
+    ).read_bytes()

@@ -1,0 +1,196 @@
+"""The bootstrapping report on hand-made metrics: mean ± std over seeds, paired verdicts (beats / does
+not beat / cannot tell), stop decisions with their CIs, the training budget and tokens seen."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from factory import paths
+from factory.bootstrap.paired import paired_difference
+from factory.bootstrap.report import (
+    build_summary,
+    decision_line,
+    policy_tokens_seen,
+    render_markdown,
+    verdict_line,
+)
+from factory.bootstrap.stop import decide
+from factory.io import write_json
+from tests.bootstrap.evals import em, write_eval
+
+SEEDS = [0, 1, 2]
+VARIANTS = ["backtrace", "random", "unfiltered"]
+BUDGET = {"budget": "steps", "max_steps": 4, "epochs": 2.0, "batch_size": 8, "grad_accum": 1}
+HELDOUT_BASE = em("1100000000")  # base model: 0.2 on 10 held-out questions
+# held-out EM per (variant, seed): round 0, round 1 (None = skipped)
+HELDOUT = {
+    "backtrace": {
+        0: [em("1100000000"), em("1110000000")],  # 0.2, 0.3
+        1: [em("1111000000"), None],  # 0.4, skipped
+        2: [em("1111110000"), em("1111100000")],  # 0.6, 0.5
+    },
+    "random": {s: [em("1100000000"), em("1100000000")] for s in SEEDS},
+    "unfiltered": {s: [em("1000000000"), em("1100000000")] for s in SEEDS},
+}
+# test-split EM of each chain's selected round, per seed (10 questions per seed, 30 pairs per variant)
+TEST = {
+    "backtrace": {0: "1111111000", 1: "1111100000", 2: "1111110000"},  # 0.7, 0.5, 0.6
+    "random": {s: "0000000000" for s in SEEDS},  # backtrace right on 18 pairs more, wrong on none
+    "unfiltered": {0: "1111111000", 1: "1111100000", 2: "1111100000"},  # one pair differs
+}
+TOKENS = {"backtrace": 1000, "random": 700, "unfiltered": 2500}  # per trained round
+
+
+def write_chain(variant: str, seed: int) -> None:
+    rounds = HELDOUT[variant][seed]
+    for r, scores in enumerate(rounds):
+        write_eval(
+            paths.eval_data(variant, r, "heldout", seed),
+            paths.eval_metrics(variant, r, "heldout", seed),
+            scores,
+        )
+        write_json(
+            paths.stage_metrics("train", variant, r, seed),
+            {"status": "trained", "steps": 4, "tokens_seen": TOKENS[variant] * (r + 1), "init_policy": "base"}
+            if scores is not None
+            else {"status": "skipped"},
+        )
+        write_json(
+            paths.stage_metrics("variants", variant, r, seed), {"examples": 10 * (r + 1), "fa_ratio": 0.5}
+        )
+        decision = decide(HELDOUT_BASE, rounds[: r + 1], min_delta=0.0, patience=2, max_rounds=2)
+        write_json(paths.decision(variant, r, seed), {"variant": variant, "seed": seed, **decision.as_dict()})
+
+
+def write_selected(variant: str) -> None:
+    chains = {}
+    for seed in SEEDS:
+        scores = em(TEST[variant][seed], prefix="t")
+        write_eval(paths.selected_test_data(variant, seed), paths.METRICS / "unused.json", scores)
+        value = sum(scores.values()) / len(scores)
+        chains[str(seed)] = {
+            "selected_round": 1 if variant != "random" else -1,
+            "selected_policy": f"{variant}-r1" if variant != "random" else "base",
+            "test": {"em": value, "f1": value, "questions": 10},
+        }
+    write_json(paths.METRICS / "test" / f"{variant}.json", {"variant": variant, "chains": chains})
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_eval(paths.base_eval_data("heldout"), paths.base_eval_metrics("heldout"), HELDOUT_BASE)
+    for variant in VARIANTS:
+        for seed in SEEDS:
+            write_chain(variant, seed)
+        write_selected(variant)
+    return tmp_path
+
+
+def summary() -> dict:
+    return build_summary(VARIANTS, SEEDS, 2, train=BUDGET, ci_samples=2000, ci_seed=41)
+
+
+def test_mean_and_std_over_seeds_by_hand(project):
+    s = summary()
+    bt = s["variants"]["backtrace"]["by_round"]
+    # round 0: 0.2, 0.4, 0.6 -> mean 0.4, sample std 0.2; round 1: 0.3, (skipped), 0.5 -> 0.4 ± sqrt(0.02)
+    assert bt[0]["heldout_em"] == {"mean": pytest.approx(0.4), "std": pytest.approx(0.2), "n": 3}
+    assert bt[1]["heldout_em"]["mean"] == pytest.approx(0.4) and bt[1]["heldout_em"]["n"] == 2
+    assert bt[1]["heldout_em"]["std"] == pytest.approx(math.sqrt(0.02))
+    assert bt[1]["status"] == ["skipped", "trained"]
+    random_r0 = s["variants"]["random"]["by_round"][0]["heldout_em"]
+    assert random_r0 == {"mean": pytest.approx(0.2), "std": 0.0, "n": 3}
+    # test EM of the selected rounds: 0.7, 0.5, 0.6 -> 0.6 ± 0.1
+    test_em = s["variants"]["backtrace"]["test_em"]
+    assert (
+        test_em["mean"] == pytest.approx(0.6) and test_em["std"] == pytest.approx(0.1) and test_em["n"] == 3
+    )
+    assert s["base_heldout_em"] == 0.2
+
+
+def test_paired_verdicts_by_hand(project):
+    verdicts = summary()["verdicts"]
+    beats = verdicts["backtrace_vs_random"]
+    # 30 (seed, question) pairs: backtrace right on 18 that random gets wrong, never the reverse
+    assert beats["n"] == 30 and beats["difference"] == pytest.approx(18 / 30) and beats["ci"][0] > 0
+    assert beats["line"].startswith("backtrace BEATS random") and "+0.600" in beats["line"]
+    tie = verdicts["backtrace_vs_unfiltered"]
+    # one pair of 30 differs: +1/30, and a resample misses it with probability (29/30)^30 = 0.36
+    assert tie["difference"] == pytest.approx(1 / 30) and tie["ci"][0] == 0.0 and tie["ci"][1] > 0
+    assert (
+        tie["line"].startswith("backtrace vs unfiltered: CANNOT TELL") and "over 30 questions" in tie["line"]
+    )
+
+
+def test_does_not_beat_when_the_other_is_better(project):
+    for seed in SEEDS:  # unfiltered right on every test question
+        write_eval(
+            paths.selected_test_data("unfiltered", seed), paths.METRICS / "unused.json", em("1" * 10, "t")
+        )
+    verdict = summary()["verdicts"]["backtrace_vs_unfiltered"]
+    assert verdict["difference"] == pytest.approx(-12 / 30) and verdict["ci"][1] < 0
+    assert verdict["line"].startswith("backtrace does NOT beat unfiltered: unfiltered is better")
+
+
+def test_verdict_lines_from_hand_made_differences():
+    a = {("s", i): 1.0 for i in range(5)}
+    b = {("s", i): 0.0 for i in range(5)}
+    assert "BEATS" in verdict_line("x", "y", paired_difference(a, b, samples=200, seed=0))
+    assert "does NOT beat" in verdict_line("x", "y", paired_difference(b, a, samples=200, seed=0))
+    d = paired_difference(a, a, samples=200, seed=0)
+    assert d["ci"] == [0.0, 0.0] and "CANNOT TELL" in verdict_line("x", "y", d)
+    assert "no verdict" in verdict_line("x", "y", paired_difference(a, {}, samples=200, seed=0))
+
+
+def test_report_shows_budget_tokens_and_stop_decisions(project):
+    s = summary()
+    # tokens seen by the selected policy: round 1's training (from the base model, on its own set);
+    # seed 1's round 1 was skipped, so its policy is round 0's adapter
+    assert [s["variants"]["backtrace"]["selected"][k]["tokens_seen"] for k in "012"] == [2000, 1000, 2000]
+    assert s["variants"]["random"]["selected"]["0"]["tokens_seen"] == 0  # the base model was selected
+    md = render_markdown(s, None, SEEDS)
+    assert "Training budget: equal compute, 4 optimizer steps of 8 x 1 examples per round" in md
+    # test EM (mean ± std) next to the tokens the selected policies were trained on
+    assert "| backtrace | 0.600 ± 0.100 | 0.600 ± 0.100 | 1667 ± 577 |" in md
+    assert "| random | 0.000 ± 0.000 | 0.000 ± 0.000 | 0 ± 0 |" in md
+    assert "| unfiltered | 0.567 ± 0.115 | 0.567 ± 0.115 | 5000 ± 0 |" in md
+    assert "- backtrace BEATS random on this run (test EM difference +0.600" in md
+    assert "- backtrace vs unfiltered: CANNOT TELL on this run" in md
+    assert "| 1 | skipped, trained | 20 ± 0 | 4 ± 0 | 2000 ± 0 | 0.500 ± 0.000 | 0.400 ± 0.141 |" in md
+    # per round: the stop test against the best policy before it, as the decision recorded it
+    assert (
+        "- seed 0, round 0: held-out EM 0.200 vs the base model 0.200: difference +0.000, "
+        "95% CI [+0.000, +0.000] over 10 questions -> no gain; continue." in md
+    )
+    one_win = decide(HELDOUT_BASE, HELDOUT["backtrace"][0], min_delta=0.0, patience=2, max_rounds=2).test
+    lo, hi = one_win["ci"]
+    assert (
+        f"- seed 0, round 1: held-out EM 0.300 vs the base model 0.200: difference +0.100, "
+        f"95% CI [{lo:+.3f}, {hi:+.3f}] over 10 questions -> no gain (the rise is within the noise: the CI "
+        "includes 0); stop (held-out EM has not risen" in md
+    )
+    assert lo == 0.0 and hi > 0.1
+    assert "- seed 2, round 0: held-out EM 0.600 vs the base model 0.200: difference +0.400" in md
+    assert "-> gain; continue." in md
+    assert "- seed 1, round 1: skipped; stop (an earlier decision stopped this chain)." in md
+    # under the threshold test the same round is a gain, and the line says the CI includes 0
+    lenient = {**one_win, "improved": True}
+    row = {"round": 1, "stop": False, "reason": None, "test": lenient}
+    assert "-> gain (by the threshold test; the CI includes 0); continue." in decision_line("0", row)
+    budget = render_markdown({**s, "budget": {**BUDGET, "budget": "epochs"}}, None, SEEDS)
+    assert "Training budget: 2.0 epoch(s) per round (train.budget: epochs): a larger set gets more" in budget
+
+
+def test_tokens_of_a_policy_follow_fallbacks_and_continued_adapters():
+    rows = [
+        {"status": "trained", "tokens_seen": 100, "train_init": "base"},
+        {"status": "empty", "tokens_seen": None, "train_init": "backtrace-r0"},
+        {"status": "trained", "tokens_seen": 50, "train_init": "backtrace-r0"},
+    ]
+    assert policy_tokens_seen(rows, 0) == 100
+    assert policy_tokens_seen(rows, 1) == 100  # an empty round falls back to the policy before it
+    assert policy_tokens_seen(rows, 2) == 150  # continued round 0's adapter
+    assert policy_tokens_seen([{**rows[0]}, {**rows[2], "train_init": "base"}], 1) == 50
