@@ -2,10 +2,12 @@
 
 The public functions are importable from here; the rules are documented in ``labels`` (labels and
 token accounting), ``graph`` (the graph G and the supporting subgraph S_q), ``targets`` (initial and
-target entities) and ``linking`` (entity linking). ``options`` builds their arguments from params,
-``summary`` aggregates labels for the backtrace stage's metrics.
+target entities) and ``linking`` (entity linking); ``tokens`` counts generated tokens, ``checks``
+names a malformed record's field. ``options`` builds their arguments from params, ``summary``
+aggregates labels for the backtrace stage's metrics.
 """
 
+from factory.backtrace.checks import BadTrajectory, check_trajectory
 from factory.backtrace.graph import (
     ADMIN_RELATIONS,
     Graph,
@@ -14,15 +16,7 @@ from factory.backtrace.graph import (
     link,
     supporting_subgraph,
 )
-from factory.backtrace.labels import (
-    BadTrajectory,
-    StepLabels,
-    TokenCounter,
-    backtrace,
-    backtrace_modes,
-    check_trajectory,
-    step_labels,
-)
+from factory.backtrace.labels import StepLabels, backtrace, backtrace_modes, step_labels
 from factory.backtrace.targets import (
     YES_NO,
     answer_nodes,
@@ -35,6 +29,7 @@ from factory.backtrace.targets import (
     initial_entities,
     target_entities,
 )
+from factory.backtrace.tokens import TokenCounter
 
 __all__ = [
     "ADMIN_RELATIONS",

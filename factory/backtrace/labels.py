@@ -66,110 +66,13 @@ from typing import Any
 
 from factory.agent.format import render_complete, render_explore
 from factory.backtrace.answer_passage import Passages, with_answer_passages
+from factory.backtrace.checks import STEP_KINDS, BadTrajectory, check_trajectory
 from factory.backtrace.graph import ADMIN_RELATIONS, build_graph, supporting_subgraph
 from factory.backtrace.linking import Embedder
 from factory.backtrace.targets import answers_nodes, final_step, final_text, initial_entities, target_entities
+from factory.backtrace.tokens import TokenCounter
 from factory.config import BACKTRACE_MODES, TARGET_MODES
 from factory.errors import FactoryError
-
-
-class BadTrajectory(FactoryError):
-    """A trajectory record that cannot be backtraced; names the trajectory and the field."""
-
-    def __init__(self, trajectory_id: str, field: str, reason: str):
-        self.trajectory_id, self.field, self.reason = trajectory_id, field, reason
-        super().__init__(f"trajectory {trajectory_id!r}: field {field!r}: {reason}")
-
-
-# ---------------------------------------------------------------------- tokens
-
-
-class TokenCounter:
-    """Counts tokens of generated text: whitespace by default, an object with ``count_tokens(text)``,
-    or a Hugging Face tokenizer (``encode`` without special tokens). ``name`` is recorded in labels."""
-
-    def __init__(self, tokenizer: Any = None):
-        if tokenizer is None:
-            self.name, self._count = "whitespace", _whitespace_count
-        elif isinstance(tokenizer, TokenCounter):
-            self.name, self._count = tokenizer.name, tokenizer._count
-        elif hasattr(tokenizer, "count_tokens"):
-            self.name = str(getattr(tokenizer, "name", type(tokenizer).__name__))
-            self._count = tokenizer.count_tokens
-        elif hasattr(tokenizer, "encode"):
-            self.name = "hf:" + str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__)
-            self._count = lambda text: len(tokenizer.encode(text, add_special_tokens=False))
-        else:
-            raise FactoryError(f"tokenizer {tokenizer!r}: needs count_tokens(text) or encode(text)")
-
-    def __call__(self, text: str | None) -> int:
-        return int(self._count(text or "")) if text else 0
-
-    def many(self, texts: Iterable[str | None]) -> list[int]:
-        """Token counts of several texts (the whitespace case without per-call overhead)."""
-        if self._count is _whitespace_count:
-            return [len(t.split()) if t else 0 for t in texts]
-        return [self(t) for t in texts]
-
-
-def _whitespace_count(text: str) -> int:
-    return len(text.split())
-
-
-# ---------------------------------------------------------------------- validation
-
-_KINDS = frozenset({"explore", "complete", "final"})
-
-
-def check_trajectory(trajectory: Any) -> str:
-    """Full check of the fields backtracing reads; raises BadTrajectory naming the field. Returns the id."""
-    if not isinstance(trajectory, dict):
-        raise BadTrajectory("?", "record", f"expected a dict, got {type(trajectory).__name__}")
-    tid = trajectory.get("trajectory_id")
-    if not isinstance(tid, str) or not tid:
-        raise BadTrajectory(str(tid), "trajectory_id", "missing or not a string")
-    steps, triplets = trajectory.get("steps"), trajectory.get("triplets")
-    if not isinstance(steps, list):
-        raise BadTrajectory(tid, "steps", "missing or not a list")
-    if not isinstance(triplets, list):
-        raise BadTrajectory(tid, "triplets", "missing or not a list")
-    indices = set()
-    for n, step in enumerate(steps):
-        if not isinstance(step, dict) or not isinstance(step.get("index"), int):
-            raise BadTrajectory(tid, f"steps[{n}].index", "missing or not an integer")
-        if step["index"] in indices:
-            raise BadTrajectory(tid, f"steps[{n}].index", f"duplicate step index {step['index']}")
-        if step.get("kind") not in _KINDS:
-            raise BadTrajectory(
-                tid, f"steps[{n}].kind", f"must be explore|complete|final, got {step.get('kind')!r}"
-            )
-        for m, pair in enumerate(step.get("pairs") or []):
-            for key in ("pair_id", "entity", "relation"):
-                if not isinstance(pair, dict) or not isinstance(pair.get(key), str):
-                    raise BadTrajectory(tid, f"steps[{n}].pairs[{m}].{key}", "missing or not a string")
-        for key in ("output", "thought", "answer"):
-            if step.get(key) is not None and not isinstance(step[key], str):
-                raise BadTrajectory(tid, f"steps[{n}].{key}", "not a string")
-        indices.add(step["index"])
-    seen = set()
-    for n, trip in enumerate(triplets):
-        if not isinstance(trip, dict):
-            raise BadTrajectory(tid, f"triplets[{n}]", "not a record")
-        for key in ("triplet_id", "subject", "relation", "object"):
-            if not isinstance(trip.get(key), str):
-                raise BadTrajectory(tid, f"triplets[{n}].{key}", "missing or not a string")
-        if trip["triplet_id"] in seen:
-            raise BadTrajectory(tid, f"triplets[{n}].triplet_id", f"duplicate id {trip['triplet_id']!r}")
-        seen.add(trip["triplet_id"])
-        if trip.get("step_index") not in indices:
-            raise BadTrajectory(
-                tid, f"triplets[{n}].step_index", f"{trip.get('step_index')!r} is not the index of a step"
-            )
-    for key in ("question", "answer", "final_thought"):
-        if trajectory.get(key) is not None and not isinstance(trajectory[key], str):
-            raise BadTrajectory(tid, key, "not a string")
-    return tid
-
 
 # ---------------------------------------------------------------------- step labels and tokens
 
@@ -204,7 +107,7 @@ class _Accounting:
             len(self.position) != len(triplets)
             or len(indices) != len(steps)
             or not indices.issuperset(self.step_of)
-            or not _KINDS.issuperset([s["kind"] for s in steps])
+            or not STEP_KINDS.issuperset([s["kind"] for s in steps])
             or not isinstance(trajectory["trajectory_id"], str)
         ):
             check_trajectory(trajectory)

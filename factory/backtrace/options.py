@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from factory.backtrace.labels import TokenCounter
+from factory.backtrace.tokens import TokenCounter
 from factory.config import Params
 
 

@@ -14,15 +14,9 @@ import numpy as np
 
 from factory.config import CONDITIONS
 from factory.relevance.causal import causal_summary, parametric_flags, points
-from factory.relevance.check import (
-    ANSWER_ENTITY,
-    KEEP_ALL,
-    Source,
-    _content_key,
-    level_counts,
-    prepare,
-    sq_method,
-)
+from factory.relevance.check import Source, content_key
+from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, prepare, sq_method
+from factory.relevance.scores import level_counts
 from factory.relevance.stats import bootstrap_rng, bootstrap_weights, score
 
 
@@ -38,7 +32,7 @@ def pooled_rows(
         if rows is None:
             continue
         counts["sources"] += 1
-        keys = {t["trajectory_id"]: _content_key(t) for t in src.trajectories}
+        keys = {t["trajectory_id"]: content_key(t) for t in src.trajectories}
         taken: dict[str, bool] = {}
         for r in rows:
             if (r["mode"], r["target_mode"]) != default_combo:
@@ -77,7 +71,7 @@ def parametric_relevance(
                 rows_by_tid.setdefault(r["trajectory_id"], []).append(r)
         for t in src.trajectories:
             flag = flags.get(t["trajectory_id"])
-            key = _content_key(t)
+            key = content_key(t)
             if flag is None or not t.get("correct") or key in seen or t["trajectory_id"] not in rows_by_tid:
                 continue
             seen.add(key)

@@ -318,7 +318,7 @@ def judge_sources(
     head = {"judge": g.judge, "prompt_version": g.prompt_version if g.judge == "llm" else None}
     if g.judge != "llm":
         return [], None, {**head, "judge_model": None}
-    from factory.relevance.check import ground_for_relevance
+    from factory.relevance.grounded import ground_for_relevance
 
     correct = [t for s in sources for t in s.trajectories if t.get("correct")]
     grounding = {

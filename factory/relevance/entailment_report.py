@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from factory.relevance.check import ANSWER_ENTITY, ENTAILED, KEEP_ALL, RANDOM
+from factory.relevance.grounded import ANSWER_ENTITY, ENTAILED, KEEP_ALL, RANDOM
 
 DEFINITIONS = {"paragraph": "lexical (relation-blind)", ENTAILED: "review: gold paragraph AND entailed"}
 RELATION_BLIND = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from factory.relevance.check import ANSWER_ENTITY, KEEP_ALL, RANDOM
+from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, RANDOM
 
 CONTROLS = (ANSWER_ENTITY, RANDOM, KEEP_ALL)
 LABELS = {KEEP_ALL: "keep all", ANSWER_ENTITY: "answer-entity only", RANDOM: "random at matched size"}

@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 
 from factory import paths
-from factory.backtrace.labels import BadTrajectory, TokenCounter, backtrace_modes
+from factory.backtrace.checks import BadTrajectory
+from factory.backtrace.labels import backtrace_modes
 from factory.backtrace.options import backtrace_options, load_token_counter
 from factory.backtrace.summary import summarise
+from factory.backtrace.tokens import TokenCounter
 from factory.bootstrap.rounds import skip_reason
 from factory.config import Params
 from factory.errors import FactoryError

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from factory.relevance.check import (
+from factory.relevance.check import Source, check_relevance
+from factory.relevance.grounded import (
     ANSWER_ENTITY,
     KEEP_ALL,
     RANDOM,
-    Source,
-    answer_entity_triplets,
-    check_relevance,
-    ground_for_relevance,
     sq_method,
 )
 from factory.relevance.report import render_markdown
@@ -100,11 +97,6 @@ def _vals(cell: dict) -> dict:
     return {k: cell[k]["value"] for k in ("precision", "recall", "f1")}
 
 
-def test_grounding_for_relevance_prefers_recorded_sources():
-    t = _traj("A", "hotpotqa/h", [BORN, RIVER, MADE_UP])
-    t["triplets"][2]["source_pid"] = "g2"  # recorded by the agent: used as is, sentence found within it
-    g = ground_for_relevance(t, PASSAGES, 0.5)
-    assert g == {"A#t1": ("g1", 0), "A#t2": ("d1", 0), "A#t3": ("g2", 0)}
 
 
 def test_micro_and_macro_scores_match_hand_computation():
@@ -176,13 +168,6 @@ def test_groups_by_dataset_qtype_route():
     assert groups["dataset=hotpotqa"]["trajectories"] == 2 and groups["dataset=musique"]["trajectories"] == 1
 
 
-def test_answer_entity_control_matches_whole_words():
-    t = _traj(
-        "A",
-        "hotpotqa/h",
-        [("The Gamma Ray", "is", "band"), ("Gammaville", "near", "Alpha"), ("Alpha", "born in", "gamma.")],
-    )
-    assert answer_entity_triplets(t) == ["A#t1", "A#t3"]
 
 
 def _population(n: int, sq_right: bool) -> tuple[list[dict], list[dict]]:
