@@ -10,8 +10,10 @@ from factory.backtrace.options import backtrace_options
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_jsonl
+from factory.simulate.assemble import POLICY
+from factory.simulate.facts import gold_facts
 from factory.simulate.report import aggregate, score_rows, write_report
-from factory.simulate.trajectories import POLICY, gold_facts, sample_questions, simulate
+from factory.simulate.trajectories import sample_questions, simulate
 from schemas import read_rows, write_parquet
 
 COMMAND = "simulate"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from factory.backtrace import (
     backtrace,
 )
-from factory.simulate.trajectories import build_trajectory
+from factory.simulate.assemble import build_trajectory
 
 TID = "t1"
 

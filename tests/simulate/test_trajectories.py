@@ -10,8 +10,9 @@ from factory import paths
 from factory.backtrace import backtrace, backtrace_modes
 from factory.config import Params
 from factory.errors import FactoryError
+from factory.simulate.facts import gold_facts
 from factory.simulate.report import aggregate, score_rows
-from factory.simulate.trajectories import gold_facts, sample_questions, simulate, simulate_trajectory
+from factory.simulate.trajectories import sample_questions, simulate, simulate_trajectory
 from schemas import TRAJECTORY, read_rows, to_table, write_parquet
 
 
