@@ -3,8 +3,12 @@
 Upper bounds: a trajectory makes at most ``c = (L x (1 + P) + 1) x (1 + A)`` calls (L =
 agent.max_iterations explore steps, each with at most P = agent.max_pairs complete calls, one forced
 final call, every call re-asked at most A = agent.repair_attempts times); trajectories that answer
-early, find no new triplet or fail make fewer. The response cache makes a repeated call free, so a
-re-run after an interruption costs only what was not done yet.
+early, find no new triplet or fail make fewer. The counterfactual check re-asks at most
+``counterfactual.max_trajectories`` correct trajectories of a round once per condition (the random
+control once per seed). The entailment judge (``grounding.judge: llm``) makes one call per distinct
+grounded (passage, triplet) of the correct trajectories: that depends on the graphs, not on the
+params, so it is counted in metrics/relevance.json, not here. The response cache makes a repeated
+call free, so a re-run after an interruption costs only what was not done yet.
 """
 
 from __future__ import annotations
@@ -18,6 +22,13 @@ def calls_per_trajectory(params: Params) -> int:
     return (a.max_iterations * (1 + a.max_pairs) + 1) * (1 + a.repair_attempts)
 
 
+def counterfactual_calls_per_trajectory(params: Params) -> int:
+    """At most this many re-asks per trajectory in the counterfactual check (repairs included)."""
+    cf = params.counterfactual
+    graphs = len(cf.conditions) + (cf.random_seeds - 1 if "without_random" in cf.conditions else 0)
+    return graphs * (1 + params.agent.repair_attempts)
+
+
 def protocol_cost(params: Params) -> dict:
     """Upper bounds of LLM calls: per round of one chain, per chain, and for the whole run."""
     c = calls_per_trajectory(params)
@@ -25,12 +36,17 @@ def protocol_cost(params: Params) -> dict:
     chains = len(b.variants) * len(b.seeds)
     # rationalization: at most one more trajectory per training question (all its samples wrong)
     trajectories = t.n_questions * t.samples + (t.n_questions if t.rationalize else 0)
-    per_round = (trajectories + e.n_questions) * c  # the round's trajectories + its held-out evaluation
+    # the counterfactual check re-asks correct trajectories only: at most all of them, capped
+    reasked = min(trajectories, params.counterfactual.max_trajectories)
+    counterfactual = reasked * counterfactual_calls_per_trajectory(params)
+    # the round's trajectories + its counterfactual check + its held-out evaluation
+    per_round = (trajectories + e.n_questions) * c + counterfactual
     per_chain = b.max_rounds * per_round + e.n_questions * c  # + the selected round's test evaluation
     once = e.n_questions * c + params.routes.n_questions * len(params.corpora)  # base held-out, routes
     return {
         "calls_per_trajectory": c,
         "trajectories_per_round": trajectories,
+        "counterfactual_per_round": counterfactual,
         "per_round": per_round,
         "chains": chains,
         "per_chain": per_chain,
@@ -41,7 +57,9 @@ def protocol_cost(params: Params) -> dict:
 def render_cost(params: Params) -> str:
     """The formula, the values it takes from the params, and the numbers."""
     a, t, e, b = params.agent, params.trajectories, params.evaluate, params.bootstrap
+    cf = params.counterfactual
     cost = protocol_cost(params)
+    g = counterfactual_calls_per_trajectory(params) // (1 + a.repair_attempts)
     c = cost["calls_per_trajectory"]
     extra, extra_n = (" + N", f" + {t.n_questions}") if t.rationalize else ("", "")
     lines = [
@@ -49,12 +67,17 @@ def render_cost(params: Params) -> str:
         "# L = agent.max_iterations, P = agent.max_pairs, A = agent.repair_attempts,",
         "# N = trajectories.n_questions, k = trajectories.samples, H = evaluate.n_questions,",
         "# R = bootstrap.max_rounds, V = |bootstrap.variants|, S = |bootstrap.seeds|,",
-        "# Q = routes.n_questions, D = datasets"
+        "# M = counterfactual.max_trajectories, G = counterfactual graphs per trajectory (conditions, the",
+        "# random control once per counterfactual.random_seeds), Q = routes.n_questions, D = datasets"
         + (" (+ N: trajectories.rationalize, at most one more trajectory a question)" if extra else ""),
         f"per trajectory  c = (L(1 + P) + 1)(1 + A) = ({a.max_iterations}(1 + {a.max_pairs}) + 1)"
         f"(1 + {a.repair_attempts}) = {c}",
-        f"per round       (N k{extra} + H) c = ({t.n_questions} x {t.samples}{extra_n} + {e.n_questions})"
-        f" x {c} = {cost['per_round']:,}   (trajectories + held-out evaluation)",
+        f"counterfactual  min(N k{extra}, M) G (1 + A) = min({t.n_questions} x {t.samples}{extra_n}, "
+        f"{cf.max_trajectories}) x {g} x (1 + {a.repair_attempts}) = {cost['counterfactual_per_round']:,}"
+        "   (re-asks of correct trajectories)",
+        f"per round       (N k{extra} + H) c + counterfactual = ({t.n_questions} x {t.samples}{extra_n} + "
+        f"{e.n_questions}) x {c} + {cost['counterfactual_per_round']:,} = {cost['per_round']:,}"
+        "   (trajectories + counterfactual + held-out evaluation)",
         f"per round, all chains  V S x per round = {len(b.variants)} x {len(b.seeds)} x {cost['per_round']:,}"
         f" = {cost['chains'] * cost['per_round']:,}",
         f"per chain       R x per round + H c = {b.max_rounds} x {cost['per_round']:,} + "
@@ -64,3 +87,6 @@ def render_cost(params: Params) -> str:
         f" = {cost['total']:,}   (+ the base model's held-out evaluation and the route classifier)",
     ]
     return "\n".join(lines) + "\n"
+
+
+# The entailment judge's calls are not in the bound: see the module docstring.

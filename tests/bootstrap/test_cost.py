@@ -6,7 +6,12 @@ from __future__ import annotations
 import itertools
 
 from factory.agent.format import render_complete, render_explore, render_final
-from factory.bootstrap.cost import calls_per_trajectory, protocol_cost, render_cost
+from factory.bootstrap.cost import (
+    calls_per_trajectory,
+    counterfactual_calls_per_trajectory,
+    protocol_cost,
+    render_cost,
+)
 from factory.cli import main
 from factory.config import Params
 from factory.retrieval.bm25 import BM25Retriever
@@ -16,10 +21,15 @@ from tests.agent.test_loop import FakeLLM, run
 def test_protocol_cost_by_hand():
     p = Params()  # L=5, P=3, A=1; N=24, k=1; H=16; R=2; 3 variants x 1 seed; 10 routes x 3 datasets
     assert calls_per_trajectory(p) == (5 * (1 + 3) + 1) * (1 + 1) == 42
+    # counterfactual: M=200 re-asked at most, 5 conditions + 2 more random seeds = 7 graphs, repaired once
+    assert counterfactual_calls_per_trajectory(p) == 7 * 2 == 14
     cost = protocol_cost(p)
-    assert cost["per_round"] == (24 * 1 + 16) * 42 == 1680
-    assert cost["per_chain"] == 2 * 1680 + 16 * 42 == 4032
-    assert cost["total"] == 3 * 4032 + 16 * 42 + 10 * 3 == 12798
+    assert cost["counterfactual_per_round"] == min(24, 200) * 14 == 336
+    assert cost["per_round"] == (24 * 1 + 16) * 42 + 336 == 2016
+    assert cost["per_chain"] == 2 * 2016 + 16 * 42 == 4704
+    assert cost["total"] == 3 * 4704 + 16 * 42 + 10 * 3 == 14814
+    narrow = Params(counterfactual={"conditions": ["full", "without_sq"], "max_trajectories": 5})
+    assert protocol_cost(narrow)["counterfactual_per_round"] == 5 * 2 * 2
     full = Params(
         trajectories={"n_questions": 1000, "samples": 4, "rationalize": True},
         evaluate={"n_questions": 500},
@@ -31,9 +41,10 @@ def test_protocol_cost_by_hand():
     )
     cost = protocol_cost(full)
     assert cost["trajectories_per_round"] == 1000 * 4 + 1000 and cost["chains"] == 9
-    assert cost["per_round"] == (5000 + 500) * 42
+    assert cost["per_round"] == (5000 + 500) * 42 + 200 * 14
     text = render_cost(full)
-    assert "per round       (N k + N + H) c = (1000 x 4 + 1000 + 500) x 42 = 231,000" in text
+    line = "per round       (N k + N + H) c + counterfactual = (1000 x 4 + 1000 + 500) x 42 + 2,800 = 233,800"
+    assert line in text
     assert f"= {cost['total']:,}" in text
 
 
