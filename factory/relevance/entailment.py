@@ -340,6 +340,12 @@ def judge_sources(
             if items
             else []
         )
+        # the cost: one call per distinct (passage, triplet); a re-run is answered from the cache
+        calls = {
+            "triplets_judged": len(items),
+            "cache_hits": int(getattr(llm, "hits", 0)),
+            "cache_misses": int(getattr(llm, "misses", 0)),
+        }
     finally:
         if llm is not None:
             llm.close()
@@ -348,6 +354,7 @@ def judge_sources(
     summary = {
         **head,
         "judge_model": getattr(llm, "identity", None),
+        "llm_calls": calls,
         "agreement_with_lexical": agreement(rows, gold),
     }
     return rows, verdicts, summary
