@@ -26,6 +26,7 @@ Ungrounded triplets are not judged: no passage was attributed to them.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from factory.config import LLMParams, Params
 from factory.errors import FactoryError
 from factory.io import progress
 from factory.text import join_sentences
+
+log = logging.getLogger(__name__)
 
 CHUNK = 64  # requests per generate call: an interrupted run loses at most one chunk (the rest is cached)
 
@@ -340,12 +343,17 @@ def judge_sources(
             if items
             else []
         )
-        # the cost: one call per distinct (passage, triplet); a re-run is answered from the cache
-        calls = {
-            "triplets_judged": len(items),
-            "cache_hits": int(getattr(llm, "hits", 0)),
-            "cache_misses": int(getattr(llm, "misses", 0)),
-        }
+        # the cost: one call per distinct (passage, triplet), the same figure whether it was sent or answered
+        # from the cache (so a re-run writes the same bytes); the split is logged
+        hits, misses = int(getattr(llm, "hits", 0)), int(getattr(llm, "misses", 0))
+        calls = {"triplets_judged": len(items), "calls": hits + misses}
+        if llm is not None:
+            log.info(
+                "entailment judge: %d calls for %d triplets (%d from the cache)",
+                hits + misses,
+                len(items),
+                hits,
+            )
     finally:
         if llm is not None:
             llm.close()
