@@ -26,8 +26,8 @@ Parsing accepts format variants, not prose: any case, bullets ``-``/``*``/``•`
 separators ``|``, ``:``, ``;``, ``->``, triplets with or without parentheses separated by ``;`` or ``|``
 (``,`` only inside parentheses or on a bulleted line), and ``None``/``nothing found`` for empty
 results. Pairs are read only under ``Look up:`` or from bulleted lines; a relation that reads
-as conversation or as a sentence ("I'll keep that in mind for future responses.") is refused. A parse failure raises
-``ParseError`` with a reason the repair prompt shows the model.
+as conversation or as a sentence ("I'll keep that in mind for future responses.") is refused.
+A parse failure raises ``ParseError`` with a reason the repair prompt shows the model.
 
 ``TEXT`` bundles this syntax's renderer, parser and grammar (``factory.agent.grammar``) per step
 kind; ``factory.agent.format_json`` is the JSON syntax with the same interface, and
@@ -127,12 +127,12 @@ def render_final(thought: str, answer: str) -> str:
 # Entities and objects are names, which may be anything ("I Am Legend", "Sorry (song)"): only
 # their length is checked.
 _CONVERSATION = re.compile(
-    r"\b(?:i|i'm|i'll|i've|i'd|me|my|you|you're|you'll|you've|your|we|we're|let's|let me|sorry|apologi[sz]e"
-    r"|thank you|thanks|please)\b",
+    r"\b(?:i|i'm|i'll|i've|i'd|me|my|you|you're|you'll|you've|your|we|we're|let's|let me|sorry"
+    r"|apologi[sz]e|thank you|thanks|please)\b",
     re.I,
 )
-_MAX_RELATION_WORDS = 10
-_MAX_NAME_WORDS = 20
+_MAX_RELATION_WORDS = 25  # a relation may be a whole sub-question ("who played the girl in ...")
+_MAX_NAME_WORDS = 25
 
 
 def _check_part(part: str, line: str, what: str) -> None:
@@ -141,7 +141,7 @@ def _check_part(part: str, line: str, what: str) -> None:
     plain = part.replace("’", "'")
     words = len(plain.split())
     if what == "a relation":
-        sentence = words >= 4 and plain.rstrip().endswith((".", "!", "?"))
+        sentence = words >= 4 and plain.rstrip().endswith((".", "!"))
         bad = words > _MAX_RELATION_WORDS or sentence or bool(_CONVERSATION.search(plain))
     else:
         bad = words > _MAX_NAME_WORDS
