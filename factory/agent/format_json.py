@@ -35,7 +35,6 @@ from factory.agent.format import (
     FinalOutput,
     ParseError,
     _check_part,
-    _clean,
     parse_pair,
     parse_triplet,
 )
@@ -106,9 +105,11 @@ def _object(text: str) -> dict:
 
 
 def _text(value: Any, field: str) -> str:
-    if isinstance(value, bool) or value is None or isinstance(value, (list, dict)):
+    if value is None:
+        return ""
+    if isinstance(value, (bool, list, dict)):
         raise ParseError(f"'{field}' must be a string")
-    return _clean(str(value))
+    return " ".join(str(value).split())  # JSON quotes its strings: quotes inside are content
 
 
 def _yes_no(value: Any) -> bool | None:

@@ -257,3 +257,49 @@ def test_missing_key_sends_placeholder_and_says_so(tmp_path, monkeypatch, caplog
         llm.close()
         assert server.chat_records()[0]["headers"]["authorization"] == "Bearer EMPTY"
     assert any(KEY_ENV in rec.getMessage() and "not set" in rec.getMessage() for rec in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("field", "version", "expect"),
+    [
+        ("response_format", "knowtrace-json-v1", "json_schema"),
+        ("structured_outputs", "knowtrace-json-v1", "json"),
+        ("structured_outputs", "knowtrace-v1", "regex"),
+        ("grammar", "knowtrace-v1", "gbnf"),
+        ("grammar", "knowtrace-json-v1", "gbnf"),
+    ],
+)
+def test_a_constraint_travels_in_the_field_the_server_understands(tmp_path, field, version, expect):
+    from factory.agent.loop import step_constraints
+
+    constraint = step_constraints(version, 2)["explore"]
+    request = ChatRequest.of([{"role": "user", "content": "q"}], Sampling(), 0, constraint)
+    with MockOpenAIServer() as server:
+        llm = _llm(server, tmp_path, constraint_field=field)
+        (resp,) = llm.generate([request, ChatRequest(request.messages, request.sampling)])[:1]
+        llm.close()
+        constrained, plain = server.chat_records()
+    assert resp.ok and constrained["constraint"] == field and plain["constraint"] is None
+    sent = constrained["body"][field]
+    if expect == "json_schema":
+        assert sent["type"] == "json_schema" and sent["json_schema"]["schema"] == json.loads(
+            constraint.json_schema
+        )
+    elif expect == "json":
+        assert sent == {"json": json.loads(constraint.json_schema)}
+    elif expect == "regex":
+        assert sent == {"regex": constraint.regex}
+    else:
+        assert sent == constraint.gbnf and sent.startswith("root ::= ")
+
+
+def test_a_text_syntax_cannot_travel_as_a_json_schema(tmp_path):
+    from factory.agent.loop import step_constraints
+
+    constraint = step_constraints("knowtrace-v1", 2)["final"]
+    with MockOpenAIServer() as server:
+        llm = _llm(server, tmp_path, constraint_field="response_format")
+        with pytest.raises(FactoryError, match="knowtrace-json-v1"):
+            llm.generate([ChatRequest.of([{"role": "user", "content": "q"}], Sampling(), 0, constraint)])
+        llm.close()
+        assert server.chat_records() == []
