@@ -6,7 +6,7 @@ Endpoints: ``POST /v1/chat/completions``, ``GET /v1/models`` (with vLLM's ``root
 latencies drawn, for the benchmark's ideal rate). Replies come from ``script(messages, model) -> text``.
 
 Latency: ``latency_s`` per call, or with ``latency_sigma`` > 0 a lognormal draw with median
-``latency_s`` (sigma 1: p99 about ten times the median), deterministic per request key and attempt.
+``latency_s`` (sigma 1: p99 about ten times the median), deterministic per request key.
 
 Structured outputs: a request may carry vLLM/OpenAI ``response_format`` (json_schema),
 ``structured_outputs`` (json | regex | grammar | choice) or llama.cpp ``grammar``; a malformed one is
@@ -190,7 +190,7 @@ def make_app(state: MockState) -> FastAPI:
         )
         latency = state.latency_s
         if state.latency_sigma > 0:
-            latency = lognormal_latency(state.latency_s, state.latency_sigma, key, attempt)
+            latency = lognormal_latency(state.latency_s, state.latency_sigma, key)  # the same on every run
         with state.lock:
             state.latency_total_s += latency
         try:

@@ -327,12 +327,14 @@ def parse_final(text: str) -> FinalOutput:
 # ---------------------------------------------------------------- the step formats of this syntax
 
 # Field bounds shared by every syntax: the grammar enforces them; the parsers accept longer fields.
-THOUGHT_CHARS = 200
-ANSWER_CHARS = 80
-ENTITY_CHARS = 60
-RELATION_CHARS = 40
-PART_CHARS = 80  # subject and object of a triplet
-MAX_TRIPLETS = 4
+# A constrained explore reply stays within about 96 tokens (the demo's llm.max_new_tokens), so a
+# rambling thought cannot push its lookups past the budget.
+THOUGHT_CHARS = 160
+ANSWER_CHARS = 60
+ENTITY_CHARS = 50
+RELATION_CHARS = 30
+PART_CHARS = 50  # subject and object of a triplet
+MAX_TRIPLETS = 3
 KINDS = ("explore", "complete", "final")
 
 
