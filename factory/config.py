@@ -21,6 +21,7 @@ Dataset = Literal["hotpotqa", "2wikimultihopqa", "musique"]
 Variant = Literal["backtrace", "random", "unfiltered"]
 BacktraceMode = Literal["undirected_shortest", "directed_reach", "undirected_simple"]
 TargetMode = Literal["thought_and_answer", "answer_only", "gold_answer", "question_only"]
+ConstraintField = Literal["response_format", "response_format_json_object", "structured_outputs", "grammar"]
 DATASETS: tuple[str, ...] = get_args(Dataset)
 VARIANTS: tuple[str, ...] = get_args(Variant)
 BACKTRACE_MODES: tuple[str, ...] = get_args(BacktraceMode)
@@ -167,11 +168,12 @@ class LLMParams(Section):
         "write what the parser reads. auto = on for the local backend (llguidance), off for openai (the "
         "server must support llm.constraint_field).",
     )
-    constraint_field: Literal["response_format", "structured_outputs", "grammar"] = Field(
+    constraint_field: ConstraintField = Field(
         "response_format",
-        description="openai backend, constrained: the request field carrying the grammar. response_format = "
-        "JSON schema (vLLM, SGLang, llama.cpp, OpenAI; needs a JSON prompt version), structured_outputs = "
-        "vLLM's (json or regex), grammar = llama.cpp's GBNF.",
+        description="openai backend, constrained: the request field carrying the grammar. response_format "
+        "= JSON schema (vLLM, SGLang, llama.cpp's llama-server, OpenAI; needs a JSON prompt version), "
+        "response_format_json_object = the same as {type: json_object, schema} (llama-cpp-python's "
+        "server), structured_outputs = vLLM's (json or regex), grammar = llama.cpp's GBNF (any version).",
     )
     model_revision: str | None = Field(
         None,

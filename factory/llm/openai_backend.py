@@ -14,9 +14,10 @@ agent's continuous scheduler keeps ``concurrency`` requests in flight with it. B
 bound on requests in flight.
 
 Constrained decoding: a request's ``Constraint`` travels in the field ``constraint_field`` names:
-``response_format`` (a JSON schema: vLLM, SGLang, llama.cpp server, OpenAI), ``structured_outputs``
-(vLLM >= 0.10.2: ``json`` for a JSON syntax, ``regex`` for a text one) or ``grammar`` (llama.cpp's
-GBNF).
+``response_format`` (``{type: json_schema, json_schema: {name, schema}}``: vLLM, SGLang, llama.cpp's
+llama-server, OpenAI), ``response_format_json_object`` (``{type: json_object, schema}``: what
+llama-cpp-python's server reads), ``structured_outputs`` (vLLM >= 0.10.2: ``json`` for a JSON syntax,
+``regex`` for a text one) or ``grammar`` (llama.cpp's GBNF, both servers).
 
 Identity: the model's name, what the servers' ``/models`` say about it (vLLM: ``root``, the
 weights' path or hub id, and ``max_model_len``) and ``model_revision`` when given, so that a server
@@ -49,7 +50,7 @@ from factory.llm.served import ServedModels
 log = logging.getLogger(__name__)
 
 NO_KEY = "EMPTY"  # what vLLM accepts when it runs without --api-key
-CONSTRAINT_FIELDS = ("response_format", "structured_outputs", "grammar")
+CONSTRAINT_FIELDS = ("response_format", "response_format_json_object", "structured_outputs", "grammar")
 
 
 class _Malformed(Exception):
@@ -219,7 +220,7 @@ class OpenAILLM(ServedModels):
         c = request.constraint
         if c is None:
             return {}
-        if self.constraint_field == "response_format":
+        if self.constraint_field.startswith("response_format"):
             if c.json_schema is None:
                 raise FactoryError(
                     f"constraint {c.name!r} has no JSON schema (a text syntax), so it cannot travel in "

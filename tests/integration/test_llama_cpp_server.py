@@ -4,7 +4,8 @@ SmolLM2 GGUF, behind a proxy injecting 429 / 500 / hung / truncated / dropped fa
 Run by ``make test-integration`` (it builds the server into ``.venv-llama`` and sets
 ``FACTORY_LLAMA_PYTHON``); skipped otherwise, since the server builds from source for minutes. Each
 run goes through the openai backend with constrained decoding in the server's own request fields
-(``response_format`` JSON schema for knowtrace-json-v1, ``grammar`` GBNF for knowtrace-v1), the
+(``response_format`` with a JSON schema, in the ``json_object`` form llama-cpp-python reads, for
+knowtrace-json-v1; ``grammar`` GBNF for knowtrace-v1), the
 continuous scheduler and the response cache: every question leaves exactly one record, no fault
 loses one, and a second run makes no call and writes the same bytes.
 """
@@ -115,7 +116,8 @@ def _argv(base_url: str, version: str, field: str, n: int) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    ("version", "field", "n"), [("knowtrace-json-v1", "response_format", 6), ("knowtrace-v1", "grammar", 4)]
+    ("version", "field", "n"),
+    [("knowtrace-json-v1", "response_format_json_object", 6), ("knowtrace-v1", "grammar", 4)],
 )
 def test_stage_through_a_real_server_behind_faults(
     server, tmp_path, monkeypatch, ingested, version, field, n

@@ -263,6 +263,7 @@ def test_missing_key_sends_placeholder_and_says_so(tmp_path, monkeypatch, caplog
     ("field", "version", "expect"),
     [
         ("response_format", "knowtrace-json-v1", "json_schema"),
+        ("response_format_json_object", "knowtrace-json-v1", "json_object"),
         ("structured_outputs", "knowtrace-json-v1", "json"),
         ("structured_outputs", "knowtrace-v1", "regex"),
         ("grammar", "knowtrace-v1", "gbnf"),
@@ -278,10 +279,15 @@ def test_a_constraint_travels_in_the_field_the_server_understands(tmp_path, fiel
         llm = _llm(server, tmp_path, constraint_field=field)
         (resp,) = llm.generate([request, ChatRequest(request.messages, request.sampling)])[:1]
         llm.close()
-        constrained, plain = server.chat_records()
-    assert resp.ok and constrained["constraint"] == field and plain["constraint"] is None
-    sent = constrained["body"][field]
-    if expect == "json_schema":
+        records = server.chat_records()  # in arrival order: the two were sent concurrently
+    constrained = next(r for r in records if r["constraint"])
+    plain = next(r for r in records if not r["constraint"])
+    sent_in = "response_format" if field.startswith("response_format") else field
+    assert resp.ok and constrained["constraint"] == sent_in and plain["constraint"] is None
+    sent = constrained["body"][sent_in]
+    if expect == "json_object":  # llama-cpp-python's form
+        assert sent == {"type": "json_object", "schema": json.loads(constraint.json_schema)}
+    elif expect == "json_schema":
         assert sent["type"] == "json_schema" and sent["json_schema"]["schema"] == json.loads(
             constraint.json_schema
         )
