@@ -229,6 +229,8 @@ class OpenAILLM(ServedModels):
                 )
             name = re.sub(r"[^A-Za-z0-9_-]", "_", c.name)[:64]
             schema = json.loads(c.json_schema)
+            if self.constraint_field == "response_format_json_object":
+                return {"response_format": {"type": "json_object", "schema": schema}}
             return {
                 "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
             }
