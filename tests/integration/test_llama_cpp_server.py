@@ -32,7 +32,7 @@ pytestmark = pytest.mark.skipif(
     not LLAMA_PYTHON, reason="needs the llama-cpp-python server: run `make test-integration`"
 )
 ALIAS = "smollm2-135m-instruct-q4_1"
-TIMEOUT_S = 25.0
+TIMEOUT_S = 90.0  # grammar-constrained sampling in llama-cpp-python takes ~0.3 s per token here
 
 
 def smollm2_gguf() -> Path:
@@ -117,7 +117,7 @@ def _argv(base_url: str, version: str, field: str, n: int) -> list[str]:
 
 @pytest.mark.parametrize(
     ("version", "field", "n"),
-    [("knowtrace-json-v1", "response_format_json_object", 6), ("knowtrace-v1", "grammar", 4)],
+    [("knowtrace-json-v1", "response_format_json_object", 4), ("knowtrace-v1", "grammar", 3)],
 )
 def test_stage_through_a_real_server_behind_faults(
     server, tmp_path, monkeypatch, ingested, version, field, n
@@ -127,7 +127,7 @@ def test_stage_through_a_real_server_behind_faults(
     start_chain(tmp_path, "backtrace")
     out = tmp_path / paths.trajectories("backtrace", 0)
     metrics_path = tmp_path / paths.stage_metrics("trajectories", "backtrace", 0)
-    with FaultProxy(server, rate=0.3, seed=1, hang_s=TIMEOUT_S + 5) as proxy:
+    with FaultProxy(server, rate=0.4, seed=1, hang_s=TIMEOUT_S + 2) as proxy:
         argv = _argv(proxy.base_url, version, field, n)
         t0 = time.perf_counter()
         assert main(argv) == 0
