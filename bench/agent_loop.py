@@ -283,6 +283,7 @@ def _stage_rows(runs: dict[str, dict], target: str) -> list[tuple[str, str, str]
                 f"{r['driver_cpu_ms_per_step']:.3f}",
                 "agent loop + scheduling (HTTP is in the backend's thread)",
             ),
+            (f"{name}: process CPU ms / step", f"{r['total_cpu_ms_per_step']:.3f}", "+ HTTP client, cache"),
         ]
     if {"continuous", "lockstep"} <= set(runs):
         ratio = runs["continuous"]["calls_per_s"] / runs["lockstep"]["calls_per_s"]
