@@ -56,6 +56,7 @@ def _dvc(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
         "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         "FACTORY_NO_PROGRESS": "1",
         "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": str(cwd),  # the copied project's code, not the package the venv has installed
         "OMP_NUM_THREADS": "1",
     }
     return subprocess.run(
