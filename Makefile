@@ -1,5 +1,6 @@
 # The two commands of the README: `make demo` (set up + run the whole pipeline) and `make test`.
-# Both create .venv when it is missing and are idempotent.
+# Both create .venv when it is missing and are idempotent. `make test-integration` also builds a
+# real OpenAI-compatible server (llama-cpp-python) into its own .venv-llama (minutes, once).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,7 +12,14 @@ export HF_DATASETS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 export GX_ANALYTICS_ENABLED := false
 
-.PHONY: setup demo test bench lint clean
+# llama-cpp-python's server, built from source with portable CPU flags: the default native build
+# crashed on its first chat call here (general protection fault in libggml-cpu).
+LLAMA_VENV := .venv-llama
+LLAMA_STAMP := $(LLAMA_VENV)/.installed
+LLAMA_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+
+.PHONY: setup demo test test-integration bench lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,10 +39,21 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -n 2 tests
 
+$(LLAMA_STAMP):
+	@test -x $(LLAMA_VENV)/bin/python || $(PYTHON) -m venv $(LLAMA_VENV)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_VENV)/bin/pip install -q --no-cache-dir 'llama-cpp-python[server]==$(LLAMA_VERSION)'
+	@touch $(LLAMA_STAMP)
+
+# The trajectories stage against llama-cpp-python serving the embedded SmolLM2 GGUF, behind a fault
+# proxy (not part of `make test`: the server builds from source for ~4 minutes on 2 cores).
+test-integration: setup $(LLAMA_STAMP)
+	FACTORY_LLAMA_PYTHON=$(abspath $(LLAMA_VENV))/bin/python $(BIN)/python -m pytest -p no:cacheprovider -s -rA tests/integration
+
 bench: setup
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/backtrace.py
 	$(BIN)/python bench/trajectories.py
+	$(BIN)/python bench/constrained.py
 
 lint: setup
 	$(BIN)/ruff check factory schemas validators tests bench

@@ -6,12 +6,17 @@ shared corpora; the policy is the scripted gold policy, so trajectories have rea
 
 (1) in process: the scripted policy answers directly (no network), so the process's CPU time is
     the agent loop's own plus the script's (an upper bound on the loop's);
-(2) against the mock OpenAI server in its own process, at a fixed latency per call and bounded
-    concurrency, through the real openai backend: CPU time inside ``llm.generate`` (the backend)
-    is measured apart from the rest (the agent loop), and calls/s is compared with the ideal
-    concurrency / latency.
+(2) the trajectories stage's own driver (``generate_trajectories``: checkpoint, response cache,
+    final file) through the real openai backend against the mock OpenAI server in its own process,
+    at bounded concurrency, for the continuous scheduler and for the lockstep baseline (today's
+    shards of 32 questions, each in lockstep ticks): calls/s against the ideal concurrency / mean
+    latency, and the driver thread's CPU time per step (the agent loop and scheduling; HTTP runs
+    in the backend's thread). ``report_agent_loop`` runs it at a fixed latency,
+    ``report_variable_latency`` at a lognormal one (sigma 1: p99 about ten times the median).
 
-Target: the agent loop's CPU time <= 2 ms per step. ``python bench/agent_loop.py``.
+Targets: the agent loop's CPU time <= 2 ms per step; under variable latency the continuous
+scheduler >= 0.90 of ideal and >= 3x the lockstep baseline. ``python bench/agent_loop.py
+[--variable --questions 1000]``.
 """
 
 from __future__ import annotations
@@ -108,7 +113,7 @@ def run_agent(questions, passages, llm, samples: int) -> dict:
     }
 
 
-def serve(port: int, latency_s: float, n: int, seed: int) -> None:
+def serve(port: int, latency_s: float, n: int, seed: int, latency_sigma: float = 0.0) -> None:
     """The mock server whose replies are the scripted policy's (run in its own process)."""
     import uvicorn
 
@@ -122,15 +127,34 @@ def serve(port: int, latency_s: float, n: int, seed: int) -> None:
     def script(messages: list[dict], model: str) -> str:
         return policy.generate([ChatRequest.of(messages, Sampling())])[0].text
 
-    state = MockState(script=script, latency_s=latency_s, record=False)
+    state = MockState(script=script, latency_s=latency_s, latency_sigma=latency_sigma, record=False)
     uvicorn.run(
         make_app(state), host="127.0.0.1", port=port, log_level="warning", backlog=2048, access_log=False
     )
 
 
-def bench_mock_server(n: int, samples: int, latency_s: float, concurrency: int, seed: int) -> dict:
-    from factory.llm.openai_backend import OpenAILLM
+class Lockstep:
+    """The lockstep baseline: the same backend without ``submit``, so the stage's driver falls back to
+    today's shards of ``trajectories.shard_size`` questions, each run in lockstep ticks."""
 
+    def __init__(self, inner):
+        self.inner, self.backend = inner, inner.backend
+
+    @property
+    def identity(self) -> str:
+        return self.inner.identity
+
+    def generate(self, requests):
+        return self.inner.generate(requests)
+
+    def count_tokens(self, text: str) -> int:
+        return self.inner.count_tokens(text)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _start_server(latency_s: float, n: int, seed: int, latency_sigma: float) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = [
         sys.executable,
@@ -140,6 +164,8 @@ def bench_mock_server(n: int, samples: int, latency_s: float, concurrency: int, 
         str(port),
         "--latency",
         str(latency_s),
+        "--latency-sigma",
+        str(latency_sigma),
         "--questions",
         str(n),
         "--seed",
@@ -147,26 +173,125 @@ def bench_mock_server(n: int, samples: int, latency_s: float, concurrency: int, 
     ]
     proc = subprocess.Popen(cmd, cwd=ROOT)
     base_url = f"http://127.0.0.1:{port}/v1"
+    wait_for_server(base_url, proc, timeout_s=120)
+    return proc, base_url
+
+
+def _server_stats(base_url: str) -> dict:
+    import httpx
+
+    return httpx.get(base_url.removesuffix("/v1") + "/stats", timeout=10).json()
+
+
+def bench_stage_driver(
+    n: int,
+    samples: int,
+    latency_s: float,
+    concurrency: int,
+    seed: int = 0,
+    latency_sigma: float = 0.0,
+    schedulers: tuple[str, ...] = ("continuous", "lockstep"),
+) -> dict[str, dict]:
+    """The trajectories stage's own driver (generate_trajectories: checkpoint, response cache, final file)
+    against the mock server, per scheduler; calls/s against the ideal concurrency / mean latency, where
+    the mean is over the latencies the server drew for this run's calls."""
+    from factory.agent.generate import generate_trajectories
+    from factory.agent.policy import Policy
+    from factory.config import Params
+    from factory.llm.base import Sampling
+    from factory.llm.cache import CachedLLM, ResponseCache
+    from factory.llm.openai_backend import OpenAILLM
+    from factory.retrieval.bm25 import BM25Retriever
+
+    questions, passages = load_questions(n, seed)
+    retriever = BM25Retriever.build(passages)
+    params = Params(llm={"concurrency": concurrency})  # shard_size 32, window 8 x concurrency: the defaults
+    proc, base_url = _start_server(latency_s, n, seed, latency_sigma)
+    out: dict[str, dict] = {}
     try:
-        wait_for_server(base_url, proc, timeout_s=120)
-        questions, passages = load_questions(n, seed)
-        with tempfile.TemporaryDirectory() as tmp:
-            llm = OpenAILLM(
-                [base_url],
-                "mock-model",
-                concurrency=concurrency,
-                timeout_s=30,
-                max_retries=3,
-                registry_path=Path(tmp) / "lora_names.json",
-            )
-            out = run_agent(questions, passages, llm, samples)
-            llm.close()
+        for scheduler in schedulers:
+            with tempfile.TemporaryDirectory() as tmp:  # a fresh response cache: every call is sent
+                inner = OpenAILLM(
+                    [base_url],
+                    "mock-model",
+                    concurrency=concurrency,
+                    timeout_s=60,
+                    max_retries=3,
+                    registry_path=Path(tmp) / "lora_names.json",
+                )
+                llm = CachedLLM(inner, ResponseCache(Path(tmp) / "responses.sqlite"))
+                driven = llm if scheduler == "continuous" else Lockstep(llm)
+                before = _server_stats(base_url)
+                cpu, thread, wall = time.process_time(), time.thread_time(), time.perf_counter()
+                records = generate_trajectories(
+                    params,
+                    questions,
+                    llm=driven,
+                    retriever=retriever,
+                    passages=None,
+                    policy=Policy("base", None, -1),
+                    round_=0,
+                    samples=samples,
+                    sampling=Sampling(temperature=0.7, seed=seed),
+                    out_path=Path(tmp) / "round_0.parquet",
+                    run_id="bench/round_0",
+                    desc=f"bench {scheduler}",
+                )
+                wall = time.perf_counter() - wall
+                thread, cpu = time.thread_time() - thread, time.process_time() - cpu
+                after = _server_stats(base_url)
+                llm.close()
+            calls = after["completions"] - before["completions"]
+            mean_latency = (after["latency_total_s"] - before["latency_total_s"]) / calls
+            steps = sum(len(r["steps"]) for r in records)
+            out[scheduler] = {
+                "trajectories": len(records),
+                "ok": sum(r["status"] == "ok" for r in records),
+                "steps": steps,
+                "calls": calls,
+                "wall_s": wall,
+                "calls_per_s": calls / wall,
+                "mean_latency_s": mean_latency,
+                "ideal_calls_per_s": concurrency / mean_latency,
+                "fraction_of_ideal": calls / wall / (concurrency / mean_latency),
+                "driver_cpu_ms_per_step": 1000 * thread / steps,
+                "total_cpu_ms_per_step": 1000 * cpu / steps,
+            }
     finally:
         proc.terminate()
         proc.wait(timeout=10)
-    out["ideal_calls_per_s"] = concurrency / latency_s
-    out["fraction_of_ideal"] = out["calls_per_s"] / out["ideal_calls_per_s"]
     return out
+
+
+def _stage_rows(runs: dict[str, dict], target: str) -> list[tuple[str, str, str]]:
+    rows = []
+    for name, r in runs.items():
+        rows += [
+            (f"{name}: trajectories (ok)", f"{r['trajectories']} ({r['ok']})", f"{r['calls']} calls"),
+            (
+                f"{name}: calls/s",
+                f"{r['calls_per_s']:.1f}",
+                f"ideal {r['ideal_calls_per_s']:.1f}/s (mean latency {1000 * r['mean_latency_s']:.0f} ms)",
+            ),
+            (
+                f"{name}: fraction of ideal",
+                f"{r['fraction_of_ideal']:.3f}",
+                target if name == "continuous" else "",
+            ),
+            (
+                f"{name}: driver-thread CPU ms / step",
+                f"{r['driver_cpu_ms_per_step']:.3f}",
+                "agent loop + scheduling (HTTP is in the backend's thread)",
+            ),
+            (f"{name}: process CPU ms / step", f"{r['total_cpu_ms_per_step']:.3f}", "+ HTTP client, cache"),
+        ]
+    if {"continuous", "lockstep"} <= set(runs):
+        ratio = runs["continuous"]["calls_per_s"] / runs["lockstep"]["calls_per_s"]
+        rows.append(
+            ("continuous / lockstep calls/s", f"{ratio:.2f}x", "target >= 3x" if "0.90" in target else "")
+        )
+    rows.append(("machine load (1 min) / cores", f"{os.getloadavg()[0]:.1f} / {os.cpu_count()}", ""))
+    return rows
 
 
 def report_agent_loop(
@@ -177,7 +302,8 @@ def report_agent_loop(
     seed: int = 0,
     with_server: bool = True,
 ) -> None:
-    """Run (c1) and (c2) and print their tables (bench/trajectories.py calls this after its part (a))."""
+    """(c1) the agent loop in process, (c2) the stage's driver at a fixed latency (bench/trajectories.py
+    calls this after its part (a))."""
     from factory.agent.scripted import ScriptedPolicyLLM
 
     qs, passages = load_questions(questions, seed)
@@ -198,21 +324,25 @@ def report_agent_loop(
     )
     if not with_server:
         return
-    b = bench_mock_server(questions, samples, latency_s, concurrency, seed)
+    runs = bench_stage_driver(questions, samples, latency_s, concurrency, seed)
     print_table(
-        f"(c2) agent loop via the openai backend vs the mock server: {latency_s * 1000:.0f} ms latency, "
-        f"concurrency {concurrency}",
-        rows(b)
-        + [
-            (
-                "calls/s achieved (lockstep ticks)",
-                f"{b['calls_per_s']:.1f}",
-                f"ideal {b['ideal_calls_per_s']:.0f}/s",
-            ),
-            ("fraction of ideal", f"{b['fraction_of_ideal']:.3f}", "(a tick waits for its slowest call)"),
-            ("machine load (1 min) / cores", f"{os.getloadavg()[0]:.1f} / {os.cpu_count()}", ""),
-        ],
+        f"(c2) the stage's driver via the openai backend vs the mock server: {questions} questions x "
+        f"{samples} samples, fixed {latency_s * 1000:.0f} ms latency, concurrency {concurrency}",
+        _stage_rows(runs, ""),
     )
+
+
+def report_variable_latency(
+    questions: int = 1000, latency_s: float = 0.1, sigma: float = 1.0, concurrency: int = 32, seed: int = 0
+) -> dict[str, dict]:
+    """(d) lognormal latency: the continuous scheduler vs the lockstep baseline (today's shards)."""
+    runs = bench_stage_driver(questions, 1, latency_s, concurrency, seed, latency_sigma=sigma)
+    print_table(
+        f"(d) variable latency: the stage's driver, {questions} questions x 1 sample, lognormal latency "
+        f"(median {latency_s * 1000:.0f} ms, sigma {sigma:g}), concurrency {concurrency}",
+        _stage_rows(runs, "target >= 0.90"),
+    )
+    return runs
 
 
 def main() -> None:
@@ -224,13 +354,18 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--latency-sigma", type=float, default=0.0, help=argparse.SUPPRESS)
+    parser.add_argument("--variable", action="store_true", help="run (d), the variable-latency comparison")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--skip-server", action="store_true", help="run the in-process set-up only")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.serve:
-        serve(args.port, args.latency, args.questions, args.seed)
+        serve(args.port, args.latency, args.questions, args.seed, args.latency_sigma)
+        return
+    if args.variable:
+        report_variable_latency(args.questions, args.latency, 1.0, args.concurrency, args.seed)
         return
     report_agent_loop(
         args.questions,

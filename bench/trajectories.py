@@ -1,4 +1,4 @@
-"""Trajectory-engine benchmark, backend part (the agent part is added next to it).
+"""Trajectory-engine benchmark: the openai and local backends, the agent loop, the stage's scheduler.
 
 (a) openai backend against the mock OpenAI server (its own process, so its CPU time is not the
     client's) at a fixed latency per call and bounded concurrency: achieved calls/s as a fraction
@@ -7,7 +7,15 @@
 (b) local backend on models/base (SmolLM2-135M): tokens/s of batched generation (one batch of 16)
     vs the same prompts one at a time (target >= 3x).
 
-Prints a table of figures and ratios. ``--skip-local`` runs (a) only.
+(c) bench/agent_loop.py: the agent loop's CPU time per step in process (c1), and the trajectories
+    stage's driver against the mock server at a fixed latency (c2);
+(d) the same driver under variable latency (lognormal, sigma 1, median 100 ms; 1,000 questions x
+    1 sample, concurrency 32): the continuous scheduler and the lockstep baseline (today's shards of
+    32 questions, lockstep ticks) as fractions of the ideal concurrency / mean latency (targets >=
+    0.90 of ideal and >= 3x the baseline).
+
+Constrained decoding on SmolLM2 is bench/constrained.py (``make bench`` runs both).
+Prints tables of figures and ratios. ``--skip-local`` skips (b); ``--skip-variable`` skips (d).
 """
 
 from __future__ import annotations
@@ -175,6 +183,8 @@ def main() -> None:
         "--threads", type=int, default=None, help="torch CPU threads for (b) (default: torch's choice)"
     )
     parser.add_argument("--skip-local", action="store_true")
+    parser.add_argument("--skip-variable", action="store_true")
+    parser.add_argument("--variable-questions", type=int, default=1000)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -206,6 +216,10 @@ def main() -> None:
     from bench.agent_loop import report_agent_loop  # the agent part: the factory's own CPU time per step
 
     report_agent_loop(latency_s=args.latency, concurrency=args.concurrency)
+    if not args.skip_variable:
+        from bench.agent_loop import report_variable_latency
+
+        report_variable_latency(args.variable_questions, args.latency, 1.0, args.concurrency)
     if args.skip_local:
         return
     if not (args.model / "config.json").exists():

@@ -22,6 +22,7 @@ Variant = Literal["backtrace", "random", "unfiltered"]
 BacktraceMode = Literal["undirected_shortest", "directed_reach", "undirected_simple"]
 TargetMode = Literal["thought_and_answer", "answer_only", "gold_answer", "question_only"]
 Condition = Literal["full", "without_sq", "only_sq", "without_random", "closed_book"]
+ConstraintField = Literal["response_format", "response_format_json_object", "structured_outputs", "grammar"]
 DATASETS: tuple[str, ...] = get_args(Dataset)
 VARIANTS: tuple[str, ...] = get_args(Variant)
 BACKTRACE_MODES: tuple[str, ...] = get_args(BacktraceMode)
@@ -140,7 +141,9 @@ class LLMParams(Section):
     load_lora: bool = Field(
         True,
         description="openai backend: register round adapters on the server via /v1/load_lora_adapter "
-                    "(vLLM --enable-lora).",
+                    "(vLLM --enable-lora, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True); false: the operator "
+                    "registers them at server start (--lora-modules <name>=<path>, names as the factory "
+                    "logs them: <variant>-r<round>-<weights hash>).",
     )
     lora_path_prefix: str | None = Field(
         None,
@@ -160,6 +163,25 @@ class LLMParams(Section):
     )
     cache: bool = Field(
         True, description="Use the response cache under data/cache/ (content-addressed, SQLite)."
+    )
+    constrained: Literal["auto", "on", "off"] = Field(
+        "auto",
+        description="Constrained decoding: every call carries its step's grammar, so the model can only "
+        "write what the parser reads. auto = on for the local backend (llguidance), off for openai (the "
+        "server must support llm.constraint_field).",
+    )
+    constraint_field: ConstraintField = Field(
+        "response_format",
+        description="openai backend, constrained: the request field carrying the grammar. response_format "
+        "= JSON schema (vLLM, SGLang, llama.cpp's llama-server, OpenAI; needs a JSON prompt version), "
+        "response_format_json_object = the same as {type: json_object, schema} (llama-cpp-python's "
+        "server), structured_outputs = vLLM's (json or regex), grammar = llama.cpp's GBNF (any version).",
+    )
+    model_revision: str | None = Field(
+        None,
+        description="openai backend: a revision label of the served weights, part of the cache identity "
+        "(with the server's /v1/models root and max_model_len); change it when the server's weights change "
+        "under the same name.",
     )
 
 
@@ -200,9 +222,16 @@ class TrajectoryParams(Section):
     shard_size: int = Field(
         32,
         ge=1,
-        description="Questions per checkpointed shard. A shard's trajectories run in lockstep, so "
-                    "shard_size x samples "
-        "bounds the batch sent to the LLM: keep it >= llm.batch_size (local) or llm.concurrency (openai).",
+        description="local backend: questions per checkpointed shard. A shard's trajectories run in "
+                    "lockstep, so shard_size x samples "
+        "bounds the batch sent to the LLM: keep it >= llm.batch_size. (The openai backend schedules "
+        "continuously and checkpoints each trajectory as it finishes.)",
+    )
+    window: int = Field(
+        0,
+        ge=0,
+        description="openai backend: trajectories active at once under continuous scheduling (each sends "
+        "its next calls as soon as its own settle); 0 = 8 x llm.concurrency.",
     )
     rationalize: bool = Field(
         False,

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from factory import paths
-from factory.agent.format import render_complete, render_explore
 from factory.agent.policy import assert_trainable
+from factory.agent.prompts import output_format
 from factory.config import VARIANTS
 from factory.errors import FactoryError
 from factory.text import normalize_question
@@ -166,8 +166,11 @@ def whitespace_tokens(text: str) -> int:
     return len((text or "").split())
 
 
-def _assistant_turn(step: Mapping, triplets_by_id: Mapping[str, Mapping], kept: Kept) -> tuple[str, int, int]:
-    """(assistant content, units the step generated, units kept) for a kept step."""
+def _assistant_turn(
+    step: Mapping, triplets_by_id: Mapping[str, Mapping], kept: Kept, fmt
+) -> tuple[str, int, int]:
+    """(assistant content, units the step generated, units kept) for a kept step, re-rendered in ``fmt``
+    (``output_format`` of the trajectory's prompt version: the syntax the policy was prompted in)."""
     kind = step.get("kind")
     if is_answer_step(step):
         return step.get("output") or "", 0, 0
@@ -175,13 +178,13 @@ def _assistant_turn(step: Mapping, triplets_by_id: Mapping[str, Mapping], kept: 
         kp = set(kept.pair_ids)
         pairs = step.get("pairs") or []
         chosen = [(p["entity"], p["relation"]) for p in pairs if p["pair_id"] in kp]
-        return render_explore(step.get("thought") or "", chosen), len(pairs), len(chosen)
+        return fmt.render_explore(step.get("thought") or "", chosen), len(pairs), len(chosen)
     if kind == "complete":
         kt = set(kept.triplet_ids)
         ids = step.get("triplet_ids") or []
         chosen = [triplets_by_id[i] for i in ids if i in kt]
         return (
-            render_complete([(t["subject"], t["relation"], t["object"]) for t in chosen]),
+            fmt.render_complete([(t["subject"], t["relation"], t["object"]) for t in chosen]),
             len(ids),
             len(chosen),
         )
@@ -260,17 +263,18 @@ def build_set(
         )
         triplets_by_id = {t["triplet_id"]: t for t in traj.get("triplets") or []}
         keep_steps = set(kept.step_indices)
+        fmt = output_format(traj.get("prompt_version"))
         qnorm = normalize_question(traj.get("question") or "")
         for step in traj.get("steps") or []:
             if step.get("status") != "ok":
                 failed_steps += 1
                 continue
             ok_steps += 1
-            full, _, _ = _assistant_turn(step, triplets_by_id, everything)
+            full, _, _ = _assistant_turn(step, triplets_by_id, everything, fmt)
             tokens["assistant_all"] += whitespace_tokens(full)
             if step["index"] not in keep_steps:
                 continue
-            content, total, n_kept = _assistant_turn(step, triplets_by_id, kept)
+            content, total, n_kept = _assistant_turn(step, triplets_by_id, kept, fmt)
             prompt = [{"role": m["role"], "content": m["content"]} for m in step.get("messages") or []]
             if not prompt:
                 raise FactoryError(f"trajectory {tid!r}, step {step['index']}: no prompt messages recorded")

@@ -1,7 +1,16 @@
 """A mock OpenAI-compatible server (FastAPI + uvicorn) with scripted replies and fault injection.
 
-Endpoints: ``POST /v1/chat/completions``, ``GET /v1/models``, ``POST /v1/load_lora_adapter`` (as
-vLLM with ``--enable-lora``). Replies come from ``script(messages, model) -> text``.
+Endpoints: ``POST /v1/chat/completions``, ``GET /v1/models`` (with vLLM's ``root`` and
+``max_model_len`` when given), ``POST /v1/load_lora_adapter`` (as vLLM with ``--enable-lora``; or
+404 as a server without run-time adapters, ``lora_endpoint=False``), ``GET /stats`` (calls and the
+latencies drawn, for the benchmark's ideal rate). Replies come from ``script(messages, model) -> text``.
+
+Latency: ``latency_s`` per call, or with ``latency_sigma`` > 0 a lognormal draw with median
+``latency_s`` (sigma 1: p99 about ten times the median), deterministic per request key.
+
+Structured outputs: a request may carry vLLM/OpenAI ``response_format`` (json_schema),
+``structured_outputs`` (json | regex | grammar | choice) or llama.cpp ``grammar``; a malformed one is
+refused with 400 as a real server would, and each chat record notes which one came (``constraint``).
 
 Faults are deterministic: a request is identified by a hash of its body (so every retry of the
 same request has the same key) and the attempt number for that key; ``FaultPlan.fault_for(key,
@@ -22,12 +31,14 @@ import argparse
 import asyncio
 import hashlib
 import json
+import math
 import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Self
 
 import uvicorn
@@ -36,7 +47,7 @@ from fastapi.responses import JSONResponse, Response
 
 FAULT_KINDS = ("latency", "429", "500", "hang", "malformed", "no_choices", "truncated", "empty")
 # Faults after which a retrying client should still get a successful reply.
-TRANSIENT = ("latency", "429", "500", "hang", "malformed", "no_choices")
+TRANSIENT = ("latency", "429", "500", "hang", "malformed", "no_choices", "empty")
 
 
 def echo_script(messages: list[dict], model: str) -> str:
@@ -48,6 +59,12 @@ def echo_script(messages: list[dict], model: str) -> str:
 def _unit(*parts: object) -> float:
     digest = hashlib.sha256(":".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def lognormal_latency(median_s: float, sigma: float, *key: object) -> float:
+    """A lognormal draw (median ``median_s``) that is a pure function of ``key``."""
+    u = min(max(_unit("latency", *key), 1e-12), 1 - 1e-12)
+    return median_s * math.exp(sigma * NormalDist().inv_cdf(u))
 
 
 @dataclass
@@ -77,7 +94,11 @@ class MockState:
     script: Callable[[list[dict], str], str] = echo_script
     faults: FaultPlan = field(default_factory=FaultPlan)
     latency_s: float = 0.0
+    latency_sigma: float = 0.0  # > 0: lognormal latency with median latency_s
     base_model: str = "mock-model"
+    model_root: str | None = None  # what /v1/models reports as the weights (vLLM's 'root')
+    max_model_len: int | None = None
+    lora_endpoint: bool = True  # False: /v1/load_lora_adapter answers 404 (llama.cpp's server)
     record: bool = True
     records: list[dict] = field(default_factory=list)  # every request: path, headers, body, attempt, fault
     attempts: Counter = field(default_factory=Counter)
@@ -85,6 +106,7 @@ class MockState:
     in_flight: int = 0
     max_in_flight: int = 0
     completions: int = 0  # chat requests received (all attempts)
+    latency_total_s: float = 0.0  # latency drawn over all chat requests
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -106,13 +128,33 @@ def make_app(state: MockState) -> FastAPI:
 
     @app.get("/v1/models")
     async def models() -> dict:
-        names = [state.base_model, *sorted(state.adapters)]
-        return {"object": "list", "data": [{"id": n, "object": "model", "owned_by": "mock"} for n in names]}
+        base = {"id": state.base_model, "object": "model", "owned_by": "mock"}
+        if state.model_root is not None:
+            base["root"] = state.model_root
+        if state.max_model_len is not None:
+            base["max_model_len"] = state.max_model_len
+        adapters = [
+            {
+                "id": n,
+                "object": "model",
+                "owned_by": "mock",
+                "root": state.adapters[n],
+                "parent": state.base_model,
+            }
+            for n in sorted(state.adapters)
+        ]
+        return {"object": "list", "data": [base, *adapters]}
+
+    @app.get("/stats")
+    async def stats() -> dict:
+        return {"completions": state.completions, "latency_total_s": state.latency_total_s}
 
     @app.post("/v1/load_lora_adapter")
     async def load_lora_adapter(request: Request) -> Response:
         body = await request.json()
         remember(request, body)
+        if not state.lora_endpoint:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
         name, path = body.get("lora_name"), body.get("lora_path")
         if not name or not path:
             return JSONResponse(
@@ -142,16 +184,57 @@ def make_app(state: MockState) -> FastAPI:
             state.in_flight += 1
             state.max_in_flight = max(state.max_in_flight, state.in_flight)
         fault = state.faults.fault_for(key, attempt)
-        remember(request, body, key=key, attempt=attempt, fault=fault, t=time.monotonic())
+        constraint, problem = structured_output(body)
+        remember(
+            request, body, key=key, attempt=attempt, fault=fault, t=time.monotonic(), constraint=constraint
+        )
+        latency = state.latency_s
+        if state.latency_sigma > 0:
+            latency = lognormal_latency(state.latency_s, state.latency_sigma, key)  # the same on every run
+        with state.lock:
+            state.latency_total_s += latency
         try:
-            if state.latency_s:
-                await asyncio.sleep(state.latency_s)
+            if latency:
+                await asyncio.sleep(latency)
+            if problem is not None:
+                return JSONResponse(
+                    {"error": {"message": problem, "type": "BadRequestError"}}, status_code=400
+                )
             return await _reply(state, body, fault, request)
         finally:
             with state.lock:
                 state.in_flight -= 1
 
     return app
+
+
+def structured_output(body: dict) -> tuple[str | None, str | None]:
+    """(which constraint field the request carries, or None; what is malformed about it, or None)."""
+    present = [k for k in ("response_format", "structured_outputs", "grammar") if body.get(k) is not None]
+    if not present:
+        return None, None
+    if len(present) > 1:
+        return "+".join(present), f"more than one constraint field: {present}"
+    name, value = present[0], body[present[0]]
+    if name == "response_format":
+        ok = (
+            isinstance(value, dict)
+            and value.get("type") == "json_schema"
+            and isinstance(value.get("json_schema"), dict)
+            and isinstance(value["json_schema"].get("schema"), dict)
+            and isinstance(value["json_schema"].get("name"), str)
+        ) or (isinstance(value, dict) and value.get("type") in ("text", "json_object"))
+        return (
+            name,
+            None if ok else "response_format: expected {type: json_schema, json_schema: {name, schema}}",
+        )
+    if name == "structured_outputs":
+        keys = set(value) & {"json", "regex", "grammar", "choice"} if isinstance(value, dict) else set()
+        return name, None if len(
+            keys
+        ) == 1 else "structured_outputs: expected one of json, regex, grammar, choice"
+    ok = isinstance(value, str) and "root ::=" in value
+    return name, None if ok else "grammar: expected a GBNF grammar with a root rule"
 
 
 async def _reply(state: MockState, body: dict, fault: str | None, request: Request) -> Response:
@@ -209,6 +292,7 @@ class MockOpenAIServer:
         latency_s: float = 0.0,
         base_model: str = "mock-model",
         record: bool = True,
+        **state: object,
     ):
         self.state = MockState(
             script=script,
@@ -216,6 +300,7 @@ class MockOpenAIServer:
             latency_s=latency_s,
             base_model=base_model,
             record=record,
+            **state,
         )
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -269,11 +354,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="Run the mock OpenAI-compatible server in the foreground.")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--latency", type=float, default=0.0, help="seconds added to every chat completion")
+    parser.add_argument(
+        "--latency-sigma", type=float, default=0.0, help="> 0: lognormal latency, median --latency"
+    )
     parser.add_argument("--fault-rate", type=float, default=0.0)
     parser.add_argument("--model", default="mock-model")
     args = parser.parse_args()
     state = MockState(
-        faults=FaultPlan(rate=args.fault_rate), latency_s=args.latency, base_model=args.model, record=False
+        faults=FaultPlan(rate=args.fault_rate),
+        latency_s=args.latency,
+        latency_sigma=args.latency_sigma,
+        base_model=args.model,
+        record=False,
     )
     uvicorn.run(
         make_app(state), host="127.0.0.1", port=args.port, log_level="warning", backlog=2048, access_log=False

@@ -174,6 +174,7 @@ def test_stage_counts_failed_calls_as_unknown(tmp_path, monkeypatch, ingested):
                 "llm": {
                     "backend": "openai",
                     "base_urls": [server.base_url],
+                    "model": "mock-model",  # served: the calls themselves fail (permanent 500s)
                     "max_retries": 0,
                     "cache": False,
                 },

@@ -402,3 +402,22 @@ def test_accumulation_reads_earlier_rounds(tmp_path):
         accumulated(r2, "unfiltered", 3, 0, root=tmp_path)
     with pytest.raises(FactoryError, match="already used"):
         accumulated(r1, "unfiltered", 2, 0, root=tmp_path)
+
+
+def test_supervision_is_rendered_in_the_syntax_the_policy_was_prompted_in():
+    from factory.agent import format_json
+    from factory.backtrace.labels import step_labels
+
+    t = {**make_trajectory(), "prompt_version": "knowtrace-json-v1"}
+    tid = t["trajectory_id"]
+    kept = [f"{tid}#t1", f"{tid}#t4"]
+    by_step = {e["step_index"]: e for e in build_examples([t], [make_labels(t, kept)], "backtrace", 1, 17)}
+    assert format_json.parse_explore(by_step[0]["messages"][-1]["content"]).pairs == [
+        ("Scott Derrickson", "nationality")
+    ]
+    assert format_json.parse_complete(by_step[1]["messages"][-1]["content"]) == [
+        ("Scott Derrickson", "nationality", "American")
+    ]
+    # the backtrace stage's token accounting re-renders the kept part in the same syntax
+    text = make_trajectory()
+    assert step_labels(t, set(kept)).filtered_tokens != step_labels(text, set(kept)).filtered_tokens

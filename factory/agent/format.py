@@ -22,10 +22,18 @@ complete (one triplet per line, or ``None``)::
 
     (Scott Derrickson ; nationality ; American)
 
-Parsing accepts any case, bullets ``-``/``*``/``•``/``1.``/``1)``, pair separators ``|``, ``:``,
-``;``, ``,``, ``->``, triplets with or without parentheses separated by ``;`` or ``|`` (or ``,``
-when exactly three parts), and ``None``/``nothing found`` for empty results. A parse failure raises
-``ParseError`` with a reason the repair prompt shows the model.
+Parsing accepts format variants, not prose: any case, bullets ``-``/``*``/``•``/``1.``/``1)``, pair
+separators ``|``, ``:``, ``;``, ``->``, triplets with or without parentheses separated by ``;`` or ``|``
+(``,`` only inside parentheses or on a bulleted line), and ``None``/``nothing found`` for empty
+results. Pairs are read only under ``Look up:`` or from bulleted lines; a relation that reads
+as conversation or as a sentence ("I'll keep that in mind for future responses.") is refused.
+A parse failure raises ``ParseError`` with a reason the repair prompt shows the model.
+
+``TEXT`` bundles this syntax's renderer, parser and grammar (``factory.agent.grammar``) per step
+kind; ``factory.agent.format_json`` is the JSON syntax with the same interface, and
+``factory.agent.prompts.output_format`` picks the one a prompt version uses. The length bounds
+below are part of the definition: the grammar enforces them, so a constrained model stops a field
+in time instead of running into the token budget.
 """
 
 from __future__ import annotations
@@ -65,7 +73,7 @@ _ANSWER_IS = re.compile(
 _NONE = re.compile(
     r"^\W*(none|nothing( found)?|no (relevant )?(triplets?|information|facts?)( found)?|n/?a|empty)\W*$", re.I
 )
-_PAIR_SEPS = ("|", "->", "=>", ";", ":", " - ", ",")
+_PAIR_SEPS = ("|", "->", "=>", ";", ":", "\t")
 _TRIPLE_SEPS = (";", "|", "\t")
 _YES = {"yes", "y", "true", "sufficient", "enough"}
 _NO = {"no", "n", "false", "insufficient", "not sufficient", "not enough"}
@@ -114,11 +122,43 @@ def render_final(thought: str, answer: str) -> str:
 
 # ---------------------------------------------------------------- parse (tolerant)
 
+# A relation is a short noun phrase ("nationality", "born in"); a conversation's words or a whole
+# sentence in its place mean the "pair" is prose ("You're right | I'll keep that in mind ...").
+# Entities and objects are names, which may be anything ("I Am Legend", "Sorry (song)"): only
+# their length is checked.
+_CONVERSATION = re.compile(
+    r"\b(?:i|i'm|i'll|i've|i'd|me|my|you|you're|you'll|you've|your|we|we're|let's|let me|sorry"
+    r"|apologi[sz]e|thank you|thanks|please)\b",
+    re.I,
+)
+_MAX_RELATION_WORDS = 25  # a relation may be a whole sub-question ("who played the girl in ...")
+_MAX_NAME_WORDS = 25
 
-def _sections(text: str) -> tuple[dict[str, str], list[str]]:
+
+def _check_part(part: str, line: str, what: str) -> None:
+    """Refuse prose posing as a field of a pair or a triplet (``what``: 'an entity' | 'a relation' |
+    'a name')."""
+    plain = part.replace("’", "'")
+    words = len(plain.split())
+    if what == "a relation":
+        sentence = words >= 4 and plain.rstrip().endswith((".", "!"))
+        bad = words > _MAX_RELATION_WORDS or sentence or bool(_CONVERSATION.search(plain))
+    else:
+        bad = words > _MAX_NAME_WORDS
+    if bad:
+        raise ParseError(f"{line.strip()!r} reads as prose, not as {what}")
+
+
+@dataclass
+class _Line:
+    text: str
+    listed: bool  # under 'Look up:' or a bulleted line: where a pair may be written
+
+
+def _sections(text: str) -> tuple[dict[str, str], list[_Line]]:
     """Keyed fields (first occurrence wins) and the lines that follow no key or a list key."""
     keys: dict[str, str] = {}
-    loose: list[str] = []
+    loose: list[_Line] = []
     current = None
     for raw in text.replace("\r", "").split("\n"):
         line = raw.strip()
@@ -149,39 +189,54 @@ def _sections(text: str) -> tuple[dict[str, str], list[str]]:
             current = name
             keys.setdefault(name, m.group(2).strip())
             if name == "look up" and m.group(2).strip():
-                loose.append(m.group(2).strip())
+                loose.append(_Line(m.group(2).strip(), True))
             continue
-        if current == "thought" and not _BULLET.match(raw) and "look up" not in keys:
+        bullet = bool(_BULLET.match(raw))
+        if current == "thought" and not bullet and "look up" not in keys:
             keys["thought"] = (keys["thought"] + " " + line).strip()
             continue
-        loose.append(line)
+        loose.append(_Line(line, current == "look up" or bullet))
     return keys, loose
 
 
 def parse_pair(line: str) -> tuple[str, str]:
+    """``entity | relation`` (or ``:``, ``;``, ``->``); a comma is not a separator: prose has commas."""
     body = _strip_bullet(line).strip("()[]{} ")
     for sep in _PAIR_SEPS:
         if sep in body:
             entity, relation = body.split(sep, 1)
             entity, relation = _clean(entity), _clean(relation)
             if entity and relation:
+                _check_part(entity, line, "an entity")
+                _check_part(relation, line, "a relation")
                 return entity, relation
     raise ParseError(f"cannot read an 'entity | relation' pair from {line.strip()!r}")
 
 
 def parse_triplet(line: str) -> tuple[str, str, str]:
+    bulleted = bool(_BULLET.match(line))
     body = _strip_bullet(line).strip()
+    bracketed = bool(re.match(r"^[\[(<{]", body))
     body = re.sub(r"^[\[(<{]\s*|\s*[\])>}]\s*[.,;]?$", "", body)
+    parts: list[str] = []
     for sep in _TRIPLE_SEPS:
-        parts = [_clean(p) for p in body.split(sep)]
-        if len(parts) == 3 and all(parts):
-            return parts[0], parts[1], parts[2]
-        if len(parts) > 3 and all(parts):
-            return parts[0], parts[1], f" {sep} ".join(parts[2:]).strip()
-    parts = [_clean(p) for p in body.split(",")]
-    if len(parts) == 3 and all(parts):
-        return parts[0], parts[1], parts[2]
-    raise ParseError(f"cannot read a '(subject ; relation ; object)' triplet from {line.strip()!r}")
+        split = [_clean(p) for p in body.split(sep)]
+        if len(split) == 3 and all(split):
+            parts = split
+            break
+        if len(split) > 3 and all(split):
+            parts = [split[0], split[1], f" {sep} ".join(split[2:]).strip()]
+            break
+    if not parts and (bracketed or bulleted):  # '(A, r, B)' or '1. A, r, B'; a bare comma list is prose
+        split = [_clean(p) for p in body.split(",")]
+        if len(split) == 3 and all(split):
+            parts = split
+    if not parts:
+        raise ParseError(f"cannot read a '(subject ; relation ; object)' triplet from {line.strip()!r}")
+    _check_part(parts[0], line, "a name")
+    _check_part(parts[1], line, "a relation")
+    _check_part(parts[2], line, "a name")
+    return parts[0], parts[1], parts[2]
 
 
 def _yes_no(value: str) -> bool | None:
@@ -208,10 +263,16 @@ def parse_explore(text: str, max_pairs: int | None = None) -> ExploreOutput:
         return ExploreOutput(thought=thought, sufficient=True, answer=answer)
     pairs, errors = [], []
     for line in loose:
-        if is_none(line):
+        if is_none(line.text):
+            continue
+        if not line.listed:
+            errors.append(
+                f"cannot read an 'entity | relation' pair from {line.text!r}: pairs go under 'Look up:', "
+                "one '- entity | relation' per line"
+            )
             continue
         try:
-            pair = parse_pair(line)
+            pair = parse_pair(line.text)
         except ParseError as exc:
             errors.append(str(exc))
             continue
@@ -261,3 +322,61 @@ def parse_final(text: str) -> FinalOutput:
     if not answer:
         raise ParseError("no 'Answer:' line")
     return FinalOutput(thought=_clean(keys.get("thought", "")), answer=answer)
+
+
+# ---------------------------------------------------------------- the step formats of this syntax
+
+# Field bounds shared by every syntax: the grammar enforces them; the parsers accept longer fields.
+# A constrained explore reply stays within about 96 tokens (the demo's llm.max_new_tokens), so a
+# rambling thought cannot push its lookups past the budget.
+THOUGHT_CHARS = 160
+ANSWER_CHARS = 60
+ENTITY_CHARS = 50
+RELATION_CHARS = 30
+PART_CHARS = 50  # subject and object of a triplet
+MAX_TRIPLETS = 3
+KINDS = ("explore", "complete", "final")
+
+
+class TextFormat:
+    """knowtrace-v1's text syntax: renderer, parser and grammar of each step kind."""
+
+    syntax = "text"
+
+    render_explore = staticmethod(render_explore)
+    render_complete = staticmethod(render_complete)
+    render_final = staticmethod(render_final)
+    parse_explore = staticmethod(parse_explore)
+    parse_complete = staticmethod(parse_complete)
+    parse_final = staticmethod(parse_final)
+
+    def grammar(self, kind: str, max_pairs: int):
+        """The step's outputs as a grammar tree: the canonical rendering with bounded fields."""
+        from factory.agent import grammar as g
+
+        thought = g.seq("Thought: ", g.text_field(THOUGHT_CHARS))
+        answer = g.text_field(ANSWER_CHARS)
+        if kind == "explore":
+            pair = g.seq("\n- ", g.text_field(ENTITY_CHARS, "|"), " | ", g.text_field(RELATION_CHARS, "|"))
+            return g.seq(
+                thought,
+                "\n",
+                g.alt(
+                    g.seq("Sufficient: yes\nAnswer: ", answer),
+                    g.seq("Sufficient: no\nLook up:", g.Rep(pair, 1, max_pairs)),
+                ),
+            )
+        if kind == "complete":
+            part, rel = g.text_field(PART_CHARS, ";"), g.text_field(RELATION_CHARS, ";")
+            triplet = g.seq("(", part, " ; ", rel, " ; ", part, ")")
+            return g.alt("None", g.seq(triplet, g.Rep(g.seq("\n", triplet), 0, MAX_TRIPLETS - 1)))
+        if kind == "final":
+            return g.seq(thought, "\nAnswer: ", answer)
+        raise ValueError(f"unknown step kind {kind!r}")
+
+    def json_schema(self, kind: str, max_pairs: int) -> dict | None:
+        """None: a text syntax has no JSON schema (servers get its grammar instead)."""
+        return None
+
+
+TEXT = TextFormat()

@@ -1,9 +1,18 @@
-"""Sharded, resumable trajectory generation: what the trajectories and evaluate stages share.
+"""Resumable trajectory generation: what the trajectories and evaluate stages share.
 
-``generate_trajectories`` runs the agent over a question sample in checkpointed shards
-(``factory.agent.shards``), optionally adds STaR rationalizations for questions whose samples are
-all wrong, checks that every question x sample left exactly one record, and returns the records
-of the final file.
+``generate_trajectories`` runs the agent over a question sample, optionally adds STaR
+rationalizations for questions whose samples are all wrong, checks that every question x sample
+left exactly one record, and returns the records of the final file. Two schedules, one result:
+
+- a backend that takes single requests (``submit``: the openai backend) runs continuously
+  (``factory.agent.scheduler``): ``llm.concurrency`` calls in flight over a window of
+  ``trajectories.window`` active trajectories, each record journaled the moment it finishes;
+- the local backend runs in checkpointed shards of ``trajectories.shard_size`` questions, each in
+  lockstep batches (its bf16 outputs depend on the batch, so batches stay a function of the params).
+
+Either way the final file holds the records in plan order (question, then sample, then its
+rationalization), so a resumed run, an uninterrupted one and the other schedule write the same
+bytes for the same replies (the response cache replays them).
 """
 
 from __future__ import annotations
@@ -13,8 +22,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from factory.agent.loop import run_trajectories
-from factory.agent.shards import fingerprint, run_in_shards
+from factory.agent.loop import Run, constrained_decoding, run_trajectories
+from factory.agent.shards import Journal, fingerprint, run_in_shards
 from factory.errors import FactoryError
 from factory.llm.base import LLM, Sampling
 
@@ -33,6 +42,8 @@ def plan_fingerprint(
         {
             "params": params.digest("agent", "retrieval", "index", "trajectories"),
             "max_new_tokens": params.llm.max_new_tokens,
+            "constrained": constrained_decoding(params, llm),
+            "constraint_field": params.llm.constraint_field if llm.backend == "openai" else None,
             "backend": llm.backend,
             "model": llm.identity,
             "policy": getattr(policy, "name", str(policy)),
@@ -62,8 +73,28 @@ def generate_trajectories(
     on_shard: Callable[[int], None] | None = None,
 ) -> list[dict]:
     """Trajectories of ``questions`` x ``samples`` (+ rationalizations) written to ``out_path``; its
-    records."""
+    records. ``on_shard(k)`` runs after shard k is on disk (sharded schedule only; tests use it)."""
     sample_ids = list(range(samples))
+    fp = plan_fingerprint(params, llm, policy, sample_ids, sampling, run_id, rationalize)
+    if hasattr(llm, "submit"):
+        records = _generate_continuously(
+            params,
+            questions,
+            llm,
+            retriever,
+            passages,
+            policy,
+            round_,
+            samples,
+            sampling,
+            out_path,
+            run_id,
+            rationalize,
+            desc,
+            fp,
+        )
+        check_complete(records, questions, samples)
+        return records
 
     def work(shard: list[dict], tick: Callable[[int], None]) -> list[dict]:
         records = run_trajectories(
@@ -105,7 +136,6 @@ def generate_trajectories(
             by_question.setdefault(r["question_id"], []).append(r)
         return [r for q in shard for r in by_question.get(q["question_id"], [])]
 
-    fp = plan_fingerprint(params, llm, policy, sample_ids, sampling, run_id, rationalize)
     table = run_in_shards(
         list(questions),
         lambda q: q["question_id"],
@@ -120,6 +150,78 @@ def generate_trajectories(
     records = table.to_pylist()
     check_complete(records, questions, samples)
     return records
+
+
+def _generate_continuously(
+    params: Any,
+    questions: Sequence[dict],
+    llm: LLM,
+    retriever: Any,
+    passages: Mapping[str, Mapping] | None,
+    policy: Any,
+    round_: int,
+    samples: int,
+    sampling: Sampling,
+    out_path: str | Path,
+    run_id: str,
+    rationalize: bool,
+    desc: str,
+    plan_fp: str,
+) -> list[dict]:
+    """The continuous schedule with a journal; the final file in plan order."""
+    from factory.agent.scheduler import run_continuously
+    from factory.io import progress
+
+    journal = Journal(out_path, plan_fp, [q["question_id"] for q in questions])
+    try:
+        done: dict[tuple[str, int, bool], dict] = {
+            (r["question_id"], int(r["sample"]), bool(r["rationalized"])): r for r in journal.records
+        }
+        by_id = {q["question_id"]: q for q in questions}
+
+        def rationalization(qid: str) -> list[tuple[dict, int, bool]]:
+            """The hint run of a question once all its samples are in and wrong (and it has none yet)."""
+            if not rationalize or (qid, samples, True) in done:
+                return []
+            mine = [done.get((qid, s, False)) for s in range(samples)]
+            if any(r is None for r in mine) or any(r["correct"] for r in mine):
+                return []
+            return [(by_id[qid], samples, True)]
+
+        todo = [
+            (q, s, False)
+            for q in questions
+            for s in range(samples)
+            if (q["question_id"], s, False) not in done
+        ]
+        todo = [u for q in questions for u in rationalization(q["question_id"])] + todo
+        run = Run(
+            questions, llm, retriever, params, policy, round_, sampling, passages=passages, run_id=run_id
+        )
+        window = params.trajectories.window or 8 * params.llm.concurrency
+        initial = sum(1 for (_, _, rat) in done if not rat)
+        with progress(total=len(questions) * samples, desc=desc, unit="traj", initial=initial) as bar:
+
+            def on_done(record: dict) -> list[tuple[dict, int, bool]]:
+                key = (record["question_id"], int(record["sample"]), bool(record["rationalized"]))
+                journal.append(record)
+                done[key] = record
+                if key[2]:
+                    return []
+                bar.update(1)
+                return rationalization(key[0])
+
+            run_continuously(run, todo, window, on_done)
+        ordered = [
+            done[key]
+            for q in questions
+            for key in [(q["question_id"], s, False) for s in range(samples)]
+            + [(q["question_id"], samples, True)]
+            if key in done
+        ]
+        return journal.finish(ordered).to_pylist()
+    finally:
+        journal.close()
 
 
 def check_complete(records: Sequence[Mapping], questions: Sequence[Mapping], samples: int) -> None:

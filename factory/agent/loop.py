@@ -1,317 +1,168 @@
-"""The KnowTrace agent loop (DESIGN §1), run for many trajectories in lockstep.
+"""The KnowTrace agent loop (DESIGN §1): runs of trajectory programs, and the lockstep driver.
 
-Each trajectory is a small generator program: it yields the LLM calls it needs next (one explore,
-or one complete per pair) and receives their outcomes. The driver gathers the pending calls of
-*every* active trajectory into one ``llm.generate`` batch per tick (one forward pass for the local
-backend, concurrent requests for the openai backend), parses the replies, re-asks unparseable
-ones with the parse error (``agent.repair_attempts``) in the next tick, and resumes a program once
-all of its calls are settled. The programs, not the driver, hold the KnowTrace logic:
-
-explore -> (sufficient: answer) | pairs -> retrieve + complete per pair -> keep all new triplets
--> repeat up to ``agent.max_iterations``; stop on no new triplet, a parse error after the repairs,
-or an LLM error; a forced final call answers from G when no answer was given.
+Each trajectory is a small generator program (``factory.agent.program``): it yields the LLM calls
+it needs next and receives their outcomes. Two drivers run programs. The lockstep
+driver here (``run_trajectories``) gathers the pending calls of *every* active trajectory into one
+``llm.generate`` batch per tick: the local backend's unit of work, whose batches must be a
+deterministic function of the params. The continuous driver (``factory.agent.scheduler``) sends
+each call as soon as its trajectory needs it, for the openai backend. Both parse the replies,
+re-ask unparseable ones with the parse error (``agent.repair_attempts``), and resume a program once
+all of its calls are settled; both build records with ``Run``, so a trajectory's record depends
+only on the replies to its calls, never on the driver.
 
 Every call is a recorded step; every triplet is grounded in its step's retrieved passages. The
 result is one Trajectory record (``schemas.TRAJECTORY``) per question x sample, whatever happens.
+
+Replies are read with the prompt version's output format (``prompts.output_format``); with
+constrained decoding on (``llm.constrained``) every call also carries that format's grammar for
+its step kind (``step_constraints``), so the model can only write what the parser reads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from factory.agent import prompts
-from factory.agent.format import ParseError, parse_complete, parse_explore, parse_final
+from factory.agent.format import KINDS
+from factory.agent.program import (
+    STATUSES,
+    STOP_REASONS,
+    Call,
+    Context,
+    Job,
+    Tally,
+    program_for,
+    settle,
+    trajectory_id,
+)
 from factory.errors import FactoryError
-from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
+from factory.llm.base import LLM, ChatRequest, ChatResponse, Constraint, Sampling
 from factory.metrics import exact_match, f1
-from factory.text import join_sentences, normalize_answer
 
-STATUSES = ("ok", "max_iterations", "parse_error", "llm_error")
-STOP_REASONS = ("sufficient", "no_new_triplets", "max_iterations", "parse_error", "llm_error")
+__all__ = ["STATUSES", "STOP_REASONS", "run_trajectories", "step_constraints", "trajectory_id"]
 
-
-# ---------------------------------------------------------------- ids and guards
+# ---------------------------------------------------------------- constraints
 
 
-def trajectory_id(run: str, question_id: str, sample: int, rationalized: bool = False) -> str:
-    """Stable id: the run (e.g. ``backtrace/seed_0/round_1``), the question, the sample index."""
-    return f"{run}/{question_id}/k{sample}" + ("/rationalized" if rationalized else "")
+def step_constraints(version: str, max_pairs: int) -> dict[str, Constraint]:
+    """Per step kind, the grammar of ``version``'s output format (regex, GBNF, JSON schema)."""
+    from factory.agent import grammar
 
-
-# ---------------------------------------------------------------- calls and outcomes
-
-
-@dataclass
-class Outcome:
-    """One step's LLM call after its repairs: what the step record is built from."""
-
-    status: str  # ok | parse_error | llm_error
-    parsed: Any
-    output: str  # raw text of the accepted (or last) attempt
-    error: str | None
-    messages: list[dict]  # recorded (hint-free) prompt of that attempt
-    attempts: int
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float  # as first measured: a cache hit replays the recorded latency
-
-
-@dataclass
-class _Call:
-    kind: str
-    sent: list[dict]  # first-attempt prompt as sent (may carry the hint)
-    recorded: list[dict]  # the same prompt without the hint
-    parse: Callable[[str], Any]
-    current_sent: list[dict] = field(default_factory=list)
-    current_recorded: list[dict] = field(default_factory=list)
-    attempts: int = 0
-    outcome: Outcome | None = None
-
-    def __post_init__(self) -> None:
-        self.current_sent, self.current_recorded = self.sent, self.recorded
-
-
-@dataclass
-class _Tally:
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency_s: float = 0.0
-
-    def add(self, r: ChatResponse) -> None:
-        self.calls += 1
-        self.prompt_tokens += int(r.prompt_tokens or 0)
-        self.completion_tokens += int(r.completion_tokens or 0)
-        self.latency_s += float(r.latency_s or 0.0)
-
-
-@dataclass
-class _Job:
-    index: int
-    question: dict
-    sample: int
-    tid: str
-    program: Generator[list[_Call], list[Outcome], dict]
-    tally: _Tally
-    calls: list[_Call] = field(default_factory=list)
-
-
-def _settle(call: _Call, response: ChatResponse, version: str, repair_attempts: int) -> None:
-    """Accept, re-ask (repair) or fail one call from its latest response."""
-    call.attempts += 1
-    text = response.text or ""
-
-    def done(status: str, parsed: Any, error: str | None) -> None:
-        call.outcome = Outcome(
-            status,
-            parsed,
-            text,
-            error,
-            call.current_recorded,
-            call.attempts,
-            int(response.prompt_tokens or 0),
-            int(response.completion_tokens or 0),
-            float(response.latency_s or 0.0),
+    fmt = prompts.output_format(version)
+    out = {}
+    for kind in KINDS:
+        node = fmt.grammar(kind, max_pairs)
+        schema = fmt.json_schema(kind, max_pairs)
+        out[kind] = Constraint(
+            name=f"{version}/{kind}/pairs={max_pairs}",
+            regex=node.regex(),
+            gbnf=grammar.gbnf(node),
+            json_schema=json.dumps(schema, ensure_ascii=False) if schema is not None else None,
         )
-
-    if response.error is not None:
-        done("llm_error", None, str(response.error) or "unknown LLM error")
-        return
-    try:
-        parsed = call.parse(text)
-    except ParseError as exc:
-        if call.attempts <= repair_attempts:
-            call.current_sent = prompts.repair_messages(version, call.sent, text, str(exc))
-            call.current_recorded = prompts.repair_messages(version, call.recorded, text, str(exc))
-            return
-        done("parse_error", None, str(exc))
-        return
-    done("ok", parsed, None)
+    return out
 
 
-# ---------------------------------------------------------------- one trajectory
+def constrained_decoding(params: Any, llm: LLM) -> bool:
+    """``llm.constrained``: on, off, or auto (on for the local backend, where no server must support it)."""
+    mode = params.llm.constrained
+    return mode == "on" or (mode == "auto" and getattr(llm, "backend", "") == "local")
 
 
-@dataclass
-class _Context:
-    """What every trajectory program of one run shares."""
-
-    params: Any
-    retriever: Any
-    passages: Mapping[str, Mapping]
-    version: str
-    ground: Callable
+# ---------------------------------------------------------------- a run: jobs and records
 
 
-def _passage_text(p: Mapping) -> str:
-    return p.get("text") or join_sentences(list(p.get("sentences") or []))
+class Run:
+    """What the drivers share: the context of the programs, job creation and record building."""
 
+    def __init__(
+        self,
+        questions: Sequence[dict],
+        llm: LLM,
+        retriever: Any,
+        params: Any,
+        policy: Any,
+        round_: int,
+        sampling: Sampling,
+        *,
+        passages: Mapping[str, Mapping] | None = None,
+        run_id: str | None = None,
+    ):
+        from factory.agent.grounding import ground_triplet  # imported here: the loop module stays light
 
-def _step(index: int, kind: str, out: Outcome, **fields: Any) -> dict:
-    return {
-        "index": index,
-        "kind": kind,
-        "messages": [dict(m) for m in out.messages],
-        "output": out.output,
-        "status": out.status,
-        "error": out.error,
-        "sufficient": fields.get("sufficient"),
-        "thought": fields.get("thought"),
-        "answer": fields.get("answer"),
-        "pairs": fields.get("pairs", []),
-        "pair_id": fields.get("pair_id"),
-        "retrieved": fields.get("retrieved", []),
-        "triplet_ids": fields.get("triplet_ids", []),
-        "attempts": out.attempts,
-        "prompt_tokens": out.prompt_tokens,
-        "completion_tokens": out.completion_tokens,
-        "latency_s": out.latency_s,
-    }
+        pool: dict[str, Mapping] = {}
+        for q in questions:
+            for p in q.get("passages") or []:
+                pool.setdefault(p["pid"], p)
+        if passages is not None:
+            pool = {**pool, **passages}
+        version = params.agent.prompt_version
+        stop = prompts.prompt_set(version).stop  # unknown version: fail before any call
+        constraints = None
+        if constrained_decoding(params, llm):
+            constraints = step_constraints(version, params.agent.max_pairs)
+            check = getattr(getattr(llm, "inner", llm), "constraint_fields", None)
+            if check is not None:  # a server field that cannot carry this syntax: fail before any call
+                check(ChatRequest((), constraint=constraints["explore"]))
+        self.ctx = Context(
+            params, retriever, pool, version, ground_triplet, prompts.output_format(version), constraints
+        )
+        self.sampling = replace(sampling, stop=tuple(dict.fromkeys((*sampling.stop, *stop))))
+        self.llm = llm
+        self.round = int(round_)
+        self.recorded_policy = "scripted" if getattr(llm, "backend", "") == "scripted" else policy.name
+        self.run = run_id or f"{self.recorded_policy}/round_{round_}"
+        self.model = str(llm.identity)
+        self.jobs = 0
 
-
-def _program(
-    ctx: _Context, q: dict, tid: str, hint: str | None
-) -> Generator[list[_Call], list[Outcome], dict]:
-    """The KnowTrace loop for one question; returns the trajectory's fields (without run metadata)."""
-    a, version = ctx.params.agent, ctx.version
-    question = q["question"]
-    pool = [p["pid"] for p in q.get("passages") or []] if ctx.params.index.scope == "question" else None
-    steps: list[dict] = []
-    triplets: list[dict] = []
-    seen: set[tuple[str, str, str]] = set()
-    pair_count = 0
-    failure: tuple[str, str] | None = None  # (status, reason) of the first failed step
-    stop_reason = "max_iterations"
-    answer = thought = None
-
-    def graph() -> list[tuple[str, str, str]]:
-        return [(t["subject"], t["relation"], t["object"]) for t in triplets]
-
-    def fail(out: Outcome) -> None:
-        nonlocal failure
-        if failure is None and out.status != "ok":
-            failure = (out.status, f"step {len(steps) - 1} ({steps[-1]['kind']}): {out.error}")
-
-    for _iteration in range(a.max_iterations):
-        sent = prompts.explore_messages(version, question, graph(), hint)
-        recorded = prompts.explore_messages(version, question, graph()) if hint is not None else sent
-        (out,) = yield [_Call("explore", sent, recorded, lambda text: parse_explore(text, a.max_pairs))]
-        if out.status != "ok":
-            steps.append(_step(len(steps), "explore", out))
-            fail(out)
-            break
-        ex = out.parsed
-        if ex.sufficient:
-            steps.append(
-                _step(len(steps), "explore", out, sufficient=True, thought=ex.thought, answer=ex.answer)
+    def job(self, q: dict, sample: int, rationalized: bool = False) -> Job:
+        tid = trajectory_id(self.run, q["question_id"], sample, rationalized)
+        hint = (q.get("answers") or [None])[0] if rationalized else None
+        if rationalized and not hint:
+            raise FactoryError(
+                f"question {q['question_id']!r}: rationalization needs a gold answer "
+                "(field 'answers' is empty)"
             )
-            answer, thought, stop_reason = ex.answer, ex.thought, "sufficient"
-            break
-        pairs = []
-        for entity, relation in ex.pairs:
-            pair_count += 1
-            pairs.append({"pair_id": f"{tid}#p{pair_count}", "entity": entity, "relation": relation})
-        steps.append(_step(len(steps), "explore", out, sufficient=False, thought=ex.thought, pairs=pairs))
+        self.jobs += 1
+        return Job(self.jobs - 1, q, sample, tid, program_for(self.ctx, q, tid, hint), Tally(), rationalized)
 
-        calls, shown = [], []
-        for pair in pairs:
-            query = f"{pair['entity']} {pair['relation']}"
-            if ctx.params.retrieval.query_with_question:
-                query = f"{query} {question}"
-            hits = ctx.retriever.search(query, q["dataset"], ctx.params.retrieval.top_n, pool)
-            retrieved = []
-            for hit in hits:
-                if hit.pid not in ctx.passages:
-                    raise FactoryError(
-                        f"question {q['question_id']!r}: retrieved passage {hit.pid!r} is not among the "
-                        "passages given to the agent"
-                    )
-                retrieved.append(ctx.passages[hit.pid])
-            shown.append(retrieved)
-            msgs = prompts.complete_messages(
-                version,
-                question,
-                pair["entity"],
-                pair["relation"],
-                [(p["title"], _passage_text(p)) for p in retrieved],
-                a.passage_chars,
-            )
-            calls.append(_Call("complete", msgs, msgs, parse_complete))
-        outs = yield calls
+    def record(self, job: Job, fields: dict) -> dict:
+        q = job.question
+        record = {
+            "trajectory_id": job.tid,
+            "question_id": q["question_id"],
+            "dataset": q["dataset"],
+            "split": q["split"],
+            "qtype": q["qtype"],
+            "route": q["route"],
+            "policy": self.recorded_policy,
+            "round": self.round,
+            "sample": job.sample,
+            "seed": int(self.sampling.seed),
+            "question": q["question"],
+            "answers": list(q["answers"]),
+            "prompt_version": self.ctx.version,
+            "model": self.model,
+            **fields,
+            "em": exact_match(fields["answer"], q["answers"]) if fields["answer"] is not None else 0.0,
+            "f1": f1(fields["answer"], q["answers"]) if fields["answer"] is not None else 0.0,
+            "rationalized": bool(job.rationalized),
+            "llm_calls": job.tally.calls,
+            "prompt_tokens": job.tally.prompt_tokens,
+            "completion_tokens": job.tally.completion_tokens,
+            "latency_s": job.tally.latency_s,
+        }
+        record["correct"] = record["em"] == 1.0
+        return record
 
-        added = 0
-        for pair, retrieved, out in zip(pairs, shown, outs):
-            index = len(steps)
-            new_ids = []
-            for subject, relation, obj in out.parsed or []:
-                key = (normalize_answer(subject), normalize_answer(relation), normalize_answer(obj))
-                if key in seen:
-                    continue
-                seen.add(key)
-                g = ctx.ground(subject, relation, obj, retrieved, a.grounding_threshold)
-                triplet_id = f"{tid}#t{len(triplets) + 1}"
-                triplets.append(
-                    {
-                        "triplet_id": triplet_id,
-                        "step_index": index,
-                        "pair_id": pair["pair_id"],
-                        "subject": subject,
-                        "relation": relation,
-                        "object": obj,
-                        "source_pid": g.pid,
-                        "source_sentence": g.sentence,
-                        "grounding_score": float(g.score),
-                    }
-                )
-                new_ids.append(triplet_id)
-            added += len(new_ids)
-            steps.append(
-                _step(
-                    index,
-                    "complete",
-                    out,
-                    pair_id=pair["pair_id"],
-                    retrieved=[p["pid"] for p in retrieved],
-                    triplet_ids=new_ids,
-                )
-            )
-            fail(out)
-        if failure is not None:
-            break
-        if added == 0:
-            stop_reason = "no_new_triplets"
-            break
-
-    if failure is not None:
-        stop_reason = failure[0]
-    if answer is None:
-        sent = prompts.final_messages(version, question, graph(), hint)
-        recorded = prompts.final_messages(version, question, graph()) if hint is not None else sent
-        (out,) = yield [_Call("final", sent, recorded, parse_final)]
-        if out.status == "ok":
-            answer, thought = out.parsed.answer, out.parsed.thought
-            steps.append(_step(len(steps), "final", out, thought=thought, answer=answer))
-        else:
-            steps.append(_step(len(steps), "final", out))
-            fail(out)
-    if failure is not None:
-        status, error = failure
-    else:
-        status, error = ("max_iterations" if stop_reason == "max_iterations" else "ok"), None
-    return {
-        "status": status,
-        "error": error,
-        "stop_reason": stop_reason,
-        "answer": answer,
-        "final_thought": thought,
-        "steps": steps,
-        "triplets": triplets,
-    }
+    def settle(self, job: Job, call: Call, response: ChatResponse) -> None:
+        job.tally.add(response)
+        settle(call, response, self.ctx.version, self.ctx.params.agent.repair_attempts)
 
 
-# ---------------------------------------------------------------- the driver
+# ---------------------------------------------------------------- the lockstep driver
 
 
 def run_trajectories(
@@ -337,72 +188,18 @@ def run_trajectories(
     ``<policy>/round_<r>``). ``rationalized``: give each trajectory the gold answer as a hint; the
     recorded prompts stay hint-free. ``on_done`` gets each record as soon as it is finished.
     """
-    from factory.agent.grounding import ground_triplet  # imported here: the loop module stays light to import
-
     sample_ids = list(range(samples)) if isinstance(samples, int) else [int(s) for s in samples]
-    pool: dict[str, Mapping] = {}
-    for q in questions:
-        for p in q.get("passages") or []:
-            pool.setdefault(p["pid"], p)
-    if passages is not None:
-        pool = {**pool, **passages}
-    ctx = _Context(params, retriever, pool, params.agent.prompt_version, ground_triplet)
-    stop = prompts.prompt_set(ctx.version).stop  # unknown version: fail before any call
-    sampling = replace(sampling, stop=tuple(dict.fromkeys((*sampling.stop, *stop))))
-    recorded_policy = "scripted" if getattr(llm, "backend", "") == "scripted" else policy.name
-    run = run_id or f"{recorded_policy}/round_{round_}"
-
-    jobs: list[_Job] = []
-    for q in questions:
-        for s in sample_ids:
-            tid = trajectory_id(run, q["question_id"], s, rationalized)
-            hint = (q.get("answers") or [None])[0] if rationalized else None
-            if rationalized and not hint:
-                raise FactoryError(
-                    f"question {q['question_id']!r}: rationalization needs a gold answer (field "
-                    "'answers' is empty)"
-                )
-            jobs.append(_Job(len(jobs), q, s, tid, _program(ctx, q, tid, hint), _Tally()))
+    run = Run(questions, llm, retriever, params, policy, round_, sampling, passages=passages, run_id=run_id)
+    jobs = [run.job(q, s, rationalized) for q in questions for s in sample_ids]
     results: list[dict | None] = [None] * len(jobs)
 
-    def finish(job: _Job, fields: dict) -> None:
-        q = job.question
-        record = {
-            "trajectory_id": job.tid,
-            "question_id": q["question_id"],
-            "dataset": q["dataset"],
-            "split": q["split"],
-            "qtype": q["qtype"],
-            "route": q["route"],
-            "policy": recorded_policy,
-            "round": int(round_),
-            "sample": job.sample,
-            "seed": int(sampling.seed),
-            "question": q["question"],
-            "answers": list(q["answers"]),
-            "prompt_version": ctx.version,
-            "model": str(llm.identity),
-            **fields,
-            "em": exact_match(fields["answer"], q["answers"]) if fields["answer"] is not None else 0.0,
-            "f1": f1(fields["answer"], q["answers"]) if fields["answer"] is not None else 0.0,
-            "rationalized": bool(rationalized),
-            "llm_calls": job.tally.calls,
-            "prompt_tokens": job.tally.prompt_tokens,
-            "completion_tokens": job.tally.completion_tokens,
-            "latency_s": job.tally.latency_s,
-        }
-        record["correct"] = record["em"] == 1.0
-        results[job.index] = record
-        if on_done is not None:
-            on_done(record)
-
-    active: list[_Job] = []
+    active: list[Job] = []
     for job in jobs:
         job.calls = next(job.program)
         active.append(job)
     while active:
         pending = [(job, call) for job in active for call in job.calls if call.outcome is None]
-        requests = [ChatRequest.of(call.current_sent, sampling, job.sample) for job, call in pending]
+        requests = [job.request(call, run.sampling) for job, call in pending]
         responses = llm.generate(requests)
         if len(responses) != len(requests):
             raise FactoryError(
@@ -410,9 +207,8 @@ def run_trajectories(
                 "requests"
             )
         for (job, call), response in zip(pending, responses):
-            job.tally.add(response)
-            _settle(call, response, ctx.version, params.agent.repair_attempts)
-        still: list[_Job] = []
+            run.settle(job, call, response)
+        still: list[Job] = []
         for job in active:
             if any(call.outcome is None for call in job.calls):
                 still.append(job)
@@ -421,6 +217,9 @@ def run_trajectories(
                 job.calls = job.program.send([call.outcome for call in job.calls])
                 still.append(job)
             except StopIteration as stop:
-                finish(job, stop.value)
+                record = run.record(job, stop.value)
+                results[job.index] = record
+                if on_done is not None:
+                    on_done(record)
         active = still
     return [r for r in results if r is not None]

@@ -5,6 +5,11 @@ older versions stay in ``PROMPTS`` unchanged so that any stored trajectory can b
 exactly. Few-shot outputs are rendered with ``factory.agent.format`` so they always follow the
 formats the parser reads and the supervision builder re-renders.
 
+A version also fixes the syntax of the replies it asks for (``PromptSet.syntax``: ``text`` for
+``knowtrace-v1``, ``json`` for ``knowtrace-json-v1``); ``output_format(version)`` is the one place that
+maps a version to its renderer, parser and grammar, for the agent and for everything that
+re-renders a stored step (backtrace token accounting, supervision sets).
+
 Every prompt is two messages: a system message (instructions + worked examples) and a user
 message (this step's inputs). The rationalization hint (STaR) is one extra line in the user
 message; the loop records the hint-free variant of every prompt.
@@ -14,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from factory.agent.format import render_complete, render_explore, render_final, render_triplet
+from factory.agent import format_json
+from factory.agent.format import TEXT, render_complete, render_explore, render_final, render_triplet
 from factory.errors import FactoryError
 
 EMPTY_GRAPH = "(empty)"
@@ -32,38 +38,45 @@ class PromptSet:
     repair_user: str  # .format(error=...)
     hint_line: str  # .format(answer=...)
     stop: tuple[str, ...] = ()  # generation stops here: a small model that starts a new example is cut off
+    syntax: str = "text"  # of the replies: 'text' (factory.agent.format) or 'json' (format_json)
 
 
 # ---------------------------------------------------------------- knowtrace-v1
 # Worked examples written for this project (well-known facts, not taken from any corpus).
 
+# What the example replies say, rendered by each version in its own syntax.
+_V1_EXPLORE_CONTENT = [  # (thought, pairs, sufficient, answer)
+    ("I need the capital of Hungary first.", [("Hungary", "capital")], False, None),
+    ("The capital is Budapest; now I need the river that flows through it.", [("Budapest", "river")], False,
+     None),
+    ("Budapest is the capital and the Danube flows through it.", [], True, "Danube"),
+    ("I need the height of both towers.", [("Eiffel Tower", "height"), ("Space Needle", "height")], False,
+     None),
+]
+_V1_COMPLETE_CONTENT = [
+    [("Budapest", "river", "Danube")],
+    [("Space Needle", "height", "184 m"), ("Space Needle", "location", "Seattle")],
+    [],
+]
+_V1_FINAL_CONTENT = (
+    "The Eiffel Tower is 330 m high and the Space Needle 184 m, so the Eiffel Tower is taller.",
+    "yes",
+)
+
 _V1_EXPLORE_EXAMPLES = [
-    (
-        "Which river flows through the capital of Hungary?",
-        [],
-        render_explore("I need the capital of Hungary first.", [("Hungary", "capital")]),
-    ),
-    (
-        "Which river flows through the capital of Hungary?",
-        [("Hungary", "capital", "Budapest")],
-        render_explore(
-            "The capital is Budapest; now I need the river that flows through it.", [("Budapest", "river")]
-        ),
-    ),
-    (
-        "Which river flows through the capital of Hungary?",
-        [("Hungary", "capital", "Budapest"), ("Budapest", "river", "Danube")],
-        render_explore(
-            "Budapest is the capital and the Danube flows through it.", [], sufficient=True, answer="Danube"
-        ),
-    ),
-    (
-        "Is the Eiffel Tower taller than the Space Needle?",
-        [],
-        render_explore(
-            "I need the height of both towers.", [("Eiffel Tower", "height"), ("Space Needle", "height")]
-        ),
-    ),
+    (question, graph, render_explore(*content))
+    for (question, graph), content in zip(
+        [
+            ("Which river flows through the capital of Hungary?", []),
+            ("Which river flows through the capital of Hungary?", [("Hungary", "capital", "Budapest")]),
+            (
+                "Which river flows through the capital of Hungary?",
+                [("Hungary", "capital", "Budapest"), ("Budapest", "river", "Danube")],
+            ),
+            ("Is the Eiffel Tower taller than the Space Needle?", []),
+        ],
+        _V1_EXPLORE_CONTENT,
+    )
 ]
 
 _V1_COMPLETE_EXAMPLES = [
@@ -80,7 +93,7 @@ _V1_COMPLETE_EXAMPLES = [
                 ),
             )
         ],
-        render_complete([("Budapest", "river", "Danube")]),
+        render_complete(_V1_COMPLETE_CONTENT[0]),
     ),
     (
         "Is the Eiffel Tower taller than the Space Needle?",
@@ -96,7 +109,7 @@ _V1_COMPLETE_EXAMPLES = [
             ),
             ("Seattle Center", "Seattle Center is an arts and entertainment park in Seattle, Washington."),
         ],
-        render_complete([("Space Needle", "height", "184 m"), ("Space Needle", "location", "Seattle")]),
+        render_complete(_V1_COMPLETE_CONTENT[1]),
     ),
     (
         "Which river flows through the capital of Hungary?",
@@ -108,16 +121,14 @@ _V1_COMPLETE_EXAMPLES = [
                 "Central Europe.",
             )
         ],
-        render_complete([]),
+        render_complete(_V1_COMPLETE_CONTENT[2]),
     ),
 ]
 
 _V1_FINAL_EXAMPLE = (
     "Is the Eiffel Tower taller than the Space Needle?",
     [("Eiffel Tower", "height", "330 m"), ("Space Needle", "height", "184 m")],
-    render_final(
-        "The Eiffel Tower is 330 m high and the Space Needle 184 m, so the Eiffel Tower is taller.", "yes"
-    ),
+    render_final(*_V1_FINAL_CONTENT),
 )
 
 
@@ -189,6 +200,55 @@ _V1_FINAL_SYSTEM = (
     + _examples([(_final_user(_V1_FINAL_EXAMPLE[0], _V1_FINAL_EXAMPLE[1]), _V1_FINAL_EXAMPLE[2])])
 )
 
+# ---------------------------------------------------------------- knowtrace-json-v1
+# The same task, examples and user messages as knowtrace-v1; the replies are JSON objects, which a
+# server can constrain with a JSON schema (response_format) as well as with a grammar.
+
+_J = format_json
+_JSON_EXPLORE_SYSTEM = (
+    "You answer multi-hop questions by building a knowledge graph of (subject ; relation ; object) "
+    "triplets.\n"
+    "You see the question and the graph built so far. If the graph is not enough to answer, write one short "
+    "thought and list what to look up next as entity-relation pairs (at most three). If the graph is "
+    "enough, write one short thought and a short answer (a name, a date, a number, or yes/no).\n"
+    "Reply with one JSON object in exactly one of these two forms and nothing else:\n\n"
+    + _J.render_explore("<one sentence>", [("<entity>", "<relation>")])
+    + "\n\nor\n\n"
+    + _J.render_explore("<one sentence>", [], sufficient=True, answer="<short answer>")
+    + "\n\n"
+    + _examples(
+        [
+            (_explore_user(q, g), _J.render_explore(*_V1_EXPLORE_CONTENT[i]))
+            for i, (q, g, _) in enumerate(_V1_EXPLORE_EXAMPLES)
+        ]
+    )
+)
+
+_JSON_COMPLETE_SYSTEM = (
+    "You read passages and write down the facts they state about one entity and relation.\n"
+    "Write every triplet the passages support for the 'Look up' pair as one JSON object with a "
+    "'triplets' list, using the names as the passages write them. If the passages say nothing about it, "
+    "the list is empty.\n\n"
+    + _examples(
+        [
+            (_complete_user(q, e, r, ps), _J.render_complete(_V1_COMPLETE_CONTENT[i]))
+            for i, (q, (e, r), ps, _) in enumerate(_V1_COMPLETE_EXAMPLES)
+        ]
+    )
+)
+
+_JSON_FINAL_SYSTEM = (
+    "You answer a multi-hop question from a knowledge graph of (subject ; relation ; object) triplets. "
+    "This is the last step: no more lookups are possible. Give your best answer from the graph (and what you "
+    "know), even if the graph is incomplete.\n"
+    "Reply with one JSON object in exactly this form and nothing else:\n\n"
+    + _J.render_final("<one or two sentences>", "<short answer>")
+    + "\n\n"
+    + _examples(
+        [(_final_user(_V1_FINAL_EXAMPLE[0], _V1_FINAL_EXAMPLE[1]), _J.render_final(*_V1_FINAL_CONTENT))]
+    )
+)
+
 PROMPTS: dict[str, PromptSet] = {
     "knowtrace-v1": PromptSet(
         version="knowtrace-v1",
@@ -200,7 +260,37 @@ PROMPTS: dict[str, PromptSet] = {
         hint_line='Hint: the correct answer is "{answer}". Find the facts that lead to it.',
         stop=("\nQuestion:", "\nExample ", "\nGraph:", "\nPassages:", "\nOutput:"),
     ),
+    "knowtrace-json-v1": PromptSet(
+        version="knowtrace-json-v1",
+        explore_system=_JSON_EXPLORE_SYSTEM,
+        complete_system=_JSON_COMPLETE_SYSTEM,
+        final_system=_JSON_FINAL_SYSTEM,
+        repair_user="Your reply could not be read: {error}. Reply again with one JSON object in exactly the "
+        "form shown, with nothing else.",
+        hint_line='Hint: the correct answer is "{answer}". Find the facts that lead to it.',
+        stop=("\nQuestion:", "\nExample ", "\nGraph:", "\nPassages:", "\nOutput:"),
+        syntax="json",
+    ),
 }
+
+# Versions recorded by generators that write a registered syntax without these prompts.
+_SYNTAX_WITHOUT_PROMPTS = {"simulated-v1": "text"}  # factory.simulate: knowtrace-v1's text formats
+_FORMATS = {"text": TEXT, "json": format_json.JSON}
+LEGACY_VERSION = "knowtrace-v1"  # what a record without a prompt_version was generated with
+
+
+def output_format(version: str | None):
+    """The renderer, parser and grammar of the replies ``version`` asks for (``factory.agent.format.TEXT``
+    or ``factory.agent.format_json.JSON``): the one dispatch for everything that renders or reads a
+    step's output. ``None`` (a record without the field) is ``knowtrace-v1``."""
+    version = version or LEGACY_VERSION
+    syntax = PROMPTS[version].syntax if version in PROMPTS else _SYNTAX_WITHOUT_PROMPTS.get(version)
+    if syntax is None:
+        raise FactoryError(
+            f"prompt_version {version!r} is unknown, so its output format is too "
+            f"(known: {', '.join(sorted([*PROMPTS, *_SYNTAX_WITHOUT_PROMPTS]))})"
+        )
+    return _FORMATS[syntax]
 
 
 def prompt_set(version: str) -> PromptSet:
@@ -261,6 +351,12 @@ def repair_messages(version: str, messages: list[dict], bad_output: str, error: 
 
 def step_kind(messages: list[dict] | tuple) -> str | None:
     """'explore' | 'complete' | 'final' for a prompt made by any version here (None if unknown)."""
+    found = version_and_kind(messages)
+    return found[1] if found else None
+
+
+def version_and_kind(messages: list[dict] | tuple) -> tuple[str, str] | None:
+    """(prompt version, step kind) of a prompt made by any version here (None if unknown)."""
     first = messages[0]
     role, content = (first["role"], first["content"]) if isinstance(first, dict) else first
     if role != "system":
@@ -272,7 +368,7 @@ def step_kind(messages: list[dict] | tuple) -> str | None:
             ("final", p.final_system),
         ):
             if content == system:
-                return kind
+                return p.version, kind
     return None
 
 

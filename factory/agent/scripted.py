@@ -24,7 +24,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from factory.agent import prompts
-from factory.agent.format import render_complete, render_explore, render_final
 from factory.llm.base import ChatRequest, ChatResponse
 from factory.text import content_tokens, normalize_answer
 
@@ -162,7 +161,8 @@ class ScriptedPolicyLLM:
     def _one(self, request: ChatRequest) -> ChatResponse:
         self.calls += 1
         messages = request.message_dicts()
-        kind = prompts.step_kind(messages)
+        found = prompts.version_and_kind(messages)
+        version, kind = found if found else (None, None)
         user = messages[1]["content"] if len(messages) > 1 else ""
         question = _field(user, "Question")
         q = self.questions.get(question or "")
@@ -173,12 +173,13 @@ class ScriptedPolicyLLM:
                       f"{question!r})",
                 finish_reason="error",
             )
+        fmt = prompts.output_format(version)  # replies in the syntax the prompt asks for
         if kind == "explore":
-            text = self._explore(q, _graph(user))
+            text = self._explore(fmt, q, _graph(user))
         elif kind == "complete":
-            text = self._complete(q, user)
+            text = self._complete(fmt, q, user)
         else:
-            text = render_final(f"From the graph, the answer is {q['answers'][0]}.", q["answers"][0])
+            text = fmt.render_final(f"From the graph, the answer is {q['answers'][0]}.", q["answers"][0])
         return ChatResponse(
             text,
             prompt_tokens=sum(self.count_tokens(m["content"]) for m in messages),
@@ -186,21 +187,21 @@ class ScriptedPolicyLLM:
             finish_reason="stop",
         )
 
-    def _explore(self, q: Mapping, graph: list[tuple[str, str, str]]) -> str:
+    def _explore(self, fmt, q: Mapping, graph: list[tuple[str, str, str]]) -> str:
         hops = self.hops[q["question_id"]]
         have = {normalize_answer(o) for _, _, o in graph}
         missing = [h for h in hops if normalize_answer(h.object) not in have]
         if not missing:
             answer = q["answers"][0]
-            return render_explore(
+            return fmt.render_explore(
                 f"The graph links the question to {answer}.", [], sufficient=True, answer=answer
             )
         known = " ".join([q["question"], *(f"{s} {o}" for s, _, o in graph)])
         ready = [h for h in missing if _share(h.entity, known) >= 0.5] or missing[:1]
         pairs = list(dict.fromkeys((h.entity, h.relation) for h in ready))
-        return render_explore("I need " + "; ".join(f"the {r} of {e}" for e, r in pairs) + ".", pairs)
+        return fmt.render_explore("I need " + "; ".join(f"the {r} of {e}" for e, r in pairs) + ".", pairs)
 
-    def _complete(self, q: Mapping, user: str) -> str:
+    def _complete(self, fmt, q: Mapping, user: str) -> str:
         look = _field(user, "Look up") or ""
         entity, _, relation = (x.strip() for x in look.partition("|"))
         body = user.split("Passages:\n", 1)[-1]
@@ -216,7 +217,7 @@ class ScriptedPolicyLLM:
                 continue
             if any(t in shown for t in h.titles) or _contains(body, h.object):
                 found.append((h.entity, h.relation, h.object))
-        return render_complete(found)
+        return fmt.render_complete(found)
 
 
 def _field(user: str, name: str) -> str | None:

@@ -1,4 +1,4 @@
-"""Checkpointed shards: a long generation that survives being killed at any moment.
+"""Checkpoints of long generations that survive being killed at any moment: shards and journals.
 
 Work units (questions) are cut into fixed shards. Each finished shard is written atomically as
 ``<folder>/shard_<k>.parquet`` next to a manifest holding the plan (the shards' unit ids) and a
@@ -7,6 +7,9 @@ with the same plan skips the shards already on disk; a different plan discards t
 file is always assembled from the shard files in shard order, so an interrupted-and-resumed run
 and an uninterrupted one write the same bytes. The shard folder is removed once the final file
 is in place.
+
+``Journal`` is the checkpoint of the continuous scheduler: records are appended as they finish, in
+any order, and the final file is assembled in plan order from them.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -61,7 +65,7 @@ def run_in_shards(
     """
     final_path = Path(final_path)
     folder = shard_folder(final_path)
-    shards = [list(units[i: i + shard_size]) for i in range(0, len(units), shard_size)]
+    shards = [list(units[i : i + shard_size]) for i in range(0, len(units), shard_size)]
     plan = {
         "fingerprint": plan_fingerprint,
         "artifact": artifact,
@@ -97,3 +101,92 @@ def run_in_shards(
     table = write_parquet(table.combine_chunks(), final_path, artifact)
     shutil.rmtree(folder)
     return table
+
+
+# ---------------------------------------------------------------- a journal of finished records
+
+
+class Journal:
+    """Finished records appended one JSON line each, the moment they finish: the checkpoint of a run
+    whose records finish in any order (the continuous scheduler).
+
+    It lives in the same folder as the shards (``shard_folder(final_path)``), with a manifest of the
+    plan (fingerprint + unit ids): a re-run with the same plan reads the records back, a different
+    plan discards them. A line is written with one ``write`` call, so a killed process leaves at
+    most one torn last line, which is dropped (and cut off the file) when the journal is opened
+    again. ``finish`` writes the final file from records the caller puts in plan order, then
+    removes the folder. Records go through JSON and back unchanged (plain str/int/float/bool/None,
+    lists and dicts), so the final file has the same bytes however many times the run was resumed.
+    """
+
+    NAME = "journal.jsonl"
+
+    def __init__(
+        self,
+        final_path: str | Path,
+        plan_fingerprint: str,
+        unit_ids: Sequence[str],
+        artifact: str = "trajectory",
+    ):
+        self.final_path = Path(final_path)
+        self.folder = shard_folder(self.final_path)
+        self.artifact = artifact
+        plan = {
+            "fingerprint": plan_fingerprint,
+            "artifact": artifact,
+            "mode": "journal",
+            "units": list(unit_ids),
+        }
+        manifest = self.folder / "manifest.json"
+        if self.folder.exists():
+            old = read_json(manifest) if manifest.exists() else None
+            if old != plan:
+                reason = "no manifest" if old is None else "parameters, model, questions or scheduler changed"
+                log.warning("discarding the checkpoint in %s (%s); starting over", self.folder, reason)
+                shutil.rmtree(self.folder)
+        if not self.folder.exists():
+            self.folder.mkdir(parents=True)
+            write_json(manifest, plan)
+        self.path = self.folder / self.NAME
+        self.records: list[dict] = self._read()
+        if self.records:
+            log.info("resuming from %s: %d records already done", self.path, len(self.records))
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _read(self) -> list[dict]:
+        if not self.path.exists():
+            return []
+        data = self.path.read_bytes()
+        records, good = [], 0
+        for line in data.splitlines(keepends=True):
+            if not line.endswith(b"\n"):
+                break  # torn by a kill mid-write
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                break
+            good += len(line)
+        if good < len(data):
+            log.warning("%s: dropping a torn last record (%d bytes)", self.path, len(data) - good)
+            with open(self.path, "r+b") as fh:
+                fh.truncate(good)
+        return records
+
+    def append(self, record: dict) -> None:
+        line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode()
+        written = os.write(self._fd, line)
+        if written != len(line):  # a short write on a regular file: a full disk
+            raise OSError(f"{self.path}: wrote {written} of {len(line)} bytes (disk full?)")
+        self.records.append(record)
+
+    def finish(self, ordered: Sequence[dict]) -> pa.Table:
+        """Write the final file from ``ordered`` (the caller's plan order) and remove the checkpoint."""
+        self.close()
+        table = write_parquet(list(ordered), self.final_path, self.artifact)
+        shutil.rmtree(self.folder)
+        return table
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None

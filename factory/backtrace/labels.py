@@ -64,7 +64,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from factory.agent.format import render_complete, render_explore
+from factory.agent.prompts import output_format
 from factory.backtrace.answer_passage import Passages, with_answer_passages
 from factory.backtrace.checks import STEP_KINDS, BadTrajectory, check_trajectory
 from factory.backtrace.graph import ADMIN_RELATIONS, build_graph, supporting_subgraph
@@ -114,6 +114,7 @@ class _Accounting:
         final = final_step(trajectory)
         final_index = final["index"] if final is not None else None
         self.counter = counter
+        self.fmt = output_format(trajectory.get("prompt_version"))  # re-render as the policy was prompted
         tokens = counter.many([s.get("output") for s in steps])
         self.total = sum(tokens)
         self._by_id: dict[str, dict] | None = None
@@ -164,10 +165,8 @@ class _Accounting:
             own = step.get("triplet_ids") or ()
             keep = [t for t in own if t in kept]
             if len(keep) < len(own):
-                rows = [self.triplet(t) for t in keep]
-                filtered += max(
-                    0, n - count(render_complete([(t["subject"], t["relation"], t["object"]) for t in rows]))
-                )
+                rows = [(t["subject"], t["relation"], t["object"]) for t in map(self.triplet, keep)]
+                filtered += max(0, n - count(self.fmt.render_complete(rows)))
         kept_pairs: list[str] = []
         for idx, n, step in self.explores:
             pairs = step.get("pairs") or ()
@@ -178,7 +177,7 @@ class _Accounting:
             kept_steps.append(idx)
             kept_pairs.extend(p["pair_id"] for p in keep)
             if len(keep) < len(pairs):
-                rendered = render_explore(
+                rendered = self.fmt.render_explore(
                     step.get("thought") or "", [(p["entity"], p["relation"]) for p in keep]
                 )
                 filtered += max(0, n - count(rendered))

@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from factory import paths
@@ -15,6 +16,7 @@ from factory.errors import FactoryError
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
 
 __all__ = ["LLM", "ChatRequest", "ChatResponse", "Sampling", "make_llm", "server_adapter_path"]
+log = logging.getLogger(__name__)
 
 
 def server_adapter_path(adapter_path: str | Path, prefix: str | None) -> str:
@@ -40,8 +42,9 @@ def make_llm(params: Params, adapter_path: str | Path | None = None, adapter_nam
     """The backend named by ``params.llm.backend`` (with an optional LoRA adapter), cached when ``llm.cache``.
 
     ``local`` loads ``llm.model`` (a folder) plus ``adapter_path`` in-process. ``openai`` talks to
-    ``llm.base_urls``; with ``adapter_name`` and ``llm.load_lora`` it registers ``adapter_path`` on
-    the servers under that name (never re-used for other weights) and sends requests to it.
+    ``llm.base_urls``; with ``adapter_name`` it serves the adapter as ``<adapter_name>-<weights
+    hash>`` (logged; never re-used for other weights): registered on the servers when
+    ``llm.load_lora``, else expected among the servers' models (``--lora-modules``).
     """
     cfg = params.llm
     if adapter_path is not None and not Path(adapter_path).is_dir():
@@ -92,6 +95,8 @@ def _make_openai(params: Params, adapter_path: str | Path | None, adapter_name: 
         backoff_s=cfg.backoff_s,
         registry_path=paths.CACHE_DIR / "lora_names.json",
         tokenizer_path=tokenizer,
+        constraint_field=cfg.constraint_field,
+        model_revision=cfg.model_revision,
     )
     if adapter_path is not None and adapter_name is None:
         raise FactoryError(
@@ -100,11 +105,14 @@ def _make_openai(params: Params, adapter_path: str | Path | None, adapter_name: 
     if adapter_name is not None:
         if adapter_path is None:
             raise FactoryError(f"adapter {adapter_name!r}: the adapter folder is needed to hash its weights")
+        # served as '<variant>-r<round>-<weights hash>': a retrained round gets a new name, and no
+        # name ever stands for other weights (vLLM caches adapters by name)
+        digest = adapter_hash(adapter_path)
+        served = f"{adapter_name}-{digest[:8]}"
+        server_path = server_adapter_path(adapter_path, cfg.lora_path_prefix)
+        log.info("policy %s: LoRA adapter served as %s=%s", adapter_name, served, server_path)
         if cfg.load_lora:
-            # served as '<variant>-r<round>-<weights hash>': a retrained round gets a new name, and
-            # no name ever stands for other weights (vLLM caches adapters by name)
-            served = f"{adapter_name}-{adapter_hash(adapter_path)[:8]}"
-            llm.load_adapter(served, adapter_path, server_adapter_path(adapter_path, cfg.lora_path_prefix))
-        else:  # the operator registered it on the servers; we still name it by its weights
-            llm.use_model(adapter_name, adapter_hash(adapter_path))
+            llm.load_adapter(served, adapter_path, server_path)
+        else:  # the operator registered it at server start (--lora-modules served=server_path)
+            llm.use_model(served, digest, server_path)
     return llm

@@ -3,8 +3,10 @@
 Callers hand a backend a *batch* of chat requests and get one response per request, in order.
 A backend never raises for a single failed call: the response carries ``error`` (after its own
 retries), so one bad request cannot lose the other records of a batch. Batching is how the
-agent runs many trajectories in lockstep: the local backend pads them into one forward pass, the
-openai backend sends them concurrently.
+agent runs many trajectories in lockstep on the local backend (one padded forward pass per batch).
+A backend that also has ``submit(request) -> concurrent.futures.Future`` (the openai backend and
+its cached wrapper) takes requests one at a time while others are in flight: the agent's
+continuous scheduler (``factory.agent.scheduler``) uses it to keep a server busy.
 """
 
 from __future__ import annotations
@@ -25,14 +27,33 @@ class Sampling:
 
 
 @dataclass(frozen=True)
+class Constraint:
+    """A grammar the reply must follow (constrained decoding), in each form a backend may send.
+
+    All forms describe the same language (they are printed from one definition, see
+    ``factory.agent.grammar``): the local backend runs ``regex`` through llguidance; the openai
+    backend sends ``json_schema``, ``regex`` or ``gbnf`` in the field ``llm.constraint_field`` names.
+    Part of the cache key (a constrained reply is another reply than an unconstrained one).
+    """
+
+    name: str  # e.g. 'knowtrace-json-v1/explore/pairs=2': for logs and schema names
+    regex: str
+    gbnf: str
+    json_schema: str | None = None  # the schema as canonical JSON text; None for a text syntax
+
+
+@dataclass(frozen=True)
 class ChatRequest:
     messages: tuple[tuple[str, str], ...]  # ((role, content), ...): hashable and ordered
     sampling: Sampling = field(default_factory=Sampling)
     sample: int = 0  # sample index: k samples of one prompt differ by this (and by the seed)
+    constraint: Constraint | None = None
 
     @staticmethod
-    def of(messages: list[dict], sampling: Sampling, sample: int = 0) -> ChatRequest:
-        return ChatRequest(tuple((m["role"], m["content"]) for m in messages), sampling, sample)
+    def of(
+        messages: list[dict], sampling: Sampling, sample: int = 0, constraint: Constraint | None = None
+    ) -> ChatRequest:
+        return ChatRequest(tuple((m["role"], m["content"]) for m in messages), sampling, sample, constraint)
 
     def message_dicts(self) -> list[dict]:
         return [{"role": r, "content": c} for r, c in self.messages]

@@ -1,6 +1,7 @@
 """A content-addressed response cache in SQLite, and the LLM wrapper that uses it.
 
-The key is the sha256 of canonical JSON of (backend, identity, messages, sampling, sample index);
+The key is the sha256 of canonical JSON of (backend, identity, messages, sampling, sample index,
+and for a constrained request its grammar and the field it travels in);
 ``identity`` carries a hash of the model and adapter weights, so a different adapter never hits
 another adapter's entries. Only successful responses are stored: a failed call is retried on the
 next run. The database uses WAL so several processes (e.g. parallel DVC stages) can share it.
@@ -15,6 +16,7 @@ import json
 import sqlite3
 import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 from factory import paths
@@ -24,9 +26,13 @@ DEFAULT_PATH = paths.CACHE_DIR / "responses.sqlite"
 _CHUNK = 500  # SQLite host-parameter budget per query
 
 
-def cache_key(backend: str, identity: str, request: ChatRequest) -> str:
-    """sha256 of the canonical JSON of everything that determines a response."""
-    payload = {
+def cache_key(backend: str, identity: str, request: ChatRequest, constraint_via: str = "") -> str:
+    """sha256 of the canonical JSON of everything that determines a response.
+
+    ``constraint_via``: how the backend applies a constraint (e.g. the server field), since the
+    same grammar sent as a JSON schema or as GBNF may decode differently. Unconstrained requests
+    keep the keys they always had."""
+    payload: dict = {
         "backend": backend,
         "identity": identity,
         "messages": [list(m) for m in request.messages],
@@ -35,6 +41,14 @@ def cache_key(backend: str, identity: str, request: ChatRequest) -> str:
         },
         "sample": request.sample,
     }
+    c = request.constraint
+    if c is not None:
+        forms = json.dumps([c.regex, c.gbnf, c.json_schema], ensure_ascii=False)
+        payload["constraint"] = {
+            "name": c.name,
+            "sha256": hashlib.sha256(forms.encode("utf-8")).hexdigest(),
+            "via": constraint_via,
+        }
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -103,13 +117,27 @@ class ResponseCache:
 
 
 class CachedLLM:
-    """An LLM that answers from the cache and sends only the misses to ``inner`` (in one batch)."""
+    """An LLM that answers from the cache and sends only the misses to ``inner`` (in one batch).
+
+    With an inner backend that can ``submit`` single requests, so can this wrapper: a hit is a
+    finished future, a miss goes to ``inner.submit`` and is stored as soon as it succeeds (so a
+    killed run loses no paid-for reply), and a request already in flight is not sent twice.
+    """
 
     def __init__(self, inner: LLM, cache: ResponseCache):
         self.inner = inner
         self.cache = cache
         self.hits = 0
         self.misses = 0
+        self._in_flight: dict[str, Future] = {}
+        self._lock = threading.Lock()
+        if hasattr(inner, "submit"):
+            self.submit = self._submit  # only a streaming inner backend makes this one streaming
+
+    def _key(self, request: ChatRequest) -> str:
+        return cache_key(
+            self.inner.backend, self.inner.identity, request, getattr(self.inner, "constraint_via", "")
+        )
 
     @property
     def identity(self) -> str:  # read through: an adapter loaded later changes it
@@ -122,7 +150,7 @@ class CachedLLM:
     def generate(self, requests: list[ChatRequest]) -> list[ChatResponse]:
         """Cached responses for hits; one ``inner.generate`` call for the distinct misses."""
         backend, identity = self.inner.backend, self.inner.identity
-        keys = [cache_key(backend, identity, r) for r in requests]
+        keys = [self._key(r) for r in requests]
         found = self.cache.get_many(keys)
         todo: dict[str, ChatRequest] = {}
         for key, request in zip(keys, requests):
@@ -143,6 +171,33 @@ class CachedLLM:
                 out.append(dataclasses.replace(fresh[key]))
         return out
 
+    def _submit(self, request: ChatRequest) -> Future:
+        """A future of the response: from the cache, from the same request in flight, or from ``inner``."""
+        key = self._key(request)
+        found = self.cache.get_many([key]).get(key)
+        if found is not None:
+            self.hits += 1
+            done: Future = Future()
+            done.set_result(found)
+            return done
+        self.misses += 1
+        with self._lock:
+            shared = self._in_flight.get(key)
+            if shared is not None:
+                return _copy_of(shared)
+            backend, identity = self.inner.backend, self.inner.identity
+            inner = self.inner.submit(request)
+            self._in_flight[key] = inner
+
+        def store(f: Future) -> None:
+            with self._lock:
+                self._in_flight.pop(key, None)
+            if not f.cancelled() and f.exception() is None and f.result().ok:
+                self.cache.put_many([(key, backend, identity, f.result())])
+
+        inner.add_done_callback(store)
+        return _copy_of(inner)
+
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 
@@ -153,3 +208,17 @@ class CachedLLM:
     def close(self) -> None:
         self.inner.close()
         self.cache.close()
+
+
+def _copy_of(source: Future) -> Future:
+    """A future resolved with a copy of ``source``'s response (each caller owns its response object)."""
+    out: Future = Future()
+
+    def relay(f: Future) -> None:
+        if f.exception() is not None:
+            out.set_exception(f.exception())
+        else:
+            out.set_result(dataclasses.replace(f.result()))
+
+    source.add_done_callback(relay)
+    return out

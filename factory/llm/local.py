@@ -6,6 +6,10 @@ batch wastes little padding. Sampled batches seed torch from the batch's own con
 seeds, sample indices) inside ``torch.random.fork_rng``, so a batch is reproducible and the global
 RNG state of the caller is left untouched. A batch that fails (e.g. CUDA out of memory, after
 halving it down to single requests) yields error responses — never an exception.
+
+A request with a ``Constraint`` is decoded under its grammar (``factory.llm.constrain``, llguidance);
+constrained and unconstrained requests may share a batch. An empty completion (the model ended its
+reply at once) is an error response, not text: the agent never sends a repair prompt for it.
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ class LocalLLM:
     """A local model folder (plus an optional PEFT LoRA adapter folder) served in-process."""
 
     backend = "local"
+    constraint_via = "local:llguidance"  # part of a constrained request's cache key
 
     def __init__(
         self,
@@ -104,6 +109,7 @@ class LocalLLM:
         # The model loads on first use: a stage whose calls all hit the response cache never pays for it.
         self._model = None
         self._tokenizer = None
+        self._grammar = None
 
     @property
     def tokenizer(self):
@@ -143,6 +149,16 @@ class LocalLLM:
         if not ids:
             raise FactoryError(f"{self.model_path}: neither the tokenizer nor the model defines an EOS token")
         return ids
+
+    @property
+    def grammar(self):
+        """The llguidance engine for this tokenizer (built on the first constrained request)."""
+        if self._grammar is None:
+            from factory.llm.constrain import GrammarEngine
+
+            _ = self.model  # sets eos_ids
+            self._grammar = GrammarEngine(self.tokenizer, self.eos_ids)
+        return self._grammar
 
     # ------------------------------------------------------------------ public API
     def count_tokens(self, text: str) -> int:
@@ -227,7 +243,12 @@ class LocalLLM:
             pad_token_id=pad,
             stop_strings=list(sampling.stop) or None,
         )
-        extra = {"tokenizer": self.tokenizer} if sampling.stop else {}
+        extra: dict = {"tokenizer": self.tokenizer} if sampling.stop else {}
+        if any(r.constraint is not None for r in requests):
+            from transformers import LogitsProcessorList
+
+            processor = self.grammar.processor([r.constraint for r in requests], width)
+            extra["logits_processor"] = LogitsProcessorList([processor])
         with (
             torch.inference_mode(),
             torch.random.fork_rng(devices=[self.device] if self.device.startswith("cuda") else []),
@@ -249,6 +270,18 @@ class LocalLLM:
             text = self.tokenizer.decode(kept, skip_special_tokens=True)
             text, stopped = trim_at_stop(text, sampling.stop)
             hit_budget = end is None and not stopped and len(kept) >= sampling.max_new_tokens
+            if not text.strip() and not stopped and not hit_budget:
+                responses.append(
+                    ChatResponse(
+                        text="",
+                        prompt_tokens=len(prompt),
+                        completion_tokens=len(kept) + (0 if end is None else 1),
+                        latency_s=elapsed,
+                        finish_reason="error",
+                        error="empty completion (the model ended its reply at once)",
+                    )
+                )
+                continue
             responses.append(
                 ChatResponse(
                     text=text,

@@ -4,9 +4,24 @@ A batch is sent concurrently (at most ``concurrency`` requests in flight) from a
 loop running in its own thread, so ``generate()`` is a plain synchronous call that also works
 inside a notebook's running loop. The openai client's own retries are off; this module retries
 with exponential backoff and full jitter on 429, 408, 5xx, timeouts, connection errors and
-malformed replies (invalid JSON, no choices), going round-robin over ``base_urls`` so a retry
-can land on another server. Other 4xx are final. A request that still has no reply becomes an
-error response saying why ("HTTP 500 after 5 retries: ...").
+malformed replies (invalid JSON, no choices) and empty completions (a server that returns no text
+had a transient fault: the same request is sent again, never a repair prompt), going round-robin
+over ``base_urls`` so a retry can land on another server. Other 4xx are final. A request that
+still has no reply becomes an error response saying why ("HTTP 500 after 5 retries: ...").
+
+Besides the batch ``generate``, ``submit(request)`` returns a ``concurrent.futures.Future``: the
+agent's continuous scheduler keeps ``concurrency`` requests in flight with it. Both share one
+bound on requests in flight.
+
+Constrained decoding: a request's ``Constraint`` travels in the field ``constraint_field`` names:
+``response_format`` (``{type: json_schema, json_schema: {name, schema}}``: vLLM, SGLang, llama.cpp's
+llama-server, OpenAI), ``response_format_json_object`` (``{type: json_object, schema}``: what
+llama-cpp-python's server reads), ``structured_outputs`` (vLLM >= 0.10.2: ``json`` for a JSON syntax,
+``regex`` for a text one) or ``grammar`` (llama.cpp's GBNF, both servers).
+
+Identity: the model's name, what the servers' ``/models`` say about it (vLLM: ``root``, the
+weights' path or hub id, and ``max_model_len``) and ``model_revision`` when given, so that a server
+that swaps weights under the same name does not serve stale cache hits.
 
 The API key is read from ``os.environ[api_key_env]`` at every ``generate()`` call and kept only
 in memory; it is never part of ``identity``, cache keys, logs, errors or files.
@@ -15,7 +30,6 @@ in memory; it is never part of ``identity``, cache keys, logs, errors or files.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import logging
 import os
@@ -24,18 +38,19 @@ import re
 import threading
 import time
 from collections.abc import Coroutine
-from contextlib import contextmanager
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from factory import paths
 from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, ChatResponse
-from factory.llm.identity import SHORT, adapter_hash
+from factory.llm.served import ServedModels
 
 log = logging.getLogger(__name__)
 
 NO_KEY = "EMPTY"  # what vLLM accepts when it runs without --api-key
+CONSTRAINT_FIELDS = ("response_format", "response_format_json_object", "structured_outputs", "grammar")
 
 
 class _Malformed(Exception):
@@ -47,7 +62,7 @@ def request_seed(seed: int, sample: int) -> int:
     return (seed * 1_000_003 + sample) % (2**31 - 1)
 
 
-class OpenAILLM:
+class OpenAILLM(ServedModels):
     """Chat completions from one or more OpenAI-compatible servers, optionally on a LoRA adapter."""
 
     backend = "openai"
@@ -64,12 +79,24 @@ class OpenAILLM:
         max_backoff_s: float = 30.0,
         registry_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
+        constraint_field: str = "response_format",
+        model_revision: str | None = None,
     ):
         if not base_urls:
-            raise FactoryError("llm.base_urls is empty: the openai backend needs at least one endpoint, e.g. http://host:8000/v1")
+            raise FactoryError(
+                "llm.base_urls is empty: the openai backend needs at least one endpoint, e.g. http://host:8000/v1"
+            )
         if concurrency < 1:
             raise FactoryError(f"llm.concurrency must be >= 1 (got {concurrency})")
+        if constraint_field not in CONSTRAINT_FIELDS:
+            raise FactoryError(
+                f"llm.constraint_field {constraint_field!r}: expected one of {', '.join(CONSTRAINT_FIELDS)}"
+            )
         self.base_urls = [u.rstrip("/") for u in base_urls]
+        self.constraint_field = constraint_field
+        self.constraint_via = f"openai:{constraint_field}"  # part of a constrained request's cache key
+        self.model_revision = model_revision
+        self._described: str | None = None  # what the servers say about the model (see identity)
         self.model = model
         self.api_key_env = api_key_env
         self.concurrency = concurrency
@@ -92,99 +119,12 @@ class OpenAILLM:
         self._warned_no_key = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._slots: asyncio.Semaphore | None = None  # requests in flight, for generate and submit alike
         self._tokenizer = None
         if tokenizer_path is not None and Path(tokenizer_path).is_dir():
             from transformers import AutoTokenizer
 
             self._tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-
-    # ------------------------------------------------------------------ identity and adapters
-    @property
-    def identity(self) -> str:
-        suffix = f"+{self.adapter_digest[:SHORT]}" if self.adapter_digest else ""
-        return f"openai:{self.served_model}{suffix}"
-
-    def use_model(self, name: str, adapter_digest: str | None = None) -> None:
-        """Send requests to ``name`` (an adapter already served under that name, with its weights hash)."""
-        self.served_model, self.adapter_digest = name, adapter_digest
-
-    def load_adapter(self, name: str, local_path: str | Path, server_path: str | None = None) -> None:
-        """Register a LoRA adapter on every server (vLLM ``/load_lora_adapter``) and use it.
-
-        ``local_path`` is hashed; ``server_path`` is the path as the servers see it (default: the
-        same). A name is never re-used for other weights (vLLM caches adapters by name): a known
-        name with a different hash is refused, the same name and hash again is a no-op.
-        """
-        digest = adapter_hash(local_path)
-        known = self.adapters.get(name)
-        if known == digest:
-            self.use_model(name, digest)
-            return
-        if known is not None:
-            raise _reused(name, known, digest)
-        with self._registry() as registry:
-            previous = registry.get(name)
-            if previous is not None and previous != digest:
-                raise _reused(name, previous, digest)
-            registry[name] = digest
-        body = {"lora_name": name, "lora_path": str(server_path if server_path is not None else local_path)}
-        for url in self.base_urls:
-            self._post_adapter(url, body)
-        self.adapters[name] = digest
-        self.use_model(name, digest)
-        log.info(
-            "LoRA adapter %s (sha256 %s) loaded on %d server(s)", name, digest[:SHORT], len(self.base_urls)
-        )
-
-    @contextmanager
-    def _registry(self):
-        """The name -> adapter hash registry file, locked for a read-modify-write."""
-        self.registry_path.parent.mkdir(parents=True, exist_ok=True)
-        lock_path = self.registry_path.with_name(self.registry_path.name + ".lock")
-        with open(lock_path, "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                registry = json.loads(self.registry_path.read_text()) if self.registry_path.exists() else {}
-            except ValueError as exc:
-                raise FactoryError(
-                    f"{self.registry_path}: not valid JSON ({exc}); fix or delete it"
-                ) from None
-            before = dict(registry)
-            yield registry
-            if registry != before:
-                tmp = self.registry_path.with_name(f".{self.registry_path.name}.tmp-{os.getpid()}")
-                tmp.write_text(json.dumps(registry, indent=2, sort_keys=True) + "\n")
-                os.replace(tmp, self.registry_path)
-
-    def _post_adapter(self, base_url: str, body: dict) -> None:
-        import httpx
-
-        url = f"{base_url}/load_lora_adapter"
-        headers = {"Authorization": f"Bearer {self._api_key()}"}
-        reason = ""
-        for attempt in range(self.max_retries + 1):
-            try:
-                resp = httpx.post(url, json=body, headers=headers, timeout=self.timeout_s)
-            except httpx.HTTPError as exc:
-                reason = f"connection error ({type(exc).__name__})"
-            else:
-                text = self._redact(resp.text)
-                if resp.status_code < 300:
-                    return
-                if resp.status_code == 400 and re.search(r"already\s+(been\s+)?loaded", text, re.IGNORECASE):
-                    return  # the server holds this name already; our registry vouches for the hash
-                if resp.status_code < 500 and resp.status_code not in (408, 429):
-                    raise FactoryError(
-                        f"{url}: could not load LoRA adapter {body['lora_name']!r}: HTTP "
-                        f"{resp.status_code}: {text[:300]}"
-                    )
-                reason = f"HTTP {resp.status_code}: {text[:200]}"
-            if attempt < self.max_retries:
-                time.sleep(self._backoff(attempt))
-        raise FactoryError(
-            f"{url}: could not load LoRA adapter {body['lora_name']!r}: {reason} after "
-            f"{self.max_retries} retries"
-        )
 
     # ------------------------------------------------------------------ public API
     def generate(self, requests: list[ChatRequest]) -> list[ChatResponse]:
@@ -193,6 +133,12 @@ class OpenAILLM:
             return []
         key = self._api_key()
         return self._run(self._generate(requests, key))
+
+    def submit(self, request: ChatRequest) -> Future:
+        """Send one request now (within the bound on requests in flight); a future of its response."""
+        key = self._api_key()
+        self._ensure_loop()
+        return asyncio.run_coroutine_threadsafe(self._submitted(request, key), self._loop)
 
     def count_tokens(self, text: str) -> int:
         """Tokens under ``tokenizer_path`` when given; else an approximation (words + punctuation)."""
@@ -209,7 +155,7 @@ class OpenAILLM:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self._loop.close()
-        self._loop = self._thread = None
+        self._loop = self._thread = self._slots = None
 
     # ------------------------------------------------------------------ internals
     def _api_key(self) -> str:
@@ -232,13 +178,17 @@ class OpenAILLM:
         """Full jitter: uniform in [0, min(cap, backoff * 2**attempt)]."""
         return self._rng.uniform(0, min(self.max_backoff_s, self.backoff_s * 2**attempt))
 
-    def _run(self, coro: Coroutine) -> Any:
+    def _ensure_loop(self) -> None:
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
+            self._slots = asyncio.Semaphore(self.concurrency)
             self._thread = threading.Thread(
                 target=self._loop.run_forever, name="openai-llm-loop", daemon=True
             )
             self._thread.start()
+
+    def _run(self, coro: Coroutine) -> Any:
+        self._ensure_loop()
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     async def _close_clients(self) -> None:
@@ -246,7 +196,7 @@ class OpenAILLM:
             await client.close()
         self._clients = {}
 
-    async def _generate(self, requests: list[ChatRequest], key: str) -> list[ChatResponse]:
+    async def _ensure_clients(self, key: str) -> None:
         from openai import AsyncOpenAI
 
         if key != self._client_key:  # the key changed (or first call): new clients
@@ -256,8 +206,38 @@ class OpenAILLM:
                 for url in self.base_urls
             }
             self._client_key = key
-        slots = asyncio.Semaphore(self.concurrency)
-        return list(await asyncio.gather(*(self._one(r, slots) for r in requests)))
+
+    async def _generate(self, requests: list[ChatRequest], key: str) -> list[ChatResponse]:
+        await self._ensure_clients(key)
+        return list(await asyncio.gather(*(self._one(r, self._slots) for r in requests)))
+
+    async def _submitted(self, request: ChatRequest, key: str) -> ChatResponse:
+        await self._ensure_clients(key)
+        return await self._one(request, self._slots)
+
+    def constraint_fields(self, request: ChatRequest) -> dict[str, Any]:
+        """The request body fields that carry ``request.constraint`` to the server ({} without one)."""
+        c = request.constraint
+        if c is None:
+            return {}
+        if self.constraint_field.startswith("response_format"):
+            if c.json_schema is None:
+                raise FactoryError(
+                    f"constraint {c.name!r} has no JSON schema (a text syntax), so it cannot travel in "
+                    "response_format: use a JSON prompt version (agent.prompt_version: knowtrace-json-v1) "
+                    "or llm.constraint_field: grammar (llama.cpp) / structured_outputs (vLLM)"
+                )
+            name = re.sub(r"[^A-Za-z0-9_-]", "_", c.name)[:64]
+            schema = json.loads(c.json_schema)
+            if self.constraint_field == "response_format_json_object":
+                return {"response_format": {"type": "json_object", "schema": schema}}
+            return {
+                "response_format": {"type": "json_schema", "json_schema": {"name": name, "schema": schema}}
+            }
+        if self.constraint_field == "structured_outputs":
+            form = {"json": json.loads(c.json_schema)} if c.json_schema is not None else {"regex": c.regex}
+            return {"structured_outputs": form}
+        return {"grammar": c.gbnf}
 
     async def _one(self, request: ChatRequest, slots: asyncio.Semaphore) -> ChatResponse:
         import openai
@@ -273,6 +253,7 @@ class OpenAILLM:
         }
         if s.stop:
             kwargs["stop"] = list(s.stop)
+        kwargs.update(self.constraint_fields(request))
         t0 = time.perf_counter()
         reason = last_detail = ""
         for attempt in range(self.max_retries + 1):
@@ -285,7 +266,10 @@ class OpenAILLM:
                     # bytes: the typed create() costs ~1 ms of CPU per call in request transforms and
                     # response models, which caps the calls/s one process can drive.
                     raw = await self._clients[url].post("/chat/completions", cast_to=bytes, body=kwargs)
-                    return _response(json.loads(raw), time.perf_counter() - t0)
+                    response = _response(json.loads(raw), time.perf_counter() - t0)
+                    if response.text.strip() or response.finish_reason == "length":
+                        return response
+                    reason, last_detail = "empty completion", "the server returned no text"
                 except openai.APITimeoutError:
                     reason, last_detail = "timeout", f"no reply within {self.timeout_s:g} s"
                 except openai.APIConnectionError as exc:
@@ -338,10 +322,3 @@ def _response(data: Any, latency_s: float) -> ChatResponse:
 
 def _failed(reason: str, t0: float) -> ChatResponse:
     return ChatResponse(text="", latency_s=time.perf_counter() - t0, finish_reason="error", error=reason)
-
-
-def _reused(name: str, old: str, new: str) -> FactoryError:
-    return FactoryError(
-        f"LoRA adapter name {name!r} is already registered for other weights (sha256 {old[:SHORT]}..., now "
-        f"{new[:SHORT]}...); vLLM caches adapters by name, so a name is never re-used — choose a new name"
-    )

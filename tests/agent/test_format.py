@@ -155,3 +155,56 @@ def test_rendered_outputs_parse_back():
     triplets = [("A", "r", "B"), ("B", "s", "C")]
     assert parse_complete(render_complete(triplets)) == triplets and parse_complete(render_complete([])) == []
     assert parse_final(render_final("t", "Paris")).answer == "Paris"
+
+
+# ---------------------------------------------------------------- chatter is not data
+
+# Replies a small model actually gave (SmolLM2 behind llama.cpp, and the demo's base model): prose,
+# apologies and agreement, none of which names a lookup or states a fact.
+CHATTER = [
+    "You're right, I'll keep that in mind for future responses.",  # after an empty completion + repair
+    "I'm sorry, but I don't have access to the internet, so I cannot look that up.",
+    "Sure, here is what I need: the director of the film, and his nationality.",
+    "Let me look up the director first, then the nationality.",
+    "The film that won the Palme d'Or in 1994 is:\n\n- The film that won the Palme d'Or in 1994 is:",
+    "Example 2:\nQuestion: Which river flows through the capital of Hungary?",
+]
+
+
+@pytest.mark.parametrize("text", CHATTER)
+def test_chatter_is_a_parse_error_never_a_lookup_or_a_fact(text):
+    with pytest.raises(ParseError):
+        parse_explore(text)
+    with pytest.raises(ParseError):
+        parse_complete(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Thought: ok\nSufficient: no\nLook up:\n"
+        "- You're right | I'll keep that in mind for future responses.",
+        "Thought: ok\nSufficient: no\nLook up:\n- Scott Derrickson, nationality",  # a comma is prose
+        "Thought: ok\nSufficient: no\nScott Derrickson | nationality",  # neither under Look up nor a bullet
+        "- Thank you | let me know if you need anything else",
+    ],
+)
+def test_pairs_need_the_entity_bar_relation_form_and_a_relation_that_is_not_conversation(text):
+    with pytest.raises(ParseError):
+        parse_explore(text)
+
+
+def test_format_variants_stay_accepted():
+    out = parse_explore("Thought: x\nSufficient: no\nLook up:\nScott Derrickson | nationality")  # no bullet
+    assert out.pairs == [("Scott Derrickson", "nationality")]
+    out = parse_explore("- I Am Legend (film) | director\n- Sorry (Justin Bieber song) | release year")
+    assert out.pairs == [("I Am Legend (film)", "director"), ("Sorry (Justin Bieber song)", "release year")]
+    long = "- Raymond Carver | What is the name of the city Raymond Carver was born in"  # a sub-question
+    assert parse_explore(long).pairs[0][1].startswith("What is the name")
+    assert parse_complete("(Ed Wood, occupation, film director)") == [
+        ("Ed Wood", "occupation", "film director")
+    ]
+    with pytest.raises(ParseError):  # a bare comma list is a sentence, not a triplet
+        parse_complete("I'm sorry, but the passages do not say, unfortunately")
+    with pytest.raises(ParseError):
+        parse_complete("(You're right ; I'll keep that in mind for future responses. ; ok)")

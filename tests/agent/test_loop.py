@@ -334,3 +334,37 @@ def test_scripted_policy_cannot_be_chosen_by_params():
         from factory.config import load_params
 
         load_params(None, ["llm.backend=scripted"])
+
+
+def test_an_empty_completion_is_a_fault_of_the_call_not_a_reason_to_repair(questions, retriever):
+    def reply(kind, r):
+        return ChatResponse("", finish_reason="stop")  # what the backends retried and still got
+
+    llm = FakeLLM(reply)
+    (rec,) = run(questions[:1], llm, retriever, params=Params(agent={"repair_attempts": 2}))
+    assert rec["status"] == "llm_error" and "empty completion" in rec["error"]
+    assert [s["attempts"] for s in rec["steps"]] == [1, 1]  # explore, forced final: never re-asked
+    assert all(len(r.messages) == 2 for batch in llm.batches for r in batch)  # no repair turn was sent
+
+
+def test_json_prompt_version_end_to_end_with_constraints_on_every_call(questions, retriever, ingested):
+    from factory.agent.loop import step_constraints
+
+    version = "knowtrace-json-v1"
+    scripted = ScriptedPolicyLLM(questions, ingested.passages)
+    seen = []
+
+    def reply(kind, r):
+        seen.append((kind, r.constraint))
+        return scripted.generate([r])[0]
+
+    params = Params(agent={"prompt_version": version}, llm={"constrained": "on"})
+    records = run(questions[:6], FakeLLM(reply), retriever, params=params)
+    assert all(r["status"] == "ok" and r["correct"] and r["prompt_version"] == version for r in records)
+    assert all(s["output"].startswith("{") for r in records for s in r["steps"])  # replies in JSON
+    expected = step_constraints(version, params.agent.max_pairs)
+    assert seen and all(c == expected[kind] for kind, c in seen)
+    unconstrained = run(
+        questions[:1], FakeLLM(reply), retriever, params=Params(agent={"prompt_version": version})
+    )
+    assert unconstrained and seen[-1][1] is None  # auto: off for a backend that is not local

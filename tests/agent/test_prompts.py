@@ -92,6 +92,7 @@ def test_repair_reasks_with_the_error_and_the_bad_output():
 # it; this digest catches that. A deliberate change is a new version with a new name (and a new entry here).
 FROZEN_DIGESTS = {
     "knowtrace-v1": "f2b15488ec8f7d061f75f7ccc5620990359bee9a54c02594b112ecf5ff07c708",
+    "knowtrace-json-v1": "4b3e40326183ec2de6107154ac78dd3c30d92fd7025a741eb0c921f13265f5b1",
 }
 
 
@@ -120,3 +121,25 @@ def test_registered_prompt_versions_are_frozen(version):
         f"prompt version {version!r} renders differently than when it was frozen; "
         "register the changed prompts under a new version name instead"
     )
+
+
+def test_the_json_version_shows_the_same_examples_in_its_own_syntax():
+    from factory.agent import format_json
+    from factory.agent.format import TEXT
+
+    v1, js = prompts.PROMPTS[V1], prompts.PROMPTS["knowtrace-json-v1"]
+    assert (
+        prompts.output_format(V1) is TEXT and prompts.output_format("knowtrace-json-v1") is format_json.JSON
+    )
+    assert prompts.output_format(None) is TEXT and prompts.output_format("simulated-v1") is TEXT
+    with pytest.raises(FactoryError, match="knowtrace-v9"):
+        prompts.output_format("knowtrace-v9")
+    for kind in ("explore", "complete", "final"):
+        text = [getattr(TEXT, f"parse_{kind}")(o) for o in _example_outputs(getattr(v1, f"{kind}_system"))]
+        as_json = [
+            getattr(format_json, f"parse_{kind}")(o) for o in _example_outputs(getattr(js, f"{kind}_system"))
+        ]
+        assert text == as_json and text
+    messages = prompts.complete_messages("knowtrace-json-v1", "Q?", "E", "r", [], 50)
+    assert prompts.version_and_kind(messages) == ("knowtrace-json-v1", "complete")
+    assert messages[1] == prompts.complete_messages(V1, "Q?", "E", "r", [], 50)[1]  # the same user message

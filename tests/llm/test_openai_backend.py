@@ -80,9 +80,7 @@ def test_faults_retried_one_response_per_request(tmp_path):
                 and expected_text.startswith(resp.text)
                 and resp.text != expected_text
             )
-        elif final == "empty":
-            assert resp.text == "" and resp.finish_reason == "stop"
-        else:
+        else:  # an empty completion is a transient fault: retried as the same request, never accepted
             assert resp.text == expected_text and resp.finish_reason == "stop"
         outcomes["retried" if len(attempts) > 1 else "first"] += 1
     assert outcomes["permanent"] >= 1 and outcomes["retried"] >= 5 and outcomes["first"] >= 10
@@ -166,7 +164,7 @@ def test_load_adapter_registers_name_and_refuses_reuse(tmp_path):
         (resp,) = llm.generate(_requests(1))
         assert resp.ok and server.chat_records()[-1]["body"]["model"] == "backtrace-r1"
         registry = json.loads((tmp_path / "lora_names.json").read_text())
-        assert llm.identity == f"openai:backtrace-r1+{registry['backtrace-r1'][:12]}"
+        assert llm.identity == f"openai:mock-model/backtrace-r1+{registry['backtrace-r1'][:12]}"
         llm.load_adapter("backtrace-r1", first)  # same name, same weights: no-op
         assert len([r for r in server.records if r["path"].endswith("/load_lora_adapter")]) == 2
         with pytest.raises(FactoryError, match="never re-used"):
@@ -205,7 +203,7 @@ def test_make_llm_openai_prefix_and_errors(tmp_path, monkeypatch):
             params, adapter_path="models/backtrace/seed_0/round_1/adapter", adapter_name="backtrace-r1"
         )
         served = f"backtrace-r1-{adapter_hash(adapter)[:8]}"  # the weights' hash in the name
-        assert isinstance(llm, CachedLLM) and llm.identity.startswith(f"openai:{served}+")
+        assert isinstance(llm, CachedLLM) and llm.identity.startswith(f"openai:mock-model/{served}+")
         assert server.state.adapters == {served: "/mnt/shared/models/backtrace/seed_0/round_1/adapter"}
         assert llm.generate(_requests(2))[0].ok
         assert server.chat_records()[-1]["body"]["model"] == served
@@ -214,7 +212,7 @@ def test_make_llm_openai_prefix_and_errors(tmp_path, monkeypatch):
         retrained = make_llm(
             params, adapter_path="models/backtrace/seed_0/round_1/adapter", adapter_name="backtrace-r1"
         )
-        assert len(server.state.adapters) == 2 and not retrained.identity.startswith(f"openai:{served}")
+        assert len(server.state.adapters) == 2 and served not in retrained.identity
         retrained.close()
         with pytest.raises(FactoryError, match="adapter_name"):
             make_llm(params, adapter_path=adapter)
@@ -259,3 +257,55 @@ def test_missing_key_sends_placeholder_and_says_so(tmp_path, monkeypatch, caplog
         llm.close()
         assert server.chat_records()[0]["headers"]["authorization"] == "Bearer EMPTY"
     assert any(KEY_ENV in rec.getMessage() and "not set" in rec.getMessage() for rec in caplog.records)
+
+
+@pytest.mark.parametrize(
+    ("field", "version", "expect"),
+    [
+        ("response_format", "knowtrace-json-v1", "json_schema"),
+        ("response_format_json_object", "knowtrace-json-v1", "json_object"),
+        ("structured_outputs", "knowtrace-json-v1", "json"),
+        ("structured_outputs", "knowtrace-v1", "regex"),
+        ("grammar", "knowtrace-v1", "gbnf"),
+        ("grammar", "knowtrace-json-v1", "gbnf"),
+    ],
+)
+def test_a_constraint_travels_in_the_field_the_server_understands(tmp_path, field, version, expect):
+    from factory.agent.loop import step_constraints
+
+    constraint = step_constraints(version, 2)["explore"]
+    request = ChatRequest.of([{"role": "user", "content": "q"}], Sampling(), 0, constraint)
+    with MockOpenAIServer() as server:
+        llm = _llm(server, tmp_path, constraint_field=field)
+        (resp,) = llm.generate([request, ChatRequest(request.messages, request.sampling)])[:1]
+        llm.close()
+        records = server.chat_records()  # in arrival order: the two were sent concurrently
+    constrained = next(r for r in records if r["constraint"])
+    plain = next(r for r in records if not r["constraint"])
+    sent_in = "response_format" if field.startswith("response_format") else field
+    assert resp.ok and constrained["constraint"] == sent_in and plain["constraint"] is None
+    sent = constrained["body"][sent_in]
+    if expect == "json_object":  # llama-cpp-python's form
+        assert sent == {"type": "json_object", "schema": json.loads(constraint.json_schema)}
+    elif expect == "json_schema":
+        assert sent["type"] == "json_schema" and sent["json_schema"]["schema"] == json.loads(
+            constraint.json_schema
+        )
+    elif expect == "json":
+        assert sent == {"json": json.loads(constraint.json_schema)}
+    elif expect == "regex":
+        assert sent == {"regex": constraint.regex}
+    else:
+        assert sent == constraint.gbnf and sent.startswith("root ::= ")
+
+
+def test_a_text_syntax_cannot_travel_as_a_json_schema(tmp_path):
+    from factory.agent.loop import step_constraints
+
+    constraint = step_constraints("knowtrace-v1", 2)["final"]
+    with MockOpenAIServer() as server:
+        llm = _llm(server, tmp_path, constraint_field="response_format")
+        with pytest.raises(FactoryError, match="knowtrace-json-v1"):
+            llm.generate([ChatRequest.of([{"role": "user", "content": "q"}], Sampling(), 0, constraint)])
+        llm.close()
+        assert server.chat_records() == []

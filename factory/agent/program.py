@@ -1,0 +1,325 @@
+"""One trajectory as a program: the KnowTrace loop (DESIGN §1) for one question, driven by a driver.
+
+``program`` is a generator: it yields the LLM calls it needs next (one explore, or one complete
+per pair, or the forced final) as ``Call`` objects and receives their ``Outcome`` once every call is
+settled (``settle``: accepted, re-asked with the parse error, or failed). It holds the logic:
+
+explore -> (sufficient: answer) | pairs -> retrieve + complete per pair -> keep all new triplets
+-> repeat up to ``agent.max_iterations``; stop on no new triplet, a parse error after the repairs,
+or an LLM error; a forced final call answers from G when no answer was given.
+
+The drivers are in ``factory.agent.loop`` (lockstep batches) and ``factory.agent.scheduler``
+(continuous); a program never knows which one runs it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from factory.agent import prompts
+from factory.agent.format import ParseError
+from factory.errors import FactoryError
+from factory.llm.base import ChatRequest, ChatResponse, Constraint, Sampling
+from factory.text import join_sentences, normalize_answer
+
+STATUSES = ("ok", "max_iterations", "parse_error", "llm_error")
+STOP_REASONS = ("sufficient", "no_new_triplets", "max_iterations", "parse_error", "llm_error")
+
+
+# ---------------------------------------------------------------- ids and guards
+
+
+def trajectory_id(run: str, question_id: str, sample: int, rationalized: bool = False) -> str:
+    """Stable id: the run (e.g. ``backtrace/seed_0/round_1``), the question, the sample index."""
+    return f"{run}/{question_id}/k{sample}" + ("/rationalized" if rationalized else "")
+
+
+# ---------------------------------------------------------------- calls and outcomes
+
+
+@dataclass
+class Outcome:
+    """One step's LLM call after its repairs: what the step record is built from."""
+
+    status: str  # ok | parse_error | llm_error
+    parsed: Any
+    output: str  # raw text of the accepted (or last) attempt
+    error: str | None
+    messages: list[dict]  # recorded (hint-free) prompt of that attempt
+    attempts: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float  # as first measured: a cache hit replays the recorded latency
+
+
+@dataclass
+class Call:
+    kind: str
+    sent: list[dict]  # first-attempt prompt as sent (may carry the hint)
+    recorded: list[dict]  # the same prompt without the hint
+    parse: Callable[[str], Any]
+    constraint: Constraint | None = None
+    current_sent: list[dict] = field(default_factory=list)
+    current_recorded: list[dict] = field(default_factory=list)
+    attempts: int = 0
+    outcome: Outcome | None = None
+
+    def __post_init__(self) -> None:
+        self.current_sent, self.current_recorded = self.sent, self.recorded
+
+
+@dataclass
+class Tally:
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+    def add(self, r: ChatResponse) -> None:
+        self.calls += 1
+        self.prompt_tokens += int(r.prompt_tokens or 0)
+        self.completion_tokens += int(r.completion_tokens or 0)
+        self.latency_s += float(r.latency_s or 0.0)
+
+
+@dataclass
+class Job:
+    index: int
+    question: dict
+    sample: int
+    tid: str
+    program: Generator[list[Call], list[Outcome], dict]
+    tally: Tally
+    rationalized: bool = False
+    calls: list[Call] = field(default_factory=list)
+    pending: int = 0  # calls of ``calls`` not settled yet (continuous driver)
+
+    def request(self, call: Call, sampling: Sampling) -> ChatRequest:
+        return ChatRequest.of(call.current_sent, sampling, self.sample, call.constraint)
+
+
+def settle(call: Call, response: ChatResponse, version: str, repair_attempts: int) -> None:
+    """Accept, re-ask (repair) or fail one call from its latest response."""
+    call.attempts += 1
+    text = response.text or ""
+
+    def done(status: str, parsed: Any, error: str | None) -> None:
+        call.outcome = Outcome(
+            status,
+            parsed,
+            text,
+            error,
+            call.current_recorded,
+            call.attempts,
+            int(response.prompt_tokens or 0),
+            int(response.completion_tokens or 0),
+            float(response.latency_s or 0.0),
+        )
+
+    if response.error is not None:
+        done("llm_error", None, str(response.error) or "unknown LLM error")
+        return
+    if not text.strip() and response.finish_reason != "length":
+        # a fault of the call, not of the format: the backends retry it as the same request; a
+        # repair prompt would only invite chatter ("You're right, I'll keep that in mind ...")
+        done("llm_error", None, "empty completion")
+        return
+    try:
+        parsed = call.parse(text)
+    except ParseError as exc:
+        if call.attempts <= repair_attempts:
+            call.current_sent = prompts.repair_messages(version, call.sent, text, str(exc))
+            call.current_recorded = prompts.repair_messages(version, call.recorded, text, str(exc))
+            return
+        done("parse_error", None, str(exc))
+        return
+    done("ok", parsed, None)
+
+
+# ---------------------------------------------------------------- one trajectory
+
+
+@dataclass
+class Context:
+    """What every trajectory program of one run shares."""
+
+    params: Any
+    retriever: Any
+    passages: Mapping[str, Mapping]
+    version: str
+    ground: Callable
+    fmt: Any = None  # prompts.output_format(version)
+    constraints: Mapping[str, Constraint] | None = None  # per step kind, when decoding is constrained
+
+    def call(self, kind: str, sent: list[dict], recorded: list[dict], parse: Callable[[str], Any]) -> Call:
+        return Call(kind, sent, recorded, parse, self.constraints[kind] if self.constraints else None)
+
+
+def _passage_text(p: Mapping) -> str:
+    return p.get("text") or join_sentences(list(p.get("sentences") or []))
+
+
+def _step(index: int, kind: str, out: Outcome, **fields: Any) -> dict:
+    return {
+        "index": index,
+        "kind": kind,
+        "messages": [dict(m) for m in out.messages],
+        "output": out.output,
+        "status": out.status,
+        "error": out.error,
+        "sufficient": fields.get("sufficient"),
+        "thought": fields.get("thought"),
+        "answer": fields.get("answer"),
+        "pairs": fields.get("pairs", []),
+        "pair_id": fields.get("pair_id"),
+        "retrieved": fields.get("retrieved", []),
+        "triplet_ids": fields.get("triplet_ids", []),
+        "attempts": out.attempts,
+        "prompt_tokens": out.prompt_tokens,
+        "completion_tokens": out.completion_tokens,
+        "latency_s": out.latency_s,
+    }
+
+
+def program_for(
+    ctx: Context, q: dict, tid: str, hint: str | None
+) -> Generator[list[Call], list[Outcome], dict]:
+    """The KnowTrace loop for one question; returns the trajectory's fields (without run metadata)."""
+    a, version, fmt = ctx.params.agent, ctx.version, ctx.fmt
+    question = q["question"]
+    pool = [p["pid"] for p in q.get("passages") or []] if ctx.params.index.scope == "question" else None
+    steps: list[dict] = []
+    triplets: list[dict] = []
+    seen: set[tuple[str, str, str]] = set()
+    pair_count = 0
+    failure: tuple[str, str] | None = None  # (status, reason) of the first failed step
+    stop_reason = "max_iterations"
+    answer = thought = None
+
+    def graph() -> list[tuple[str, str, str]]:
+        return [(t["subject"], t["relation"], t["object"]) for t in triplets]
+
+    def fail(out: Outcome) -> None:
+        nonlocal failure
+        if failure is None and out.status != "ok":
+            failure = (out.status, f"step {len(steps) - 1} ({steps[-1]['kind']}): {out.error}")
+
+    for _iteration in range(a.max_iterations):
+        sent = prompts.explore_messages(version, question, graph(), hint)
+        recorded = prompts.explore_messages(version, question, graph()) if hint is not None else sent
+        (out,) = yield [
+            ctx.call("explore", sent, recorded, lambda text: fmt.parse_explore(text, a.max_pairs))
+        ]
+        if out.status != "ok":
+            steps.append(_step(len(steps), "explore", out))
+            fail(out)
+            break
+        ex = out.parsed
+        if ex.sufficient:
+            steps.append(
+                _step(len(steps), "explore", out, sufficient=True, thought=ex.thought, answer=ex.answer)
+            )
+            answer, thought, stop_reason = ex.answer, ex.thought, "sufficient"
+            break
+        pairs = []
+        for entity, relation in ex.pairs:
+            pair_count += 1
+            pairs.append({"pair_id": f"{tid}#p{pair_count}", "entity": entity, "relation": relation})
+        steps.append(_step(len(steps), "explore", out, sufficient=False, thought=ex.thought, pairs=pairs))
+
+        calls, shown = [], []
+        for pair in pairs:
+            query = f"{pair['entity']} {pair['relation']}"
+            if ctx.params.retrieval.query_with_question:
+                query = f"{query} {question}"
+            hits = ctx.retriever.search(query, q["dataset"], ctx.params.retrieval.top_n, pool)
+            retrieved = []
+            for hit in hits:
+                if hit.pid not in ctx.passages:
+                    raise FactoryError(
+                        f"question {q['question_id']!r}: retrieved passage {hit.pid!r} is not among the "
+                        "passages given to the agent"
+                    )
+                retrieved.append(ctx.passages[hit.pid])
+            shown.append(retrieved)
+            msgs = prompts.complete_messages(
+                version,
+                question,
+                pair["entity"],
+                pair["relation"],
+                [(p["title"], _passage_text(p)) for p in retrieved],
+                a.passage_chars,
+            )
+            calls.append(ctx.call("complete", msgs, msgs, fmt.parse_complete))
+        outs = yield calls
+
+        added = 0
+        for pair, retrieved, out in zip(pairs, shown, outs):
+            index = len(steps)
+            new_ids = []
+            for subject, relation, obj in out.parsed or []:
+                key = (normalize_answer(subject), normalize_answer(relation), normalize_answer(obj))
+                if key in seen:
+                    continue
+                seen.add(key)
+                g = ctx.ground(subject, relation, obj, retrieved, a.grounding_threshold)
+                triplet_id = f"{tid}#t{len(triplets) + 1}"
+                triplets.append(
+                    {
+                        "triplet_id": triplet_id,
+                        "step_index": index,
+                        "pair_id": pair["pair_id"],
+                        "subject": subject,
+                        "relation": relation,
+                        "object": obj,
+                        "source_pid": g.pid,
+                        "source_sentence": g.sentence,
+                        "grounding_score": float(g.score),
+                    }
+                )
+                new_ids.append(triplet_id)
+            added += len(new_ids)
+            steps.append(
+                _step(
+                    index,
+                    "complete",
+                    out,
+                    pair_id=pair["pair_id"],
+                    retrieved=[p["pid"] for p in retrieved],
+                    triplet_ids=new_ids,
+                )
+            )
+            fail(out)
+        if failure is not None:
+            break
+        if added == 0:
+            stop_reason = "no_new_triplets"
+            break
+
+    if failure is not None:
+        stop_reason = failure[0]
+    if answer is None:
+        sent = prompts.final_messages(version, question, graph(), hint)
+        recorded = prompts.final_messages(version, question, graph()) if hint is not None else sent
+        (out,) = yield [ctx.call("final", sent, recorded, fmt.parse_final)]
+        if out.status == "ok":
+            answer, thought = out.parsed.answer, out.parsed.thought
+            steps.append(_step(len(steps), "final", out, thought=thought, answer=answer))
+        else:
+            steps.append(_step(len(steps), "final", out))
+            fail(out)
+    if failure is not None:
+        status, error = failure
+    else:
+        status, error = ("max_iterations" if stop_reason == "max_iterations" else "ok"), None
+    return {
+        "status": status,
+        "error": error,
+        "stop_reason": stop_reason,
+        "answer": answer,
+        "final_thought": thought,
+        "steps": steps,
+        "triplets": triplets,
+    }
