@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from factory.agent import prompts
-from factory.agent.format import ParseError, parse_final
+from factory.agent.format import ParseError
 from factory.agent.sampling import even_quotas
 from factory.agent.shards import fingerprint, run_in_shards
 from factory.config import CONDITIONS
@@ -151,11 +151,24 @@ def reask(
     max_new_tokens: int,
     seed: int,
     repair_attempts: int,
+    constrained_pairs: int | None = None,
 ) -> tuple[list[Reply], int]:
     """Ask every (prompt version, messages); repair unparseable replies. Returns replies and calls sent.
 
+    Replies are read with the prompt version's own final-step parser; with ``constrained_pairs`` the
+    decoding is constrained to that version's final-step grammar (as the loop's final steps are).
     Identical requests of one round of asking go to the backend once (their replies are shared).
     """
+    from factory.agent.loop import step_constraints
+
+    constraints: dict[str, object] = {}
+
+    def request(p: _Pending) -> ChatRequest:
+        if constrained_pairs is not None and p.version not in constraints:
+            constraints[p.version] = step_constraints(p.version, constrained_pairs)["final"]
+        sampling = sampling_for(p.version, max_new_tokens, seed)
+        return ChatRequest.of(p.current, sampling, constraint=constraints.get(p.version))
+
     pending = [_Pending(v, list(m), list(m)) for v, m in prompts_to_ask]
     sent = 0
     while True:
@@ -164,7 +177,7 @@ def reask(
             break
         distinct: dict[ChatRequest, int] = {}
         for p in todo:
-            distinct.setdefault(ChatRequest.of(p.current, sampling_for(p.version, max_new_tokens, seed)), 0)
+            distinct.setdefault(request(p), 0)
         requests = list(distinct)
         responses = llm.generate(requests)
         if len(responses) != len(requests):
@@ -177,7 +190,7 @@ def reask(
         for p in todo:
             _settle(
                 p,
-                by_request[ChatRequest.of(p.current, sampling_for(p.version, max_new_tokens, seed))],
+                by_request[request(p)],
                 repair_attempts,
             )
     return [p.reply for p in pending], sent
@@ -196,7 +209,7 @@ def _settle(p: _Pending, response: ChatResponse, repair_attempts: int) -> None:
         p.done = True
         return
     try:
-        parsed = parse_final(text)
+        parsed = prompts.output_format(p.version).parse_final(text)
     except ParseError as exc:
         if r.attempts <= repair_attempts:
             p.current = prompts.repair_messages(p.version, p.first, text, str(exc))
@@ -226,6 +239,9 @@ class Plan:
     max_new_tokens: int
     repair_attempts: int
     sampling_seed: int
+    # decoding constrained to the final step's grammar with this many pairs allowed, as the loop
+    # constrains the policy's own final steps (``factory.agent.loop.constrained_decoding``); None: free
+    constrained_pairs: int | None = None
 
 
 def record_id(trajectory_id: str, condition: str, random_seed: int | None) -> str:
@@ -363,6 +379,7 @@ def counterfactual_round(
             max_new_tokens=plan.max_new_tokens,
             seed=plan.sampling_seed,
             repair_attempts=plan.repair_attempts,
+            constrained_pairs=plan.constrained_pairs,
         )
         sent += n
         tick(len(shard))  # the bar counts trajectories; its label carries the calls (the stage's desc)

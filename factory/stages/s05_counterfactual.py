@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 
 from factory import paths
+from factory.agent.loop import constrained_decoding
 from factory.agent.sampling import derived_seed
 from factory.agent.setup import make_policy_llm
 from factory.bootstrap.rounds import policy_for, skip_reason
@@ -91,23 +92,24 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     by_tid = labels_index(read_rows(labels_path), bp.mode, bp.target_mode)
     sq = {tid: list(row["kept_triplet_ids"]) for tid, row in by_tid.items()}
     policy = policy_for(variant, round_, seed)
-    plan = Plan(
-        variant=variant,
-        round=round_,
-        protocol_seed=seed,
-        policy=policy.name,
-        mode=bp.mode,
-        target_mode=bp.target_mode,
-        conditions=conditions,
-        random_seeds=tuple(head["random_seeds"]),
-        max_new_tokens=params.llm.max_new_tokens,
-        repair_attempts=params.agent.repair_attempts,
-        sampling_seed=cp.seed,
-    )
-    correct = sum(1 for t in trajectories if t.get("correct"))
-    planned = min(correct, cp.max_trajectories) * rows_per_trajectory(conditions, cp.random_seeds)
     llm = make_policy_llm(params, policy)
     try:
+        plan = Plan(
+            variant=variant,
+            round=round_,
+            protocol_seed=seed,
+            policy=policy.name,
+            mode=bp.mode,
+            target_mode=bp.target_mode,
+            conditions=conditions,
+            random_seeds=tuple(head["random_seeds"]),
+            max_new_tokens=params.llm.max_new_tokens,
+            repair_attempts=params.agent.repair_attempts,
+            sampling_seed=cp.seed,
+            constrained_pairs=params.agent.max_pairs if constrained_decoding(params, llm) else None,
+        )
+        correct = sum(1 for t in trajectories if t.get("correct"))
+        planned = min(correct, cp.max_trajectories) * rows_per_trajectory(conditions, cp.random_seeds)
         result = counterfactual_round(
             trajectories,
             sq,

@@ -324,3 +324,29 @@ def test_sample_is_seeded_and_even_across_datasets():
         (t["trajectory_id"] for t in chosen), key=order.index
     )
     assert len(select_trajectories(trajectories, 100, seed=3)) == 15
+
+
+class Recording:
+    """Answers every final prompt in the JSON syntax and keeps the requests it was sent."""
+
+    backend, identity = "fake", "fake:1"
+
+    def __init__(self):
+        self.requests = []
+
+    def generate(self, requests):
+        self.requests += requests
+        return [ChatResponse('{"thought": "It is stated.", "answer": "Paris"}') for _ in requests]
+
+
+def test_reasking_reads_and_constrains_in_the_trajectorys_prompt_version():
+    from factory.agent.loop import step_constraints
+
+    llm = Recording()
+    asks = [("knowtrace-json-v1", final_messages("knowtrace-json-v1", "Q?", []))]
+    replies, _ = reask(llm, asks, max_new_tokens=32, seed=0, repair_attempts=0, constrained_pairs=3)
+    assert replies[0].status == "ok" and replies[0].answer == "Paris"  # the JSON version's own parser
+    assert llm.requests[0].constraint == step_constraints("knowtrace-json-v1", 3)["final"]
+    free = Recording()
+    reask(free, asks, max_new_tokens=32, seed=0, repair_attempts=0)
+    assert free.requests[0].constraint is None  # unconstrained unless the policy's decoding was
