@@ -124,11 +124,14 @@ def render_final(thought: str, answer: str) -> str:
 
 # A relation is a short noun phrase ("nationality", "born in"); a conversation's words or a whole
 # sentence in its place mean the "pair" is prose ("You're right | I'll keep that in mind ...").
+# Conversation is a contraction or a politeness word anywhere, or a relation that opens with a
+# personal pronoun; a pronoun inside a title is data ("who plays barney from how i met your mother").
 # Entities and objects are names, which may be anything ("I Am Legend", "Sorry (song)"): only
 # their length is checked.
 _CONVERSATION = re.compile(
-    r"\b(?:i|i'm|i'll|i've|i'd|me|my|you|you're|you'll|you've|your|we|we're|let's|let me|sorry"
-    r"|apologi[sz]e|thank you|thanks|please)\b",
+    r"\b(?:i'm|i'll|i've|i'd|you're|you'll|you've|you'd|we're|we'll|let's|let me|sorry"
+    r"|apologi[sz]e|thank you|thanks|please)\b"
+    r"|^\s*(?:i|me|my|you|your|we|our)\b",
     re.I,
 )
 _MAX_RELATION_WORDS = 25  # a relation may be a whole sub-question ("who played the girl in ...")

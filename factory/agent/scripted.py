@@ -94,7 +94,9 @@ def _musique_hops(q: Mapping) -> list[Hop]:
         else:
             refs = _HOP_REF.findall(text)
             entity = answers.get(refs[0], title) if refs else title
-            relation = resolve(text).rstrip("?").strip()
+            # a sub-question becomes a relation phrase: no closing '?', '.' or quote (the parser reads a
+            # relation that ends a sentence as prose)
+            relation = resolve(text).rstrip("?.!\"' ").strip()
         answers[str(i)] = step["answer"]
         if entity and relation:
             hops.append(Hop(entity, relation, step["answer"], (title,) if title else ()))

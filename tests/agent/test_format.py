@@ -201,6 +201,14 @@ def test_format_variants_stay_accepted():
     assert out.pairs == [("I Am Legend (film)", "director"), ("Sorry (Justin Bieber song)", "release year")]
     long = "- Raymond Carver | What is the name of the city Raymond Carver was born in"  # a sub-question
     assert parse_explore(long).pairs[0][1].startswith("What is the name")
+    # a pronoun inside a title is data (MuSiQue sub-questions), one that opens the relation is talk
+    titled = "- How I Met Your Mother | who is the narrator on how i met your mother"
+    narrator = "who is the narrator on how i met your mother"
+    assert parse_explore(titled).pairs == [("How I Met Your Mother", narrator)]
+    album = "- Nothin' My Love Can't Fix | performer of the album Nothin' My Love Can't Fix"
+    assert parse_explore(album).pairs[0][1] == "performer of the album Nothin' My Love Can't Fix"
+    with pytest.raises(ParseError):
+        parse_explore("- Scott Derrickson | you should look up his nationality")
     assert parse_complete("(Ed Wood, occupation, film director)") == [
         ("Ed Wood", "occupation", "film director")
     ]
