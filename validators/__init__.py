@@ -164,13 +164,17 @@ def _run_in_child(stage: str, expectations: str, frames: dict[str, Any], docs_di
 def _gate_child(conn: Any) -> None:
     """The child's whole life: import GX at once, then run the one gate it is sent. The task is
     received in a thread meanwhile, so that the parent never blocks on a full pipe."""
+    import pickle
     import threading
 
     task: list = []
 
     def receive() -> None:
+        # raw bytes only: unpickling the frames imports numpy, which must not run in this thread while
+        # the main thread imports Great Expectations (and numpy) — a concurrent first import of numpy
+        # fails with a partially initialised module
         try:
-            task.append(conn.recv())
+            task.append(conn.recv_bytes())
         except EOFError:  # the parent finished (or failed) without submitting
             pass
 
@@ -182,7 +186,7 @@ def _gate_child(conn: Any) -> None:
     if not task:
         return
     try:
-        conn.send(("ok", _run_in_child(*task[0])))
+        conn.send(("ok", _run_in_child(*pickle.loads(task[0]))))
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which raises it
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
 
