@@ -52,6 +52,7 @@ test-integration: setup $(LLAMA_STAMP)
 bench: setup
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/backtrace.py
+	$(BIN)/python bench/real_graphs.py
 	$(BIN)/python bench/trajectories.py
 	$(BIN)/python bench/constrained.py
 
