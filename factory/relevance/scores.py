@@ -181,17 +181,28 @@ def verdicts(results: Mapping[str, dict], default_method: str, bar: float) -> di
         def ci(c):
             return "[n/a]" if c[0] is None else f"[{c[0]:.2f}, {c[1]:.2f}]"
 
-        line = (
-            f"{dataset}: S_q ({default_method[3:]}) micro F1 {fmt(f)} {ci(sq['micro']['f1']['ci'])} vs "
-            "answer-entity "
-            f"{fmt(ae['micro']['f1']['value'])} {ci(ae['micro']['f1']['ci'])} -> "
-            f"{'BEATS' if beats else 'does NOT beat'} the answer-entity control beyond the 95% CI "
-            f"(paired difference {fmt(diff['value'])} {ci(diff['ci'])}); precision {fmt(p)} and recall "
-            f"{fmt(r)} "
-            f"{'REACH' if reaches else 'do NOT reach'} the {bar:g} bar (paragraph level, "
-            f"{para['trajectories']} correct trajectories)."
-        )
+        scored = f is not None and lo is not None
+        if not scored:
+            # Nothing to score (P and R undefined): a "does NOT beat" would claim a finding.
+            line = (
+                f"{dataset}: cannot tell whether S_q ({default_method[3:]}) beats the answer-entity control "
+                f"or reaches the {bar:g} bar: no F1 to compare over its {para['trajectories']} correct "
+                "trajectories (the kept sets hold no grounded triplet and no triplet grounds in a gold "
+                "supporting paragraph)."
+            )
+        else:
+            line = (
+                f"{dataset}: S_q ({default_method[3:]}) micro F1 {fmt(f)} {ci(sq['micro']['f1']['ci'])} vs "
+                "answer-entity "
+                f"{fmt(ae['micro']['f1']['value'])} {ci(ae['micro']['f1']['ci'])} -> "
+                f"{'BEATS' if beats else 'does NOT beat'} the answer-entity control beyond the 95% CI "
+                f"(paired difference {fmt(diff['value'])} {ci(diff['ci'])}); precision {fmt(p)} and recall "
+                f"{fmt(r)} "
+                f"{'REACH' if reaches else 'do NOT reach'} the {bar:g} bar (paragraph level, "
+                f"{para['trajectories']} correct trajectories)."
+            )
         out[dataset] = {
+            "verdict": ("beats" if beats else "does not beat") if scored else "cannot tell",
             "beats_answer_entity": beats,
             "reaches_bar": reaches,
             "precision": p,

@@ -92,26 +92,30 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         **summarize(records, breakdowns=("dataset", "qtype", "route")),
     }
     write_json(metrics_path, metrics)
-    o = metrics["overall"]
+    o, rat = metrics["overall"], metrics["rationalized"]
     log.info(
-        "trajectories %s round %d (seed %d, policy %s): %d records, status %s, EM %.3f, cache %d hits / "
-        "%d misses -> %s",
+        "trajectories %s round %d (seed %d, policy %s): %d records; %d ordinary: status %s, EM %.3f; "
+        "%d rationalized: status %s, correct %d; cache %d hits / %d misses -> %s",
         variant,
         round_,
         seed,
         policy.name,
         len(records),
+        o["trajectories"],
         o["status"],
         o["em"] or 0.0,
+        rat["trajectories"],
+        rat["status"],
+        rat["correct"],
         cache["hits"],
         cache["misses"],
         out,
     )
-    if o["status"]["llm_error"]:
+    failed = o["status"]["llm_error"] + rat["status"]["llm_error"]
+    if failed:
         log.warning(
             "%d trajectories ended in llm_error (reasons in the 'error' column); re-running the stage "
-            "retries "
-            "them, with every successful call answered from the response cache",
-            o["status"]["llm_error"],
+            "retries them, with every successful call answered from the response cache",
+            failed,
         )
     return metrics

@@ -198,6 +198,18 @@ def test_verdicts_state_plainly_whether_sq_beats_the_control_and_reaches_the_bar
     assert v["line"] in md and "## dataset=hotpotqa" in md
 
 
+def test_a_verdict_without_any_scored_sq_says_cannot_tell_instead_of_a_finding():
+    # graphs without triplets (every step failed): S_q and the controls keep nothing, nothing is gold-relevant
+    trajectories = [_traj(f"T{i}", f"hotpotqa/h{i}", []) for i in range(12)]
+    empty = _check(trajectories, [make_labels(t, []) for t in trajectories])["verdicts"]["hotpotqa"]
+    assert empty["verdict"] == "cannot tell" and empty["f1"] is None
+    assert empty["line"].startswith("hotpotqa: cannot tell whether S_q")
+    assert "12 correct trajectories" in empty["line"] and "NOT" not in empty["line"]
+    good = _check(*_population(30, True))["verdicts"]["hotpotqa"]
+    bad = _check(*_population(30, False))["verdicts"]["hotpotqa"]
+    assert (good["verdict"], bad["verdict"]) == ("beats", "does not beat")
+
+
 def test_duplicates_missing_labels_and_empty_inputs_are_counted():
     trajectories, labels = _case()
     copy = [dict(t, trajectory_id="random/" + t["trajectory_id"]) for t in trajectories]
