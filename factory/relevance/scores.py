@@ -187,8 +187,8 @@ def verdicts(results: Mapping[str, dict], default_method: str, bar: float) -> di
             line = (
                 f"{dataset}: cannot tell whether S_q ({default_method[3:]}) beats the answer-entity control "
                 f"or reaches the {bar:g} bar: no F1 to compare over its {para['trajectories']} correct "
-                "trajectories (the kept sets hold no grounded triplet and no triplet grounds in a gold "
-                "supporting paragraph)."
+                "trajectories (S_q or the answer-entity control has nothing to score there: an empty kept "
+                "set and no gold-relevant triplet)."
             )
         else:
             line = (
