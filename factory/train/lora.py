@@ -27,7 +27,7 @@ from factory.config import TrainParams
 from factory.errors import FactoryError
 from factory.io import write_json
 from factory.train.examples import IGNORE, PadCollator, data_hash, encode_examples
-from factory.train.trainer import counting_trainer_class
+from factory.train.trainer import counting_trainer_class, step_budget_rows
 
 log = logging.getLogger(__name__)
 
@@ -226,8 +226,8 @@ def training_argument_values(
     return {
         "output_dir": output_dir,
         "num_train_epochs": params.epochs,
-        # budget: steps -> the same number of optimizer steps for every set (the Trainer cycles a small
-        # set over several epochs and stops a large one early); -1 = train.epochs decides
+        # budget: steps -> the same number of optimizer steps for every set, over a dataset laid out to
+        # exactly that many full batches (fit_lora); -1 = train.epochs decides
         "max_steps": params.max_steps if params.budget == "steps" else -1,
         "per_device_train_batch_size": params.batch_size,
         "gradient_accumulation_steps": params.grad_accum,
@@ -334,11 +334,15 @@ def fit_lora(
     model = build_model(model_path, params, init_adapter, dtype)
     rows = [{"input_ids": e.input_ids, "labels": e.labels} for e in encoded.examples]
     with tempfile.TemporaryDirectory(prefix="factory-train-") as scratch:
+        args = training_arguments(
+            params, scratch, device, dtype, progress=os.environ.get("FACTORY_NO_PROGRESS") != "1"
+        )
+        if params.budget == "steps":  # full batches at every step (factory.train.trainer)
+            per_step = params.batch_size * params.grad_accum * args.world_size
+            rows = step_budget_rows(rows, params.max_steps * per_step, params.seed)
         trainer = counting_trainer_class()(
             model=model,
-            args=training_arguments(
-                params, scratch, device, dtype, progress=os.environ.get("FACTORY_NO_PROGRESS") != "1"
-            ),
+            args=args,
             train_dataset=rows,
             data_collator=PadCollator(tokenizer.pad_token_id),
         )

@@ -1,13 +1,36 @@
 """The training loop: transformers' Trainer, counting what it trains on.
 
-Under ``train.budget: steps`` the number of optimizer steps is fixed and the examples and tokens a
-variant sees follow from its set's size; the training metrics record both, so a report can put the
-compute next to the result.
+Under ``train.budget: steps`` every variant makes the same number of optimizer steps over full
+batches: its set is laid out as seeded passes cut to exactly steps x batch (``step_budget_rows``), so
+a small set is cycled and a large one stopped early without the Trainer's short last batch of an
+epoch giving a small set fewer examples per step. Examples seen are then equal across variants;
+tokens seen follow from the examples' lengths. The training metrics record both, so a report can put
+the compute next to the result.
 """
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
+from typing import TypeVar
+
 from factory.train.examples import IGNORE
+
+Row = TypeVar("Row")
+
+
+def step_budget_rows(rows: Sequence[Row], total: int, seed: int) -> list[Row]:
+    """Exactly ``total`` rows: passes over ``rows``, each a fresh seeded permutation, the last one cut.
+    Every row appears ``total // len(rows)`` or one more times; same rows and seed, same list."""
+    if not rows:
+        raise ValueError("step_budget_rows: no rows to lay out")
+    rng = random.Random(seed)
+    out: list[Row] = []
+    while len(out) < total:
+        order = list(range(len(rows)))
+        rng.shuffle(order)
+        out.extend(rows[i] for i in order[: total - len(out)])
+    return out
 
 
 def counting_trainer_class():

@@ -98,8 +98,8 @@ def test_chain_trained_continued_skipped(workdir, tiny_model_dir):
     m1 = read(paths.stage_metrics("train", V, 1))
     assert m1["status"] == "trained" and m1["init_policy"] == "backtrace-r0"
     assert m1["examples_in_set"] == 7 and m1["examples_received"] == 3
-    # the same two optimizer steps on a smaller set: it is cycled (batches of 2 and 1)
-    assert (m1["steps"], m1["examples_seen"]) == (2, 3)
+    # the same two optimizer steps of full batches on a smaller set: it is cycled
+    assert (m1["steps"], m1["examples_seen"]) == (2, 4) and m1["epochs"] == pytest.approx(4 / 3, abs=1e-6)
     assert read(paths.adapter_dir(V, 1) / "training_config.json")["init_adapter"] == str(out0 / "adapter")
 
     # The decision after round 1 stopped the chain: round 2 is skipped and leaves no adapter.
