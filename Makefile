@@ -49,7 +49,9 @@ $(LLAMA_STAMP):
 test-integration: setup $(LLAMA_STAMP)
 	FACTORY_LLAMA_PYTHON=$(abspath $(LLAMA_VENV))/bin/python $(BIN)/python -m pytest -p no:cacheprovider -s -rA tests/integration
 
+# bench/trajectories.py (b) and bench/constrained.py run the local model: models/base first (the DVC stage).
 bench: setup
+	$(BIN)/dvc repro prepare_model
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/backtrace.py
 	$(BIN)/python bench/real_graphs.py
