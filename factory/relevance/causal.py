@@ -249,7 +249,8 @@ def verdict(
     else:
         parts.append("closed-book rate not computed (closed_book not run)")
     failed = eff["full_failed"]
-    count = f"{group['trajectories']} trajectories" + (
+    n = group["trajectories"]
+    count = f"{n} trajector{'y' if n == 1 else 'ies'}" + (
         "" if failed is None else f", {failed} where even the full graph fails excluded from the effects"
     )
     return {

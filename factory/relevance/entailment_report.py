@@ -55,7 +55,8 @@ def entailment_result(result: Mapping, summary: Mapping) -> dict:
             row[level] = {"sq": sq, "controls_f1": controls}
         if ENTAILED in row:
             p, r = row[ENTAILED]["sq"]["precision"], row[ENTAILED]["sq"]["recall"]
-            row["review_reaches_bar"] = p is not None and r is not None and p >= bar and r >= bar
+            # None: precision or recall undefined (nothing kept, or nothing relevant), so no verdict
+            row["review_reaches_bar"] = None if p is None or r is None else (p >= bar and r >= bar)
         by_group[name] = row
     out["by_definition"] = by_group
     return out
@@ -121,9 +122,13 @@ def render_entailment_markdown(result: Mapping) -> str:
     lines.append("")
     for name, row in groups.items():
         if "review_reaches_bar" in row:
-            verdict = "REACH" if row["review_reaches_bar"] else "do NOT reach"
-            lines.append(
-                f"- {name}: under the review's definition S_q precision and recall {verdict} the {bar:g} bar."
+            reaches = row["review_reaches_bar"]
+            verdict = (
+                f"cannot be compared with the {bar:g} bar (one of them is undefined: nothing kept or nothing "
+                "relevant)"
+                if reaches is None
+                else f"{'REACH' if reaches else 'do NOT reach'} the {bar:g} bar"
             )
+            lines.append(f"- {name}: under the review's definition S_q precision and recall {verdict}.")
     lines.append("")
     return "\n".join(lines)

@@ -225,3 +225,16 @@ def test_report_section_gives_both_definitions_and_the_agreement():
     assert "do NOT reach the 0.8 bar" in md
     lexical = render_entailment_markdown({"entailment": {"judge": "lexical"}})
     assert "relation-blind" in lexical and "not measured" in lexical
+    # an undefined precision (S_q kept nothing) is no verdict, not a failure to reach the bar
+    undefined = {"precision": None, "recall": 0.5, "f1": None}
+    row = {ENTAILED: {"sq": undefined, "controls_f1": dict.fromkeys(row[ENTAILED]["controls_f1"])}}
+    md = render_entailment_markdown(
+        {
+            **res,
+            "entailment": {
+                **res["entailment"],
+                "by_definition": {"all": {**row, "review_reaches_bar": None}},
+            },
+        }
+    )
+    assert "cannot be compared with the 0.8 bar" in md and "do NOT reach" not in md
