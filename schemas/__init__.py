@@ -477,3 +477,16 @@ def _write_checked(tables: Iterable[pa.Table], path: str | Path, schema: pa.Sche
 def read_rows(path: str | Path, columns: list[str] | None = None) -> list[dict[str, Any]]:
     """Read a parquet artifact as a list of plain dicts (the form library functions take)."""
     return pq.read_table(path, columns=columns).to_pylist()
+
+
+def read_round_input(
+    path: str | Path, stage: str, variant: str, round_: int, seed: int
+) -> list[dict[str, Any]]:
+    """``read_rows`` of an artifact that ``factory <stage>`` writes for one round of a chain; when it is
+    missing, an error that names the command to run first."""
+    if not Path(path).exists():
+        raise FactoryError(
+            f"{path} is missing: run `factory {stage} --variant {variant} --round {round_} --seed "
+            f"{seed}` first"
+        )
+    return read_rows(path)

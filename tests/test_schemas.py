@@ -1,9 +1,11 @@
 import pyarrow as pa
 import pytest
 
+from factory.errors import FactoryError
 from schemas import (
     LABELS,
     SchemaError,
+    read_round_input,
     read_rows,
     to_table,
     validate_table,
@@ -101,3 +103,14 @@ def test_streamed_batches_are_checked_and_a_bad_batch_leaves_no_file(tmp_path):
     with pytest.raises(SchemaError, match="fa_ratio"):
         write_parquet_batches([good, bad], out, "labels")
     assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary remains
+
+
+def test_a_missing_round_input_names_the_command_that_makes_it(tmp_path):
+    missing = tmp_path / "round_1.parquet"
+    with pytest.raises(FactoryError) as err:
+        read_round_input(missing, "trajectories", "random", 1, 2)
+    assert str(err.value) == (
+        f"{missing} is missing: run `factory trajectories --variant random --round 1 --seed 2` first"
+    )
+    write_parquet([], missing, "counterfactual")
+    assert read_round_input(missing, "trajectories", "random", 1, 2) == []

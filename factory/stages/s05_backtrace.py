@@ -27,7 +27,7 @@ from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import progress, write_json
 from factory.stages import chain_arguments
-from schemas import read_rows, write_parquet
+from schemas import read_round_input, read_rows, write_parquet
 
 COMMAND = "backtrace"
 HELP = "label a round's trajectories by knowledge backtracing (every mode x target mode), with FA ratios"
@@ -77,12 +77,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     src = paths.trajectories(variant, round_, seed)
     out = paths.labels(variant, round_, seed)
     metrics_path = paths.stage_metrics("backtrace", variant, round_, seed)
-    if not src.exists():
-        raise FactoryError(
-            f"{src} is missing: run `factory trajectories --variant {variant} --round {round_} --seed "
-            f"{seed}` first"
-        )
-    trajectories = read_rows(src)
+    trajectories = read_round_input(src, "trajectories", variant, round_, seed)
     head = {
         "variant": variant,
         "round": round_,

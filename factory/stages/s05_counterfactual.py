@@ -27,7 +27,7 @@ from factory.relevance.causal import causal_summary
 from factory.relevance.counterfactual import Plan, counterfactual_round, rows_per_trajectory
 from factory.stages import chain_arguments
 from factory.variants import labels_index
-from schemas import read_rows, write_parquet
+from schemas import read_round_input, write_parquet
 
 COMMAND = "counterfactual"
 HELP = (
@@ -65,12 +65,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         "conditions": list(conditions),
         "random_seeds": [control_seed + k for k in range(cp.random_seeds)],
     }
-    if not src.exists():
-        raise FactoryError(
-            f"{src} is missing: run `factory trajectories --variant {variant} --round {round_} --seed "
-            f"{seed}` first"
-        )
-    trajectories = read_rows(src)
+    trajectories = read_round_input(src, "trajectories", variant, round_, seed)
     if not trajectories:
         metrics = {
             **head,
@@ -84,12 +79,8 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
             "counterfactual %s round %d (seed %d): skipped: %s", variant, round_, seed, metrics["reason"]
         )
         return metrics
-    if not labels_path.exists():
-        raise FactoryError(
-            f"{labels_path} is missing: run `factory backtrace --variant {variant} --round {round_} --seed "
-            f"{seed}` first"
-        )
-    by_tid = labels_index(read_rows(labels_path), bp.mode, bp.target_mode)
+    labels = read_round_input(labels_path, "backtrace", variant, round_, seed)
+    by_tid = labels_index(labels, bp.mode, bp.target_mode)
     sq = {tid: list(row["kept_triplet_ids"]) for tid, row in by_tid.items()}
     policy = policy_for(variant, round_, seed)
     llm = make_policy_llm(params, policy)

@@ -23,7 +23,7 @@ from factory.io import write_json, write_jsonl
 from factory.relevance.causal import parametric_exclusion
 from factory.stages import chain_arguments
 from factory.variants import accumulated, build_set, labels_index
-from schemas import read_rows, write_parquet
+from schemas import read_round_input, read_rows, write_parquet
 
 COMMAND = "variants"
 HELP = (
@@ -90,12 +90,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     }
 
     traj_path = paths.trajectories(variant, round_, seed)
-    if not traj_path.exists():
-        raise FactoryError(
-            f"{traj_path} is missing: run `factory trajectories --variant {variant} --round {round_} "
-            f"--seed {seed}` first"
-        )
-    trajectories = read_rows(traj_path)
+    trajectories = read_round_input(traj_path, "trajectories", variant, round_, seed)
     if not trajectories:
         stats = {
             **head,
@@ -112,12 +107,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         return stats
 
     labels_path = paths.labels(variant, round_, seed)
-    if not labels_path.exists():
-        raise FactoryError(
-            f"{labels_path} is missing: run `factory backtrace --variant {variant} --round {round_} "
-            f"--seed {seed}` first"
-        )
-    labels = read_rows(labels_path)
+    labels = read_round_input(labels_path, "backtrace", variant, round_, seed)
     exclude, parametric = set(), {"exclude_parametric": False}
     if params.variants.exclude_parametric:
         exclude, parametric = _parametric(trajectories, variant, round_, seed)

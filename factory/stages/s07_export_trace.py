@@ -13,7 +13,7 @@ from factory.errors import FactoryError
 from factory.io import write_json, write_jsonl
 from factory.stages import chain_arguments
 from factory.trace.export import PROTOCOL_VERSION, TraceExport, export_stats, export_trace
-from schemas import read_rows, write_parquet
+from schemas import read_round_input, read_rows, write_parquet
 
 COMMAND = "export-trace"
 HELP = (
@@ -69,12 +69,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         "variant_seed": variant_seed(params, seed),
     }
     traj_path, labels_path = paths.trajectories(variant, round_, seed), paths.labels(variant, round_, seed)
-    if not traj_path.exists():
-        raise FactoryError(
-            f"{traj_path} is missing: run `factory trajectories --variant {variant} --round {round_} "
-            f"--seed {seed}` first"
-        )
-    trajectories = read_rows(traj_path)
+    trajectories = read_round_input(traj_path, "trajectories", variant, round_, seed)
     if not trajectories:  # a skipped round (stop decision) or a round that produced nothing
         reason = _skip_reason(variant, round_, seed)
         status = "skipped" if reason else "empty"

@@ -22,7 +22,7 @@ from factory.errors import FactoryError
 from factory.io import write_json
 from factory.stages import chain_arguments
 from factory.train.lora import SKIPPED, is_main_process, reset_output, train_lora, write_status
-from schemas import read_rows
+from schemas import read_round_input
 
 COMMAND = "train"
 HELP = "LoRA fine-tuning of a variant's round on its supervision set (loss on assistant tokens only)"
@@ -72,12 +72,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         return metrics
 
     source = paths.supervision_dir(variant, round_, seed) / "train.parquet"
-    if not source.exists():
-        raise FactoryError(
-            f"{source} is missing: run `factory variants --variant {variant} --round {round_} --seed "
-            f"{seed}` first"
-        )
-    rows = read_rows(source)
+    rows = read_round_input(source, "variants", variant, round_, seed)
     check_trainable(rows, variant, source)
     head["examples_in_set"] = len(rows)
     init_adapter, init_policy = None, "base"
