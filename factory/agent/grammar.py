@@ -16,17 +16,20 @@ a bar; ``\\x00-\\x1f`` ranges; ``\\\\`` and ``\\"`` escapes).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 
 _REGEX_META = set("\\.^$|?*+()[]{}")
 
 
-class Node:
-    def regex(self) -> str:
-        raise NotImplementedError
+class Node(ABC):
+    """A grammar tree node: each kind prints itself in both notations."""
 
-    def gbnf(self) -> str:
-        raise NotImplementedError
+    @abstractmethod
+    def regex(self) -> str: ...
+
+    @abstractmethod
+    def gbnf(self) -> str: ...
 
 
 @dataclass(frozen=True)
