@@ -41,21 +41,10 @@ def demo_inputs(params):
 
 def demo_samples(params, questions):
     """(name, questions, sampling) of the demo's round-0 trajectories and its base evaluation (seed 0)."""
-    from factory.agent.sampling import derived_seed, sample_questions
-    from factory.llm.base import Sampling
+    from factory.agent.sampling import evaluation_sample, round_sample
 
-    t, e = params.trajectories, params.evaluate
-    gen_seed = derived_seed(t.seed, 0, 0 if t.resample_each_round else None)
-    train = sample_questions(questions, t.n_questions, seed=gen_seed, split="train", datasets=t.datasets)
-    sampled = Sampling(
-        temperature=t.temperature,
-        top_p=t.top_p if t.temperature > 0 else 1.0,
-        max_new_tokens=params.llm.max_new_tokens,
-        seed=gen_seed,
-    )
-    eval_seed = derived_seed(e.seed, 0)
-    heldout = sample_questions(questions, e.n_questions, seed=eval_seed, split="heldout")
-    greedy = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=params.llm.max_new_tokens, seed=eval_seed)
+    train, sampled = round_sample(params, questions, 0, 0)
+    heldout, greedy = evaluation_sample(params, questions, "heldout")
     return [("trajectories r0", train, sampled), ("evaluate base", heldout, greedy)]
 
 

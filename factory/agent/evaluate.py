@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from factory.agent.generate import generate_trajectories
 from factory.agent.policy import Policy
-from factory.agent.sampling import sample_questions
+from factory.agent.sampling import evaluation_sample
 from factory.agent.setup import load_inputs, make_policy_llm
 from factory.agent.summary import summarize
 from factory.config import Params
-from factory.llm.base import Sampling
 
 
 def evaluate_policy(params: Params, policy: Policy, *, split: str, run_id: str, out_path=None,
@@ -20,11 +19,8 @@ def evaluate_policy(params: Params, policy: Policy, *, split: str, run_id: str, 
     evaluation (one, shared by all chains) pairs question by question with every round's, which the
     paired stop test needs; protocol seeds repeat the training, not the choice of evaluation questions.
     """
-    e = params.evaluate
-    eval_seed = e.seed
     questions, passages, retriever = load_inputs(params)
-    chosen = sample_questions(questions, e.n_questions, seed=eval_seed, split=split)
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=params.llm.max_new_tokens, seed=eval_seed)
+    chosen, sampling = evaluation_sample(params, questions, split)
     llm = make_policy_llm(params, policy)
     try:
         records = generate_trajectories(
@@ -55,7 +51,7 @@ def evaluate_policy(params: Params, policy: Policy, *, split: str, run_id: str, 
         "model": identity,
         "prompt_version": params.agent.prompt_version,
         "questions": len(chosen),
-        "eval_seed": eval_seed,
+        "eval_seed": sampling.seed,
         "em": overall["em"],
         "f1": overall["f1"],
         "cache": cache,

@@ -9,8 +9,10 @@ few questions gives its remaining quota to the others.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from factory.errors import FactoryError
+from factory.llm.base import Sampling
 from factory.splits import unit_hash
 
 
@@ -60,3 +62,29 @@ def sample_questions(
         )
         chosen.extend(ranked[: quotas[name]])
     return sorted(chosen, key=lambda q: (unit_hash("order", seed, q["question_id"]), q["question_id"]))
+
+
+def round_sample(
+    params: Any, questions: Iterable[dict], protocol_seed: int, round_: int
+) -> tuple[list[dict], Sampling]:
+    """The training questions of one round of a chain and how they are sampled (``trajectories.*``);
+    the sampling's seed is the round's generation seed."""
+    t = params.trajectories
+    seed = derived_seed(t.seed, protocol_seed, round_ if t.resample_each_round else None)
+    chosen = sample_questions(questions, t.n_questions, seed=seed, split="train", datasets=t.datasets)
+    sampling = Sampling(
+        temperature=t.temperature,
+        top_p=t.top_p if t.temperature > 0 else 1.0,
+        max_new_tokens=params.llm.max_new_tokens,
+        seed=seed,
+    )
+    return chosen, sampling
+
+
+def evaluation_sample(params: Any, questions: Iterable[dict], split: str) -> tuple[list[dict], Sampling]:
+    """The questions of an evaluation on ``split`` and its greedy sampling (``evaluate.*``): the same for
+    every policy and protocol seed, so evaluations pair question by question."""
+    e = params.evaluate
+    chosen = sample_questions(questions, e.n_questions, seed=e.seed, split=split)
+    sampling = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=params.llm.max_new_tokens, seed=e.seed)
+    return chosen, sampling

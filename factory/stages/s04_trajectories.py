@@ -15,13 +15,12 @@ import logging
 
 from factory import paths
 from factory.agent.generate import generate_trajectories
-from factory.agent.sampling import derived_seed, sample_questions
+from factory.agent.sampling import round_sample
 from factory.agent.setup import load_inputs, make_policy_llm
 from factory.agent.summary import summarize
 from factory.bootstrap.rounds import policy_for, skip_reason
 from factory.config import Params
 from factory.io import write_json
-from factory.llm.base import Sampling
 from factory.stages import chain_arguments
 from schemas import write_parquet
 
@@ -48,15 +47,9 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
 
     t = params.trajectories
     policy = policy_for(variant, round_, seed)
-    gen_seed = derived_seed(t.seed, seed, round_ if t.resample_each_round else None)
     questions, passages, retriever = load_inputs(params)
-    chosen = sample_questions(questions, t.n_questions, seed=gen_seed, split="train", datasets=t.datasets)
-    sampling = Sampling(
-        temperature=t.temperature,
-        top_p=t.top_p if t.temperature > 0 else 1.0,
-        max_new_tokens=params.llm.max_new_tokens,
-        seed=gen_seed,
-    )
+    chosen, sampling = round_sample(params, questions, seed, round_)
+    gen_seed = sampling.seed
     llm = make_policy_llm(params, policy)
     try:
         records = generate_trajectories(
