@@ -16,14 +16,7 @@ from factory.llm.local import LocalLLM
 QUESTION = "Were Scott Derrickson and Ed Wood of the same nationality?"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -33,15 +33,7 @@ def _requests(sampling: Sampling, questions=QUESTIONS, samples: int = 1) -> list
     ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """Tiny matrices: one thread is faster, and far faster when other processes share the cores."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
