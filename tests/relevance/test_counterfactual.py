@@ -106,6 +106,20 @@ def plan(conditions=CONDITIONS, **kw) -> Plan:
     return Plan(**values)
 
 
+def run_round(trajectories, sq, llm, out_path, *, plan_=None, shard_size=8):
+    """``counterfactual_round`` with this file's sample: up to 10 trajectories, sample seed 1."""
+    return counterfactual_round(
+        trajectories,
+        sq,
+        llm=llm,
+        plan=plan_ or plan(),
+        max_trajectories=10,
+        sample_seed=1,
+        shard_size=shard_size,
+        out_path=out_path,
+    )
+
+
 def _llm(server, tmp_path) -> OpenAILLM:
     return OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "lora.json", backoff_s=0.01)
 
@@ -116,16 +130,7 @@ def test_every_condition_gets_the_outcome_the_graph_decides(tmp_path):
         script=key_script(keys, knows=frozenset({"What is the answer to q_known?"}))
     ) as server:
         llm = _llm(server, tmp_path)
-        result = counterfactual_round(
-            trajectories,
-            sq,
-            llm=llm,
-            plan=plan(),
-            max_trajectories=10,
-            sample_seed=1,
-            shard_size=2,
-            out_path=tmp_path / "cf.parquet",
-        )
+        result = run_round(trajectories, sq, llm, tmp_path / "cf.parquet", shard_size=2)
         llm.close()
     rows = result.rows
     assert (result.selected, result.correct) == (4, 4)  # q_wrong is not re-asked
@@ -190,15 +195,8 @@ def test_narrower_conditions_cost_fewer_calls_and_say_what_is_missing(tmp_path):
     trajectories, sq, keys = key_trajectories()
     with MockOpenAIServer(script=key_script(keys)) as server:
         llm = _llm(server, tmp_path)
-        result = counterfactual_round(
-            trajectories,
-            sq,
-            llm=llm,
-            plan=plan(("closed_book", "full")),
-            max_trajectories=10,
-            sample_seed=1,
-            shard_size=8,
-            out_path=tmp_path / "cf.parquet",
+        result = run_round(
+            trajectories, sq, llm, tmp_path / "cf.parquet", plan_=plan(("closed_book", "full"))
         )
         llm.close()
         assert server.state.completions == 8
@@ -216,27 +214,10 @@ def test_unreadable_reply_is_repaired_and_failures_are_recorded(tmp_path):
     garbled = {"What is the answer to q_in?"}
     with MockOpenAIServer(script=key_script(keys, garbled=garbled)) as server:
         llm = _llm(server, tmp_path)
-        rows = counterfactual_round(
-            trajectories[:1],
-            sq,
-            llm=llm,
-            plan=plan(("full",)),
-            max_trajectories=10,
-            sample_seed=1,
-            shard_size=8,
-            out_path=tmp_path / "a.parquet",
-        ).rows
+        rows = run_round(trajectories[:1], sq, llm, tmp_path / "a.parquet", plan_=plan(("full",))).rows
         assert rows[0]["attempts"] == 2 and rows[0]["correct"] and rows[0]["status"] == "ok"
-        rows = counterfactual_round(
-            trajectories[:1],
-            sq,
-            llm=llm,
-            plan=plan(("full",), repair_attempts=0),
-            max_trajectories=10,
-            sample_seed=1,
-            shard_size=8,
-            out_path=tmp_path / "b.parquet",
-        ).rows
+        no_repair = plan(("full",), repair_attempts=0)
+        rows = run_round(trajectories[:1], sq, llm, tmp_path / "b.parquet", plan_=no_repair).rows
         llm.close()
     assert rows[0]["status"] == "parse_error" and not rows[0]["correct"] and rows[0]["answer"] is None
 
@@ -260,16 +241,7 @@ def test_llm_errors_are_rows_with_a_status_and_left_out_of_the_effects(tmp_path)
     assert sent == 1 and all(
         r.status == "llm_error" and r.attempts == 1 for r in replies
     )  # one distinct prompt
-    rows = counterfactual_round(
-        trajectories,
-        sq,
-        llm=Failing(),
-        plan=plan(),
-        max_trajectories=10,
-        sample_seed=1,
-        shard_size=8,
-        out_path=tmp_path / "cf.parquet",
-    ).rows
+    rows = run_round(trajectories, sq, Failing(), tmp_path / "cf.parquet").rows
     assert {r["status"] for r in rows} == {"llm_error"} and all(r["parametric"] is None for r in rows)
     summary = causal_summary(rows, CONDITIONS, bootstrap_samples=20, seed=1, margin=0.1, min_trajectories=1)
     assert summary["counts"] == {
@@ -284,28 +256,10 @@ def test_llm_errors_are_rows_with_a_status_and_left_out_of_the_effects(tmp_path)
 def test_unknown_prompt_version_and_missing_labels_fail_clearly(tmp_path):
     trajectories, sq, _ = key_trajectories()
     with pytest.raises(FactoryError, match="no backtrace labels"):
-        counterfactual_round(
-            trajectories,
-            {},
-            llm=Failing(),
-            plan=plan(),
-            max_trajectories=10,
-            sample_seed=1,
-            shard_size=8,
-            out_path=tmp_path / "cf.parquet",
-        )
+        run_round(trajectories, {}, Failing(), tmp_path / "cf.parquet")
     odd = [{**trajectories[0], "prompt_version": "simulated-v1"}]
     with pytest.raises(FactoryError, match="simulated-v1"):
-        counterfactual_round(
-            odd,
-            sq,
-            llm=Failing(),
-            plan=plan(),
-            max_trajectories=10,
-            sample_seed=1,
-            shard_size=8,
-            out_path=tmp_path / "cf.parquet",
-        )
+        run_round(odd, sq, Failing(), tmp_path / "cf.parquet")
 
 
 def test_sample_is_seeded_and_even_across_datasets():
