@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from factory.agent.generate import generate_trajectories
 from factory.agent.policy import Policy
 from factory.agent.sampling import sample_questions
 from factory.agent.scripted import ScriptedPolicyLLM
@@ -24,6 +23,7 @@ from factory.llm.cache import CachedLLM, ResponseCache
 from factory.llm.openai_backend import OpenAILLM
 from factory.retrieval.bm25 import BM25Retriever
 from schemas import read_rows
+from tests.agent.test_shards import generate
 from tests.mock_openai_server import MockOpenAIServer
 from tests.stages.test_s04_trajectories import make_project, start_chain
 
@@ -80,20 +80,7 @@ def setup(ingested):
 
 def _generate(llm, setup, out, params, samples=2, rationalize=False):
     questions, retriever = setup
-    return generate_trajectories(
-        params,
-        questions,
-        llm=llm,
-        retriever=retriever,
-        passages=None,
-        policy=Policy("base", None, -1),
-        round_=0,
-        samples=samples,
-        sampling=Sampling(temperature=0.7, seed=5),
-        out_path=out,
-        run_id="v/seed_0/round_0",
-        rationalize=rationalize,
-    )
+    return generate(params, questions, retriever, llm, out, samples, rationalize=rationalize)
 
 
 def _backend(server, tmp_path, concurrency=4):

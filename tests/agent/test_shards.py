@@ -51,8 +51,8 @@ def setup(ingested):
     return questions, BM25Retriever.build(list(pool.values())), ScriptedPolicyLLM(questions)
 
 
-def _generate(params, setup, out, on_shard=None, samples=2):
-    questions, retriever, llm = setup
+def generate(params, questions, retriever, llm, out, samples=2, **options):
+    """Round 0 of the base policy on ``questions`` (the agent tests' one way to run the driver)."""
     return generate_trajectories(
         params,
         questions,
@@ -65,8 +65,13 @@ def _generate(params, setup, out, on_shard=None, samples=2):
         sampling=Sampling(temperature=0.7, seed=5),
         out_path=out,
         run_id="v/seed_0/round_0",
-        on_shard=on_shard,
+        **options,
     )
+
+
+def _generate(params, setup, out, on_shard=None, samples=2):
+    questions, retriever, llm = setup
+    return generate(params, questions, retriever, llm, out, samples, on_shard=on_shard)
 
 
 def test_resume_after_a_crash_gives_the_same_file(setup, tmp_path):
