@@ -108,6 +108,13 @@ class IndexParams(Section):
     recall_at: list[int] = Field(
         [2, 5, 10], description="Cut-offs for the recall@N of gold supporting paragraphs."
     )
+    recall_questions: int | None = Field(
+        2000,
+        ge=1,
+        description="Questions per dataset (a seeded sample) whose recall@N the index stage measures in "
+        "each scope; null: every question (time grows with the corpus).",
+    )
+    recall_seed: int = Field(0, description="Seed of the recall@N sample.")
 
 
 class RetrievalParams(Section):

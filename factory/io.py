@@ -1,10 +1,12 @@
-"""Small file helpers: deterministic JSON/JSONL, atomic writes, progress bars."""
+"""Small file helpers: atomic writes of files and folders, deterministic JSON/JSONL, progress bars."""
 
 from __future__ import annotations
 
 import gc
+import glob
 import json
 import os
+import shutil
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -24,14 +26,46 @@ def _round_floats(value: Any, digits: int = 6) -> Any:
     return value
 
 
-def write_text(path: str | Path, text: str) -> Path:
-    """Write atomically (tmp + rename), creating parent folders."""
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A hidden temporary path next to ``path`` (``.<name>.tmp-<pid>``) to write a file or a folder
+    into; when the block ends without an error it takes the place of ``path`` by rename, and on an
+    error it is removed. A process killed at any moment therefore leaves the old output or none,
+    never a partial one under the real name; the temporaries a killed writer left are removed here,
+    on the next write of the same path. A folder replaces an old one in two renames (old aside, new
+    in): killed between them, the path is missing, never half-written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    for kind in ("tmp", "old"):
+        for stale in path.parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
+            _remove(stale)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    try:
+        yield tmp
+    except BaseException:
+        _remove(tmp)
+        raise
+    if tmp.is_dir() and path.is_dir():
+        old = path.with_name(f".{path.name}.old-{os.getpid()}")
+        os.replace(path, old)
+        os.replace(tmp, path)
+        _remove(old)
+    else:
+        os.replace(tmp, path)
+
+
+def write_text(path: str | Path, text: str) -> Path:
+    """Write atomically (tmp + rename), creating parent folders."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
 
 
 def write_json(path: str | Path, data: Any) -> Path:
@@ -42,7 +76,11 @@ def write_json(path: str | Path, data: Any) -> Path:
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
-    return write_text(path, "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in rows))
+    """One JSON object per line (sorted keys), streamed to the temporary file and renamed when whole."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
+    return Path(path)
 
 
 def read_json(path: str | Path) -> Any:

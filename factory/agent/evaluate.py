@@ -6,29 +6,30 @@ from factory.agent.generate import generate_trajectories
 from factory.agent.policy import Policy
 from factory.agent.sampling import evaluation_sample
 from factory.agent.setup import load_inputs, make_policy_llm
-from factory.agent.summary import summarize
+from factory.agent.summary import summarize_file
 from factory.config import Params
 
 
-def evaluate_policy(params: Params, policy: Policy, *, split: str, run_id: str, out_path=None,
+def evaluate_policy(params: Params, policy: Policy, *, split: str, run_id: str, out_path,
                     desc: str = "evaluate") -> tuple[dict, list[dict]]:
-    """Greedy inference of ``policy`` on ``evaluate.n_questions`` questions of ``split``; returns
-    (metrics, trajectory records).
+    """Greedy inference of ``policy`` on ``evaluate.n_questions`` questions of ``split``, written to
+    ``out_path``; returns (metrics, the outcome of each trajectory).
 
     The questions are the same for every policy and every protocol seed: the base model's held-out
     evaluation (one, shared by all chains) pairs question by question with every round's, which the
     paired stop test needs; protocol seeds repeat the training, not the choice of evaluation questions.
     """
-    questions, passages, retriever = load_inputs(params)
-    chosen, sampling = evaluation_sample(params, questions, split)
+    inputs = load_inputs(params)
+    chosen, sampling = evaluation_sample(params, inputs.questions, split)
+    chosen = inputs.rows(chosen)
     llm = make_policy_llm(params, policy)
     try:
         records = generate_trajectories(
             params,
             chosen,
             llm=llm,
-            retriever=retriever,
-            passages=passages,
+            retriever=inputs.retriever,
+            passages=inputs.passages,
             policy=policy,
             round_=max(policy.round, 0),
             samples=1,
@@ -41,7 +42,7 @@ def evaluate_policy(params: Params, policy: Policy, *, split: str, run_id: str, 
         identity = llm.identity
     finally:
         llm.close()
-    summary = summarize(records, breakdowns=("dataset", "qtype", "route"))
+    summary = summarize_file(out_path, breakdowns=("dataset", "qtype", "route"))
     summary.pop("rationalized", None)  # evaluation never rationalizes
     overall = summary["overall"]
     metrics = {

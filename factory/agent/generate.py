@@ -2,7 +2,7 @@
 
 ``generate_trajectories`` runs the agent over a question sample, optionally adds STaR
 rationalizations for questions whose samples are all wrong, checks that every question x sample
-left exactly one record, and returns the records of the final file. Two schedules, one result:
+left exactly one record, and returns how each ended (the records are on disk). Two schedules, one result:
 
 - a backend that takes single requests (``submit``: the openai backend) runs continuously
   (``factory.agent.scheduler``): ``llm.concurrency`` calls in flight over a window of
@@ -72,8 +72,10 @@ def generate_trajectories(
     desc: str = "trajectories",
     on_shard: Callable[[int], None] | None = None,
 ) -> list[dict]:
-    """Trajectories of ``questions`` x ``samples`` (+ rationalizations) written to ``out_path``; its
-    records. ``on_shard(k)`` runs after shard k is on disk (sharded schedule only; tests use it)."""
+    """Trajectories of ``questions`` x ``samples`` (+ rationalizations) written to ``out_path``; the
+    ``outcome`` of each record, in the file's order (the records themselves are only on disk:
+    ``factory.agent.summary.summarize_file`` reads them back a row group at a time).
+    ``on_shard(k)`` runs after shard k is on disk (sharded schedule only; tests use it)."""
     sample_ids = list(range(samples))
     fp = plan_fingerprint(params, llm, policy, sample_ids, sampling, run_id, rationalize)
     if hasattr(llm, "submit"):
@@ -136,7 +138,7 @@ def generate_trajectories(
             by_question.setdefault(r["question_id"], []).append(r)
         return [r for q in shard for r in by_question.get(q["question_id"], [])]
 
-    table = run_in_shards(
+    run_in_shards(
         list(questions),
         lambda q: q["question_id"],
         params.trajectories.shard_size,
@@ -147,9 +149,11 @@ def generate_trajectories(
         total_ticks=len(questions) * samples,
         on_shard=on_shard,
     )
-    records = table.to_pylist()
-    check_complete(records, questions, samples)
-    return records
+    from schemas import iter_rows
+
+    outcomes = list(iter_rows(out_path, list(OUTCOME_FIELDS)))
+    check_complete(outcomes, questions, samples)
+    return outcomes
 
 
 def _generate_continuously(
@@ -172,11 +176,9 @@ def _generate_continuously(
     from factory.agent.scheduler import run_continuously
     from factory.io import progress
 
-    journal = Journal(out_path, plan_fp, [q["question_id"] for q in questions])
+    journal = Journal(out_path, plan_fp, [q["question_id"] for q in questions], key=record_key, keep=outcome)
     try:
-        done: dict[tuple[str, int, bool], dict] = {
-            (r["question_id"], int(r["sample"]), bool(r["rationalized"])): r for r in journal.records
-        }
+        done: dict[tuple[str, int, bool], dict] = dict(journal.kept)
         by_id = {q["question_id"]: q for q in questions}
 
         def rationalization(qid: str) -> list[tuple[dict, int, bool]]:
@@ -203,9 +205,9 @@ def _generate_continuously(
         with progress(total=len(questions) * samples, desc=desc, unit="traj", initial=initial) as bar:
 
             def on_done(record: dict) -> list[tuple[dict, int, bool]]:
-                key = (record["question_id"], int(record["sample"]), bool(record["rationalized"]))
+                key = record_key(record)
                 journal.append(record)
-                done[key] = record
+                done[key] = outcome(record)
                 if key[2]:
                     return []
                 bar.update(1)
@@ -213,15 +215,29 @@ def _generate_continuously(
 
             run_continuously(run, todo, window, on_done)
         ordered = [
-            done[key]
+            key
             for q in questions
-            for key in [(q["question_id"], s, False) for s in range(samples)]
-            + [(q["question_id"], samples, True)]
+            for key in [(q["question_id"], s, False) for s in range(samples)] + [(q["question_id"], samples, True)]
             if key in done
         ]
-        return journal.finish(ordered).to_pylist()
+        journal.finish(ordered)
+        return [done[key] for key in ordered]
     finally:
         journal.close()
+
+
+def record_key(record: Mapping) -> tuple[str, int, bool]:
+    """A trajectory's place in the plan: (question, sample, rationalized)."""
+    return record["question_id"], int(record["sample"]), bool(record["rationalized"])
+
+
+OUTCOME_FIELDS = ("trajectory_id", "question_id", "sample", "rationalized", "status", "correct", "em", "f1")
+
+
+def outcome(record: Mapping) -> dict:
+    """What the drivers keep of a finished trajectory (its record is on disk): who it is and how it
+    ended; ``generate_trajectories`` returns these, in plan order."""
+    return {name: record[name] for name in OUTCOME_FIELDS}
 
 
 def check_complete(records: Sequence[Mapping], questions: Sequence[Mapping], samples: int) -> None:

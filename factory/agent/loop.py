@@ -21,6 +21,7 @@ its step kind (``step_constraints``), so the model can only write what the parse
 from __future__ import annotations
 
 import json
+from collections import ChainMap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -96,8 +97,8 @@ class Run:
         for q in questions:
             for p in q.get("passages") or []:
                 pool.setdefault(p["pid"], p)
-        if passages is not None:
-            pool = {**pool, **passages}
+        if passages is not None:  # a store (or dict) of passages first, the questions' own pools after
+            pool = ChainMap(passages, pool)
         version = params.agent.prompt_version
         stop = prompts.prompt_set(version).stop  # unknown version: fail before any call
         constraints = None

@@ -1,11 +1,30 @@
-"""What a generation stage sets up: the policy's backend, and the questions, passages and retriever."""
+"""What a generation stage sets up: the policy's backend, and the questions and index it works on.
+
+Only what a stage needs is read: the id, dataset and split of every question (to draw the sample),
+then the agent's fields of the sampled questions alone (their pools as pids), and the index with
+its passage store, memory-mapped. Memory follows the sample, not the corpus.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from factory import paths
 from factory.agent.policy import Policy
 from factory.config import Params
-from factory.errors import FactoryError
+
+SAMPLE_COLUMNS = ["question_id", "dataset", "split"]  # what drawing a sample needs
+AGENT_COLUMNS = [  # what the agent and its records need of a question
+    "question_id",
+    "dataset",
+    "split",
+    "qtype",
+    "route",
+    "question",
+    "answers",
+    "passages.list.element.pid",
+]
 
 
 def make_policy_llm(params: Params, policy: Policy):
@@ -17,15 +36,32 @@ def make_policy_llm(params: Params, policy: Policy):
     return make_llm(params, adapter_path=policy.adapter, adapter_name=policy.name)
 
 
-def load_inputs(params: Params):
-    """Questions, pid -> passage, and the retriever over the index."""
-    from factory.retrieval import load_retriever
-    from schemas import read_rows
+@dataclass
+class Inputs:
+    """The questions to sample from (id, dataset and split of each) and the retriever with its
+    passage store (``retriever.store``: pid -> passage)."""
 
-    for path in (paths.QUESTIONS, paths.PASSAGES):
-        if not path.exists():
-            raise FactoryError(f"{path} is missing: run `factory ingest` and `factory index` first")
-    questions = read_rows(paths.QUESTIONS)
-    passages = read_rows(paths.PASSAGES)
-    retriever = load_retriever(paths.INDEX_DIR, passages, params)
-    return questions, {p["pid"]: p for p in passages}, retriever
+    questions: list[dict]
+    retriever: Any
+
+    @property
+    def passages(self):
+        return self.retriever.store
+
+    def rows(self, chosen: list[dict]) -> list[dict]:
+        """The agent's fields of the ``chosen`` questions, in their order."""
+        from schemas import read_rows
+
+        ids = [q["question_id"] for q in chosen]
+        found = {q["question_id"]: q for q in read_rows(paths.QUESTIONS, AGENT_COLUMNS, {"question_id": ids})}
+        return [found[i] for i in ids]
+
+
+def load_inputs(params: Params) -> Inputs:
+    """The question index and the retriever over the index folder."""
+    from factory.retrieval import load_retriever
+    from schemas import read_rows, require
+
+    require(paths.QUESTIONS, "run `factory ingest` and `factory index` first")
+    require(paths.INDEX_DIR, "run `factory index` first")
+    return Inputs(read_rows(paths.QUESTIONS, SAMPLE_COLUMNS), load_retriever(paths.INDEX_DIR, params))

@@ -9,7 +9,8 @@ and an uninterrupted one write the same bytes. The shard folder is removed once 
 is in place.
 
 ``Journal`` is the checkpoint of the continuous scheduler: records are appended as they finish, in
-any order, and the final file is assembled in plan order from them.
+any order, and the final file is assembled in plan order from them. Either way the final file is
+written a row group at a time: memory follows a shard or a row group, not the run.
 """
 
 from __future__ import annotations
@@ -23,11 +24,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from factory.io import progress, read_json, write_json
-from schemas import ARTIFACTS, write_parquet
+from schemas import ARTIFACTS, ROW_GROUP_SIZE, ParquetStream, write_parquet, write_parquet_batches
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +56,9 @@ def run_in_shards(
     total_ticks: int | None = None,
     ticks_per_unit: int = 1,
     on_shard: Callable[[int], None] | None = None,
-) -> pa.Table:
-    """Run ``work(shard_units, tick)`` shard by shard with a checkpoint; return the final table.
+) -> int:
+    """Run ``work(shard_units, tick)`` shard by shard with a checkpoint; write the final file from the
+    shard files (streamed, in shard order) and return its row count.
 
     ``work`` returns the shard's records (validated against ``artifact``) and may call ``tick(n)``
     to advance the progress bar (total ``total_ticks``, default one per unit). ``on_shard(k)`` runs
@@ -96,11 +97,9 @@ def run_in_shards(
             if on_shard is not None:
                 on_shard(k)
     schema = ARTIFACTS[artifact]
-    tables = [pq.read_table(p, schema=schema) for p in paths]
-    table = pa.concat_tables(tables) if tables else schema.empty_table()
-    table = write_parquet(table.combine_chunks(), final_path, artifact)
+    rows = write_parquet_batches((pq.read_table(p, schema=schema) for p in paths), final_path, artifact)
     shutil.rmtree(folder)
-    return table
+    return rows
 
 
 # ---------------------------------------------------------------- a journal of finished records
@@ -114,9 +113,11 @@ class Journal:
     plan (fingerprint + unit ids): a re-run with the same plan reads the records back, a different
     plan discards them. A line is written with one ``write`` call, so a killed process leaves at
     most one torn last line, which is dropped (and cut off the file) when the journal is opened
-    again. ``finish`` writes the final file from records the caller puts in plan order, then
-    removes the folder. Records go through JSON and back unchanged (plain str/int/float/bool/None,
-    lists and dicts), so the final file has the same bytes however many times the run was resumed.
+    again. Records stay on disk: the journal keeps each one's place in the file (``key(record)`` ->
+    offset and length, and what ``keep`` keeps of it), and ``finish`` writes the final file in the caller's plan order a row group
+    at a time, reading the lines back, then removes the folder. Records go through JSON and back
+    unchanged (plain str/int/float/bool/None, lists and dicts), so the final file has the same
+    bytes however many times the run was resumed.
     """
 
     NAME = "journal.jsonl"
@@ -126,11 +127,13 @@ class Journal:
         final_path: str | Path,
         plan_fingerprint: str,
         unit_ids: Sequence[str],
+        key: Callable[[dict], Any],
+        keep: Callable[[dict], Any] = lambda record: record,
         artifact: str = "trajectory",
     ):
         self.final_path = Path(final_path)
         self.folder = shard_folder(self.final_path)
-        self.artifact = artifact
+        self.artifact, self.key, self.keep = artifact, key, keep
         plan = {
             "fingerprint": plan_fingerprint,
             "artifact": artifact,
@@ -148,43 +151,58 @@ class Journal:
             self.folder.mkdir(parents=True)
             write_json(manifest, plan)
         self.path = self.folder / self.NAME
-        self.records: list[dict] = self._read()
-        if self.records:
-            log.info("resuming from %s: %d records already done", self.path, len(self.records))
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.places: dict[Any, tuple[int, int]] = {}  # key -> (offset, length) of its line
+        self.kept: dict[Any, Any] = {}  # key -> keep(record) of the records read back
+        self._size = self._read()
+        if self.kept:
+            log.info("resuming from %s: %d records already done", self.path, len(self.kept))
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
 
-    def _read(self) -> list[dict]:
+    def _read(self) -> int:
+        """Index the journal's whole lines (what ``keep`` keeps of each goes to ``kept``); returns the size."""
         if not self.path.exists():
-            return []
-        data = self.path.read_bytes()
-        records, good = [], 0
-        for line in data.splitlines(keepends=True):
-            if not line.endswith(b"\n"):
-                break  # torn by a kill mid-write
-            try:
-                records.append(json.loads(line))
-            except ValueError:
-                break
-            good += len(line)
-        if good < len(data):
-            log.warning("%s: dropping a torn last record (%d bytes)", self.path, len(data) - good)
+            return 0
+        good = 0
+        with open(self.path, "rb") as fh:
+            for line in fh:
+                if not line.endswith(b"\n"):
+                    break  # torn by a kill mid-write
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    break
+                key = self.key(record)
+                self.places[key] = (good, len(line))
+                self.kept[key] = self.keep(record)
+                good += len(line)
+        size = self.path.stat().st_size
+        if good < size:
+            log.warning("%s: dropping a torn last record (%d bytes)", self.path, size - good)
             with open(self.path, "r+b") as fh:
                 fh.truncate(good)
-        return records
+        return good
 
     def append(self, record: dict) -> None:
         line = (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode()
         written = os.write(self._fd, line)
         if written != len(line):  # a short write on a regular file: a full disk
             raise OSError(f"{self.path}: wrote {written} of {len(line)} bytes (disk full?)")
-        self.records.append(record)
+        self.places[self.key(record)] = (self._size, len(line))
+        self._size += len(line)
 
-    def finish(self, ordered: Sequence[dict]) -> pa.Table:
-        """Write the final file from ``ordered`` (the caller's plan order) and remove the checkpoint."""
+    def record(self, key: Any) -> dict:
+        offset, length = self.places[key]
+        return json.loads(os.pread(self._fd, length, offset))
+
+    def finish(self, ordered: Sequence[Any]) -> int:
+        """Write the final file with the records of ``ordered`` keys (the caller's plan order),
+        streamed; remove the checkpoint; returns the row count."""
+        with ParquetStream(self.final_path, self.artifact) as out:
+            for start in range(0, len(ordered), ROW_GROUP_SIZE):
+                out.write_rows([self.record(k) for k in ordered[start : start + ROW_GROUP_SIZE]])
         self.close()
-        table = write_parquet(list(ordered), self.final_path, self.artifact)
         shutil.rmtree(self.folder)
-        return table
+        return out.rows
 
     def close(self) -> None:
         if self._fd is not None:

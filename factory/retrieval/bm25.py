@@ -1,93 +1,350 @@
-"""BM25 over each dataset's passages with bm25s (sparse, fast, saved as .npy files)."""
+"""BM25 over each dataset's passages, in bm25s's index format, searched without scanning the corpus.
+
+Building (``BM25Builder``) streams the passages a batch at a time: each batch is tokenized exactly as
+``bm25s.tokenize(..., stopwords="en")`` does and reduced to (document, token, count) entries, which
+spill to disk in the index stage, so memory follows the batch and the entries, never a list of
+token lists of the whole corpus. The scores are computed with bm25s's arithmetic (``lucene``
+BM25, float32 values) and laid out as its CSC matrix, so ``bm25s.BM25.load(folder, mmap=True)``
+opens the index and ``get_scores`` gives the same numbers. Each token's documents are also stored
+best score first (``impact_*.npy``).
+
+Searching takes the exact top-k from the query tokens' lists in impact order (each token's
+documents again, best score first: the threshold algorithm), so it reads the heads of the lists,
+never a score for every passage. Scores are summed in float32 in query-token order, as bm25s
+does, and ties are broken by pid: the same passages in the same order as scoring every passage.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+import re
+import tempfile
+import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import bm25s
 import numpy as np
+from bm25s.stopwords import STOPWORDS_EN
 
 from factory.errors import FactoryError
-from factory.retrieval.base import Hit
+from factory.retrieval.base import Hit, rank_positions
+from factory.retrieval.store import PassageStore
+
+_TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's (and scikit-learn's) token pattern
+_STOPWORDS = frozenset(STOPWORDS_EN)
+FILES = ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy")  # bm25s's names
+IMPACT_FILES = ("impact_data.npy", "impact_indices.npy")  # the same lists, best score first
 
 
-def tokenize(texts: list[str]) -> list[list[str]]:
-    return bm25s.tokenize(texts, stopwords="en", return_ids=False, show_progress=False)
+def tokenize(text: str) -> list[str]:
+    """``bm25s.tokenize([text], stopwords="en", return_ids=False)[0]``, without its per-call setup."""
+    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOPWORDS]
 
 
 def passage_text(p: dict) -> str:
     return f"{p['title']}. {p['text']}"
 
 
-def rank(scores: np.ndarray, positions: np.ndarray, pids: list[str], top_n: int) -> list[Hit]:
-    """Top-n of ``scores`` restricted to ``positions``; ties broken by pid for determinism."""
-    sub = scores[positions]
-    order = sorted(range(len(positions)), key=lambda i: (-float(sub[i]), pids[positions[i]]))[:top_n]
-    return [Hit(pids[positions[i]], float(sub[i])) for i in order]
+# ---------------------------------------------------------------- building
 
 
-def pool_positions(position: dict[str, int], n: int, pool: list[str] | None) -> np.ndarray:
-    """Index positions of a question's pool of pids (all ``n`` passages when there is no pool)."""
-    if pool is None:
-        return np.arange(n)
-    return np.array([position[p] for p in pool if p in position], dtype=np.int64)
+class BM25Builder:
+    """One dataset's index from batches of texts; ``finish`` computes the scores and the layout."""
+
+    def __init__(self, k1: float = 1.5, b: float = 0.75, spill_dir: str | Path | None = None):
+        self.k1, self.b = float(k1), float(b)
+        self.vocab: dict[str, int] = {}
+        self.lengths: list[np.ndarray] = []
+        self.num_docs = 0
+        self._spill = Path(spill_dir) if spill_dir is not None else None
+        self._parts: dict[str, list[np.ndarray]] = {"doc": [], "tok": [], "tf": []}
+        self._files = None
+        if self._spill is not None:
+            self._spill.mkdir(parents=True, exist_ok=True)
+            self._files = {name: open(self._spill / f"{name}.bin", "wb") for name in self._parts}
+
+    def add(self, texts: Sequence[str]) -> None:
+        """Index the next documents (their ids follow the ones added before)."""
+        vocab = self.vocab
+        ids: list[int] = []
+        lengths = np.empty(len(texts), dtype=np.int64)
+        for i, text in enumerate(texts):
+            tokens = tokenize(text)
+            lengths[i] = len(tokens)
+            for t in tokens:
+                ids.append(vocab.setdefault(t, len(vocab)))
+        tok = np.array(ids, dtype=np.int64)
+        doc = np.repeat(np.arange(self.num_docs, self.num_docs + len(texts), dtype=np.int64), lengths)
+        key, tf = np.unique((doc << 32) | tok, return_counts=True)  # (doc, token) pairs, doc-major
+        part = {
+            "doc": (key >> 32).astype(np.int32),
+            "tok": (key & 0xFFFFFFFF).astype(np.int32),
+            "tf": tf.astype(np.float32),
+        }
+        for name, values in part.items():
+            if self._files is not None:
+                self._files[name].write(values.tobytes())
+            else:
+                self._parts[name].append(values)
+        self.lengths.append(lengths)
+        self.num_docs += len(texts)
+
+    def _entries(self, name: str, dtype) -> np.ndarray:
+        if self._files is None:
+            parts = self._parts[name]
+            return np.concatenate(parts) if parts else np.array([], dtype=dtype)
+        self._files[name].close()
+        path = self._spill / f"{name}.bin"
+        return np.memmap(path, dtype=dtype, mode="r") if path.stat().st_size else np.array([], dtype=dtype)
+
+    def finish(self) -> DatasetIndex:
+        """The CSC score matrix (token-major, documents ascending within a token), as bm25s builds it."""
+        doc, tok, tf = (self._entries(n, d) for n, d in (("doc", np.int32), ("tok", np.int32), ("tf", np.float32)))
+        n_vocab, n_docs = len(self.vocab), self.num_docs
+        lengths = np.concatenate(self.lengths) if self.lengths else np.array([], dtype=np.int64)
+        df = np.bincount(tok, minlength=n_vocab)
+        # math.log per distinct df, rounded to float32: bm25s's exact idf values
+        distinct, inverse = np.unique(df, return_inverse=True)
+        idf = np.array(
+            [math.log(1 + (n_docs - v + 0.5) / (v + 0.5)) if v else 0.0 for v in distinct.tolist()],
+            dtype=np.float32,
+        )[inverse]
+        avg = lengths.mean() if n_docs else np.float64(0.0)
+        # bm25s ("lucene"): tf / (k1 * ((1 - b) + b * len / avg) + tf) in float64, times idf, to float32
+        norm = self.k1 * ((1 - self.b) + self.b * lengths.astype(np.float64) / avg) if n_docs else lengths
+        data = np.empty(len(tok), dtype=np.float32)
+        step = 1 << 22
+        for s in range(0, len(tok), step):
+            t, d, f = np.asarray(tok[s : s + step]), np.asarray(doc[s : s + step]), np.asarray(tf[s : s + step], dtype=np.float64)
+            data[s : s + step] = idf[t].astype(np.float64) * (f / (norm[d] + f))
+        order = np.argsort(tok, kind="stable")  # entries are doc-major: stable keeps docs ascending
+        indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(df, out=indptr[1:])
+        data = data[order]
+        indices = np.asarray(doc)[order]
+        del order
+        # each token's documents again, best score first (ties: document order): the search's lists
+        token_of = np.repeat(np.arange(n_vocab, dtype=np.int32), df)
+        impact = np.lexsort((indices, -data, token_of))
+        del token_of
+        return DatasetIndex(data, indices, indptr, dict(self.vocab), data[impact], indices[impact], n_docs,
+                            self.k1, self.b)
+
+    def close(self) -> None:
+        for fh in (self._files or {}).values():
+            fh.close()
+
+
+# ---------------------------------------------------------------- one dataset's index
+
+
+class DatasetIndex:
+    """The score matrix of one dataset (CSC: a token's documents and their scores) and its vocabulary."""
+
+    def __init__(self, data, indices, indptr, vocab, impact_data, impact_indices, num_docs, k1=1.5, b=0.75):
+        self.data, self.indices, self.indptr = data, indices, indptr  # documents ascending per token
+        self.impact_data, self.impact_indices = impact_data, impact_indices  # scores descending per token
+        self.vocab, self.num_docs = vocab, int(num_docs)
+        self.k1, self.b = k1, b
+        self._local = threading.local()
+
+    def save(self, folder: Path) -> None:
+        """bm25s's files (``bm25s.BM25.load(folder, mmap=True)`` reads them) plus the impact-ordered lists."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, values in zip(FILES + IMPACT_FILES,
+                                (self.data, self.indices, self.indptr, self.impact_data, self.impact_indices)):
+            np.save(folder / name, values)
+        vocab = dict(self.vocab)
+        vocab.setdefault("", len(vocab))  # bm25s's empty token (it never matches a query token)
+        (folder / "vocab.index.json").write_text(json.dumps(vocab, ensure_ascii=False))
+        reference = bm25s.BM25(k1=self.k1, b=self.b)
+        params = {
+            "k1": self.k1, "b": self.b, "delta": reference.delta, "method": reference.method,
+            "idf_method": reference.idf_method, "dtype": reference.dtype, "int_dtype": reference.int_dtype,
+            "num_docs": self.num_docs, "version": bm25s.__version__, "backend": reference.backend,
+        }
+        (folder / "params.index.json").write_text(json.dumps(params, indent=4))
+
+    @staticmethod
+    def load(folder: Path) -> DatasetIndex:
+        data, indices, indptr, impact_data, impact_indices = (
+            np.load(folder / name, mmap_mode="r") for name in FILES + IMPACT_FILES
+        )
+        vocab = json.loads((folder / "vocab.index.json").read_text(encoding="utf-8"))
+        vocab.pop("", None)
+        params = json.loads((folder / "params.index.json").read_text())
+        return DatasetIndex(data, indices, indptr, vocab, impact_data, impact_indices, params["num_docs"],
+                            params["k1"], params["b"])
+
+    def token_ids(self, query: str) -> list[int]:
+        """The query's known tokens, in order, repeats kept (each adds its score again, as in bm25s)."""
+        vocab = self.vocab
+        return [vocab[t] for t in tokenize(query) if t in vocab]
+
+    def _postings(self, token: int) -> tuple[np.ndarray, np.ndarray]:
+        start, end = int(self.indptr[token]), int(self.indptr[token + 1])
+        return self.indices[start:end], self.data[start:end]
+
+    def scores_of(self, ids: Sequence[int], docs: np.ndarray) -> np.ndarray:
+        """Exact float32 scores of ``docs`` (unique), summed in query-token order as bm25s sums them:
+        each document is looked up in each token's list (binary search, the lists ascend)."""
+        scores = np.zeros(len(docs), dtype=np.float32)
+        for token in ids:
+            idx, val = self._postings(token)
+            if not len(idx):
+                continue
+            at = np.minimum(np.searchsorted(idx, docs), len(idx) - 1)
+            hit = idx[at] == docs
+            scores[hit] += val[at[hit]]
+        return scores
+
+    def top(self, ids: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every document that can be among the top ``k`` (all those tied with the k-th included),
+        with its exact score, reading as little of the lists as it can.
+
+        First the threshold algorithm over the impact-ordered lists: a round takes the next best
+        documents of every query token (8, then 32) and scores the new ones exactly; a document not
+        taken scores at most the sum of the lists' next values (each token times its repeats), so
+        when that bound falls below the k-th best score taken, the top ``k`` is complete. Otherwise
+        that k-th score is a threshold for MaxScore: the tokens whose whole lists' maxima sum below
+        it cannot lift a document on their own, so only the other tokens' lists are read through,
+        and the first ones are looked up for the documents those lists name."""
+        unique, repeats = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
+        starts = np.asarray(self.indptr[unique], dtype=np.int64)
+        ends = np.asarray(self.indptr[unique + 1], dtype=np.int64)
+        taken = starts.copy()
+        docs = np.empty(0, dtype=np.int64)
+        scores = np.empty(0, dtype=np.float32)
+        theta = 0.0
+        for block in (8, 32):
+            fresh = [self.impact_indices[a : min(a + block, b)] for a, b in zip(taken.tolist(), ends.tolist())]
+            taken = np.minimum(taken + block, ends)
+            new = _distinct(np.concatenate(fresh)).astype(np.int64)
+            if len(docs):
+                new = new[~np.isin(new, docs, assume_unique=True)]
+            docs = np.concatenate([docs, new])
+            scores = np.concatenate([scores, self.scores_of(ids, new)])
+            left = taken < ends
+            if not left.any():
+                return docs, scores
+            if len(docs) >= k:
+                theta = float(np.partition(scores, len(docs) - k)[len(docs) - k])
+                bound = float(np.sum(repeats[left] * np.asarray(self.impact_data[taken[left]], dtype=np.float64)))
+                if bound * (1 + 1e-4) < theta:  # margin: float32 rounding of the summed scores
+                    return docs, scores
+        maxima = repeats * np.asarray(self.impact_data[starts], dtype=np.float64)
+        by_max = np.argsort(maxima, kind="stable")
+        minor = np.zeros(len(unique), dtype=bool)
+        minor[by_max] = np.cumsum(maxima[by_max]) * (1 + 1e-4) < theta
+        major = {int(t) for t in unique[~minor]}
+        docs = _distinct(np.concatenate([self.indices[a:b] for a, b, m in zip(starts, ends, minor) if not m]))
+        return docs, self._scores_read_through(ids, docs, major)
+
+    def _scores_read_through(self, ids: Sequence[int], docs: np.ndarray, major: set[int]) -> np.ndarray:
+        """``scores_of(ids, docs)`` where every list of a ``major`` token lies within ``docs``: those
+        lists are added whole into a scratch row of the dataset, the others looked up; in query order."""
+        scratch = self._scratch()
+        try:
+            for token in ids:
+                idx, val = self._postings(token)
+                if token in major:
+                    scratch[idx] += val
+                elif len(idx):
+                    at = np.minimum(np.searchsorted(idx, docs), len(idx) - 1)
+                    hit = idx[at] == docs
+                    scratch[docs[hit]] += val[at[hit]]
+            return scratch[docs]
+        finally:
+            scratch[docs] = 0.0
+
+    def _scratch(self) -> np.ndarray:
+        """A zeroed float32 row of this dataset's documents, one per thread (kept zero between uses)."""
+        row = getattr(self._local, "scratch", None)
+        if row is None:
+            row = self._local.scratch = np.zeros(self.num_docs, dtype=np.float32)
+        return row
+
+
+def _distinct(values: np.ndarray) -> np.ndarray:
+    """Sorted distinct values (``np.unique`` without its hashing, which costs more on short arrays)."""
+    values = np.sort(values)
+    if len(values) > 1:
+        values = values[np.concatenate(([True], values[1:] != values[:-1]))]
+    return values
+
+
+# ---------------------------------------------------------------- the retriever
 
 
 class BM25Retriever:
-    def __init__(self, models: dict[str, bm25s.BM25], pids: dict[str, list[str]]):
-        self.models, self.pids = models, pids
-        self.position = {ds: {pid: i for i, pid in enumerate(p)} for ds, p in pids.items()}
+    """BM25 per dataset over a ``PassageStore``; a hit's document id is its position in the store."""
+
+    def __init__(self, indexes: dict[str, DatasetIndex], store: PassageStore):
+        self.indexes, self.store = indexes, store
 
     @staticmethod
-    def build(passages: list[dict], k1: float = 1.5, b: float = 0.75) -> BM25Retriever:
-        models, pids = {}, {}
-        for dataset in sorted({p["dataset"] for p in passages}):
-            rows = [p for p in passages if p["dataset"] == dataset]
-            model = bm25s.BM25(k1=k1, b=b)
-            model.index(
-                bm25s.tokenize([passage_text(p) for p in rows], stopwords="en", show_progress=False),
-                show_progress=False,
-            )
-            models[dataset], pids[dataset] = model, [p["pid"] for p in rows]
-        return BM25Retriever(models, pids)
+    def build(passages: Iterable[dict], k1: float = 1.5, b: float = 0.75) -> BM25Retriever:
+        """An in-memory index of a few passages (tests, notebooks); ``factory index`` streams instead."""
+        store = PassageStore.from_rows(passages)
+        indexes = {}
+        for dataset in store.datasets:
+            builder = BM25Builder(k1, b)
+            table = store.tables[dataset]
+            builder.add([f"{t}. {x}" for t, x in zip(table.column("title").to_pylist(),
+                                                     table.column("text").to_pylist())])
+            indexes[dataset] = builder.finish()
+        return BM25Retriever(indexes, store)
 
     def save(self, index_dir: str | Path) -> None:
-        for dataset, model in self.models.items():
-            folder = Path(index_dir) / "bm25" / dataset
-            model.save(folder, show_progress=False)
-            (folder / "pids.json").write_text(json.dumps(self.pids[dataset]))
+        self.store.save(index_dir)
+        for dataset, index in self.indexes.items():
+            index.save(Path(index_dir) / "bm25" / dataset)
 
     @staticmethod
-    def load(index_dir: str | Path, passages: list[dict] | None = None) -> BM25Retriever:
+    def load(index_dir: str | Path, store: PassageStore | None = None) -> BM25Retriever:
         root = Path(index_dir) / "bm25"
         if not root.exists():
-            raise FactoryError(
-                f"no BM25 index under {root}: run `factory index` (or `dvc repro index`) first"
-            )
-        models, pids = {}, {}
-        for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-            models[folder.name] = bm25s.BM25.load(folder, load_vocab=True, show_progress=False)
-            pids[folder.name] = json.loads((folder / "pids.json").read_text())
-        return BM25Retriever(models, pids)
+            raise FactoryError(f"no BM25 index under {root}: run `factory index` (or `dvc repro index`) first")
+        store = store if store is not None else PassageStore.open(index_dir)
+        indexes = {f.name: DatasetIndex.load(f) for f in sorted(p for p in root.iterdir() if p.is_dir())}
+        return BM25Retriever(indexes, store)
 
-    def scores(self, query: str, dataset: str) -> np.ndarray:
-        model = self.models.get(dataset)
-        if model is None:
-            raise FactoryError(f"the index has no dataset {dataset!r} (has {sorted(self.models)})")
-        tokens = [t for t in tokenize([query])[0] if t in model.vocab_dict]
-        if not tokens:
-            return np.zeros(len(self.pids[dataset]), dtype=np.float32)
-        return model.get_scores(tokens)
+    def index(self, dataset: str) -> DatasetIndex:
+        index = self.indexes.get(dataset)
+        if index is None:
+            raise FactoryError(f"the index has no dataset {dataset!r} (has {sorted(self.indexes)})")
+        return index
+
+    def scores(self, query: str, dataset: str, positions: np.ndarray) -> np.ndarray:
+        """Exact scores of the documents at ``positions`` (sorted, unique)."""
+        index = self.index(dataset)
+        return index.scores_of(index.token_ids(query), positions)
 
     def positions(self, dataset: str, pool: list[str] | None) -> np.ndarray:
-        return pool_positions(self.position[dataset], len(self.pids[dataset]), pool)
+        """Sorted positions of a pool of pids (every document when there is no pool)."""
+        if pool is None:
+            return np.arange(self.index(dataset).num_docs)
+        return np.unique(self.store.positions(dataset, pool))
 
     def search(self, query: str, dataset: str, top_n: int, pool: list[str] | None = None) -> list[Hit]:
-        scores = self.scores(query, dataset)
-        positions = self.positions(dataset, pool)
-        if pool is None and len(positions) > 4 * top_n:
-            # pre-select with argpartition so ranking stays O(n) on large datasets
-            keep = np.argpartition(-scores, 4 * top_n)[: 4 * top_n]
-            positions = np.sort(keep)
-        return rank(scores, positions, self.pids[dataset], top_n)
+        index = self.index(dataset)
+        ids = index.token_ids(query)
+        if pool is not None:  # a question's own pool: a few passages, each scored
+            docs = self.positions(dataset, pool)
+            scores = index.scores_of(ids, docs)
+        elif ids:
+            docs, scores = index.top(ids, top_n)
+        else:  # no known token: every passage scores 0, and the first pids win the tie
+            return [Hit(p, 0.0) for p in self.store.first_pids(dataset, top_n)]
+        return self.rank(dataset, docs, scores, top_n)
+
+    def rank(self, dataset: str, docs: np.ndarray, scores: np.ndarray, top_n: int) -> list[Hit]:
+        return rank_positions(self.store, dataset, docs, scores, top_n)
+
+
+def spill_folder(parent: str | Path) -> tempfile.TemporaryDirectory:
+    """A temporary folder for a builder's entries, next to the index (same disk)."""
+    Path(parent).mkdir(parents=True, exist_ok=True)
+    return tempfile.TemporaryDirectory(prefix=".bm25-build-", dir=parent)

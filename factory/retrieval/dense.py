@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from factory.errors import FactoryError
-from factory.retrieval.base import Hit
-from factory.retrieval.bm25 import passage_text, pool_positions, rank
+from factory.retrieval.base import Hit, rank_positions
+from factory.retrieval.store import PassageStore
 
 
 def resolve_model(name: str) -> str:
@@ -34,9 +34,12 @@ def encoder(name: str):
 
 
 class DenseRetriever:
-    def __init__(self, vectors: dict[str, np.ndarray], pids: dict[str, list[str]], model_name: str):
-        self.vectors, self.pids, self.model_name = vectors, pids, model_name
-        self.position = {ds: {pid: i for i, pid in enumerate(p)} for ds, p in pids.items()}
+    """Cosine similarity of normalised sentence-transformers embeddings, per dataset, over a
+    ``PassageStore`` (a passage's row in ``vectors`` is its position in the store). Every search
+    scores every passage of the dataset: meant for corpora of up to a few hundred thousand passages."""
+
+    def __init__(self, vectors: dict[str, np.ndarray], store: PassageStore, model_name: str):
+        self.vectors, self.store, self.model_name = vectors, store, model_name
         self._model = None
 
     @property
@@ -46,49 +49,53 @@ class DenseRetriever:
         return self._model
 
     @staticmethod
-    def build(passages: list[dict], model_name: str, batch_size: int = 64) -> DenseRetriever:
+    def encode_store(store: PassageStore, model_name: str, batch_size: int = 64) -> DenseRetriever:
         model = encoder(model_name)
-        vectors, pids = {}, {}
-        for dataset in sorted({p["dataset"] for p in passages}):
-            rows = [p for p in passages if p["dataset"] == dataset]
+        vectors = {}
+        for dataset in store.datasets:
+            table = store.tables[dataset]
+            texts = [f"{t}. {x}" for t, x in zip(table.column("title").to_pylist(), table.column("text").to_pylist())]
             vectors[dataset] = model.encode(
-                [passage_text(p) for p in rows],
-                batch_size=batch_size,
-                normalize_embeddings=True,
-                show_progress_bar=False,
+                texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
             ).astype(np.float32)
-            pids[dataset] = [p["pid"] for p in rows]
-        retriever = DenseRetriever(vectors, pids, model_name)
+        retriever = DenseRetriever(vectors, store, model_name)
         retriever._model = model
         return retriever
+
+    @staticmethod
+    def build(passages: list[dict], model_name: str, batch_size: int = 64) -> DenseRetriever:
+        """An in-memory index of a few passages (tests, notebooks)."""
+        return DenseRetriever.encode_store(PassageStore.from_rows(passages), model_name, batch_size)
 
     def save(self, index_dir: str | Path) -> None:
         for dataset, vecs in self.vectors.items():
             folder = Path(index_dir) / "dense" / dataset
             folder.mkdir(parents=True, exist_ok=True)
             np.save(folder / "vectors.npy", vecs)
-            (folder / "pids.json").write_text(json.dumps(self.pids[dataset]))
             (folder / "model.json").write_text(json.dumps({"model": self.model_name}))
 
     @staticmethod
-    def load(index_dir: str | Path, passages: list[dict] | None, model_name: str) -> DenseRetriever:
+    def load(index_dir: str | Path, store: PassageStore, model_name: str) -> DenseRetriever:
         root = Path(index_dir) / "dense"
         if not root.exists():
             raise FactoryError(
                 f"no dense index under {root}: run `factory index` with index.retriever=dense or hybrid"
             )
-        vectors, pids = {}, {}
-        for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-            vectors[folder.name] = np.load(folder / "vectors.npy")
-            pids[folder.name] = json.loads((folder / "pids.json").read_text())
-        return DenseRetriever(vectors, pids, model_name)
+        vectors = {
+            folder.name: np.load(folder / "vectors.npy", mmap_mode="r")
+            for folder in sorted(p for p in root.iterdir() if p.is_dir())
+        }
+        return DenseRetriever(vectors, store, model_name)
 
-    def scores(self, query: str, dataset: str) -> np.ndarray:
+    def scores(self, query: str, dataset: str, positions: np.ndarray) -> np.ndarray:
         q = self.model.encode([query], normalize_embeddings=True, show_progress_bar=False)[0]
-        return self.vectors[dataset] @ q
+        return np.asarray(self.vectors[dataset][positions] @ q)
 
     def positions(self, dataset: str, pool: list[str] | None) -> np.ndarray:
-        return pool_positions(self.position[dataset], len(self.pids[dataset]), pool)
+        if pool is None:
+            return np.arange(len(self.vectors[dataset]))
+        return np.unique(self.store.positions(dataset, pool))
 
     def search(self, query: str, dataset: str, top_n: int, pool: list[str] | None = None) -> list[Hit]:
-        return rank(self.scores(query, dataset), self.positions(dataset, pool), self.pids[dataset], top_n)
+        positions = self.positions(dataset, pool)
+        return rank_positions(self.store, dataset, positions, self.scores(query, dataset, positions), top_n)

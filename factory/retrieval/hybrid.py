@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from factory.retrieval.base import Hit
-from factory.retrieval.bm25 import BM25Retriever, rank
+from factory.retrieval.base import Hit, rank_positions
+from factory.retrieval.bm25 import BM25Retriever
 from factory.retrieval.dense import DenseRetriever
 
 
@@ -19,11 +19,10 @@ class HybridRetriever:
         self.bm25, self.dense, self.alpha = bm25, dense, alpha
 
     def search(self, query: str, dataset: str, top_n: int, pool: list[str] | None = None) -> list[Hit]:
-        positions = self.bm25.positions(dataset, pool)
-        sparse = self.bm25.scores(query, dataset)[positions]
-        dense = self.dense.scores(query, dataset)[self.dense.positions(dataset, pool)]
+        positions = self.bm25.positions(dataset, pool)  # the same store: the same positions for both
+        sparse = self.bm25.scores(query, dataset, positions)
+        dense = self.dense.scores(query, dataset, positions)
         mixed = self.alpha * _minmax(dense.astype(np.float64)) + (1 - self.alpha) * _minmax(
             sparse.astype(np.float64)
         )
-        pids = [self.bm25.pids[dataset][i] for i in positions]
-        return rank(mixed, np.arange(len(pids)), pids, top_n)
+        return rank_positions(self.bm25.store, dataset, positions, mixed, top_n)

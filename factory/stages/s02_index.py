@@ -1,50 +1,47 @@
-"""Stage index: BM25 (and optionally dense) index over the passages; recall@N of gold paragraphs."""
+"""Stage index: the passage store, BM25 (and optionally dense) over the passages; recall@N of gold
+paragraphs on a seeded sample of questions (``index.recall_questions`` per dataset and scope)."""
 
 from __future__ import annotations
 
 import logging
-import shutil
 
 from factory import paths
 from factory.config import Params
-from factory.io import write_json
-from factory.retrieval.bm25 import BM25Retriever
-from factory.retrieval.evaluate import supporting_recall
-from schemas import read_rows
+from factory.io import progress, write_json
+from factory.retrieval.build import build_index
+from factory.retrieval.evaluate import recall_sample, supporting_recall
+from schemas import num_rows, require
 
 COMMAND = "index"
-HELP = "build the passage index (bm25s; dense/hybrid optional) and report recall@N of gold paragraphs"
+HELP = "build the passage store and index (bm25s; dense/hybrid optional); recall@N of gold paragraphs"
 log = logging.getLogger(__name__)
 
 
 def run(params: Params) -> None:
     from factory.retrieval import load_retriever
 
-    passages = read_rows(paths.PASSAGES)
-    questions = read_rows(
-        paths.QUESTIONS, columns=["question_id", "dataset", "question", "passages", "supporting"]
-    )
-    shutil.rmtree(paths.INDEX_DIR, ignore_errors=True)
-    BM25Retriever.build(passages, params.index.k1, params.index.b).save(paths.INDEX_DIR)
-    if params.index.retriever in ("dense", "hybrid"):
-        from factory.retrieval.dense import DenseRetriever
-
-        log.info("encoding %d passages with %s", len(passages), params.index.dense_model)
-        DenseRetriever.build(passages, params.index.dense_model).save(paths.INDEX_DIR)
-    retriever = load_retriever(paths.INDEX_DIR, passages, params)
+    for path in (paths.PASSAGES, paths.QUESTIONS):
+        require(path, "run `factory ingest` first")
+    with progress(total=num_rows(paths.PASSAGES), desc="index", unit="passage") as bar:
+        counts = build_index(paths.PASSAGES, paths.INDEX_DIR, params, progress=bar.update)
+    retriever = load_retriever(paths.INDEX_DIR, params)
+    i = params.index
+    questions, sampled = recall_sample(paths.QUESTIONS, i.recall_questions, i.recall_seed)
     report = {
-        "retriever": params.index.retriever,
-        "scope": params.index.scope,
+        "retriever": i.retriever,
+        "scope": i.scope,
+        "passages": counts,
+        "recall_sample": {"per_dataset": i.recall_questions, "seed": i.recall_seed, "questions": sampled},
         "recall": {
-            scope: supporting_recall(retriever, questions, params.index.recall_at, scope)
-            for scope in ("question", "pooled")
+            scope: supporting_recall(retriever, questions, i.recall_at, scope) for scope in ("question", "pooled")
         },
     }
     write_json(paths.METRICS / "retrieval.json", report)
-    r = report["recall"][params.index.scope]["all"]
+    r = report["recall"][i.scope]["all"]
     log.info(
-        "index: %d passages; recall (%s scope): %s",
-        len(passages),
-        params.index.scope,
+        "index: %d passages; recall (%s scope, %d questions): %s",
+        sum(counts.values()),
+        i.scope,
+        r["questions"],
         {k: round(v, 3) for k, v in r.items() if k != "questions"},
     )

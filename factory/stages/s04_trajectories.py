@@ -17,7 +17,7 @@ from factory import paths
 from factory.agent.generate import generate_trajectories
 from factory.agent.sampling import round_sample
 from factory.agent.setup import load_inputs, make_policy_llm
-from factory.agent.summary import summarize
+from factory.agent.summary import summarize_file
 from factory.bootstrap.rounds import policy_for, skip_reason
 from factory.config import Params
 from factory.io import write_json
@@ -47,8 +47,9 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
 
     t = params.trajectories
     policy = policy_for(variant, round_, seed)
-    questions, passages, retriever = load_inputs(params)
-    chosen, sampling = round_sample(params, questions, seed, round_)
+    inputs = load_inputs(params)
+    chosen, sampling = round_sample(params, inputs.questions, seed, round_)
+    chosen = inputs.rows(chosen)
     gen_seed = sampling.seed
     llm = make_policy_llm(params, policy)
     try:
@@ -56,8 +57,8 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
             params,
             chosen,
             llm=llm,
-            retriever=retriever,
-            passages=passages,
+            retriever=inputs.retriever,
+            passages=inputs.passages,
             policy=policy,
             round_=round_,
             samples=t.samples,
@@ -82,7 +83,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         "generation_seed": gen_seed,
         "temperature": t.temperature,
         "cache": cache,
-        **summarize(records, breakdowns=("dataset", "qtype", "route")),
+        **summarize_file(out, breakdowns=("dataset", "qtype", "route")),
     }
     write_json(metrics_path, metrics)
     o, rat = metrics["overall"], metrics["rationalized"]

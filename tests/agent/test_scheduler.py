@@ -137,8 +137,9 @@ def test_journal_resumes_without_loss_or_duplicates_and_drops_a_torn_line(setup,
     with MockOpenAIServer(script=scripted_script(policy)) as server:
         llm = _backend(server, tmp_path)
         reference = _generate(llm, setup, tmp_path / "ref" / "round_0.parquet", params, samples=1)
+        records = read_rows(tmp_path / "ref" / "round_0.parquet")
         # a checkpoint as a killed run leaves it: 5 finished records and half of a sixth
-        from factory.agent.generate import plan_fingerprint
+        from factory.agent.generate import plan_fingerprint, record_key
         from factory.agent.shards import Journal
 
         fp = plan_fingerprint(
@@ -150,11 +151,11 @@ def test_journal_resumes_without_loss_or_duplicates_and_drops_a_torn_line(setup,
             "v/seed_0/round_0",
             False,
         )
-        journal = Journal(out, fp, [q["question_id"] for q in questions])
-        for record in reference[3:8]:  # finished out of plan order
+        journal = Journal(out, fp, [q["question_id"] for q in questions], key=record_key)
+        for record in records[3:8]:  # finished out of plan order
             journal.append(record)
         journal.close()
-        torn = json.dumps(reference[8])[:100].encode()
+        torn = json.dumps(records[8])[:100].encode()
         with open(journal.path, "ab") as fh:
             fh.write(torn)
         sent = server.state.completions

@@ -15,6 +15,7 @@ from factory.config import Params
 from factory.errors import FactoryError
 from factory.llm.base import Sampling
 from factory.retrieval.bm25 import BM25Retriever
+from schemas import num_rows
 
 
 def test_even_quotas_redistribute_what_a_small_dataset_lacks():
@@ -120,8 +121,8 @@ def test_a_checkpoint_from_other_params_is_discarded(setup, tmp_path):
 
 
 def test_empty_sample_and_count_checks(tmp_path):
-    table = run_in_shards([], lambda u: u["question_id"], 4, tmp_path / "e.parquet", "fp", lambda s, t: [])
-    assert table.num_rows == 0 and (tmp_path / "e.parquet").exists()
+    rows = run_in_shards([], lambda u: u["question_id"], 4, tmp_path / "e.parquet", "fp", lambda s, t: [])
+    assert rows == 0 and num_rows(tmp_path / "e.parquet") == 0
     q = [{"question_id": "a"}, {"question_id": "b"}]
     rec = {"question_id": "a", "sample": 0, "rationalized": False}
     with pytest.raises(FactoryError, match="b sample 0: 0 records"):

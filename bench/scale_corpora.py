@@ -1,0 +1,105 @@
+"""Corpora at any size for bench/scale.py: the shared samples copied, every copy made distinct.
+
+Copy ``k`` of a record gets ``-c<k>`` on its id, `` (v<k>)`` on its question and on every passage
+title it names (context, supporting facts, MuSiQue paragraphs), so that nothing de-duplicates
+away: ids, normalised question texts and pids are all new, and a question's copy tag is a word of
+its own passages' titles (BM25 finds the right copy). Files are written in the official formats
+(HotpotQA and 2Wiki: one JSON list per file; MuSiQue: JSONL), at most ``FILE_RECORDS`` records each,
+about the size of the official release files, so that reading one is the same work as reading those.
+
+``FULL`` is the size of the three full corpora (questions per dataset, train + dev); a size is a
+fraction of it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+
+import msgspec
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+SOURCES = {
+    "hotpotqa": ["hotpotqa/dev_sample.json", "hotpotqa/train_sample.json"],
+    "2wikimultihopqa": ["2wikimultihopqa/dev_sample.json"],
+    "musique": ["musique/dev_sample.jsonl", "musique/train_sample.jsonl"],
+}
+FULL = {"hotpotqa": 97_852, "2wikimultihopqa": 180_030, "musique": 22_355}  # train + dev of each release
+FILE_RECORDS = 90_000  # HotpotQA's train file holds 90,447 records (566 MB)
+_ENCODER = msgspec.json.Encoder()
+
+
+@lru_cache(maxsize=None)
+def _read(dataset: str) -> list[dict]:
+    records = []
+    for name in SOURCES[dataset]:
+        path = SHARED / name
+        if path.suffix == ".jsonl":
+            records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        else:
+            records += json.loads(path.read_text())
+    return records
+
+
+def _tag(text: str, k: int) -> str:
+    return f"{text} (v{k})"
+
+
+def _copy(dataset: str, r: dict, k: int) -> dict:
+    if dataset == "musique":
+        return {
+            **r,
+            "id": f"{r['id']}-c{k}",
+            "question": _tag(r["question"], k),
+            "paragraphs": [{**p, "title": _tag(p["title"], k)} for p in r["paragraphs"]],
+        }
+    return {
+        **r,
+        "_id": f"{r['_id']}-c{k}",
+        "question": _tag(r["question"], k),
+        "context": [[_tag(title, k), sentences] for title, sentences in r["context"]],
+        "supporting_facts": [[_tag(title, k), idx] for title, idx in r["supporting_facts"]],
+    }
+
+
+def copies_for(fraction: float) -> dict[str, int]:
+    """Copies of each dataset's sample that make ``fraction`` of the full corpora (at least one)."""
+    return {ds: max(1, round(fraction * FULL[ds] / len(_read(ds)))) for ds in SOURCES}
+
+
+def build(folder: str | Path, fraction: float) -> dict:
+    """Write the corpora at ``fraction`` of full size under ``folder``; returns
+    ``{dataset: {"files": [...], "questions": n}}`` (``corpora.*`` takes the file lists)."""
+    folder = Path(folder)
+    out = {}
+    for dataset, copies in copies_for(fraction).items():
+        base = _read(dataset)
+        target = folder / dataset
+        target.mkdir(parents=True, exist_ok=True)
+        total = copies * len(base)
+        n_files = math.ceil(total / FILE_RECORDS)
+        per_file = math.ceil(copies / n_files)
+        files = []
+        for f in range(n_files):
+            ks = range(f * per_file, min(copies, (f + 1) * per_file))
+            if dataset == "musique":
+                path = target / f"part_{f:02d}.jsonl"
+                with path.open("wb") as fh:
+                    for k in ks:
+                        for r in base:
+                            fh.write(_ENCODER.encode(_copy(dataset, r, k)) + b"\n")
+            else:
+                path = target / f"part_{f:02d}.json"
+                with path.open("wb") as fh:
+                    fh.write(b"[")
+                    first = True
+                    for k in ks:
+                        for r in base:
+                            fh.write((b"" if first else b",") + _ENCODER.encode(_copy(dataset, r, k)))
+                            first = False
+                    fh.write(b"]")
+            files.append(str(path))
+        out[dataset] = {"files": files, "questions": total, "copies": copies}
+    return out

@@ -1,0 +1,114 @@
+"""Reading artifacts: only the columns and the rows a stage needs, a row group at a time.
+
+This is how a stage reads a table:
+
+- ``read_rows(path, columns=[...], where={"question_id": ids})``: plain dict rows, the form library
+  functions take, of the matching rows only, in file order;
+- ``iter_rows`` / ``iter_batches``: the same, streamed, for tables too big to hold whole;
+- ``read_table``: the Arrow table;
+- ``num_rows``: the row count, from the file's footer.
+
+``columns`` may name a nested field by its parquet path (``"passages.list.element.pid"``): the
+struct is then read with that field alone. ``where`` keeps the rows whose column value is in a
+set; it is applied to each row group as it is read, so memory is one row group plus the matches.
+Passages are looked up by pid through ``factory.retrieval.store.PassageStore``, not read here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from factory.errors import FactoryError
+from schemas.write import ROW_GROUP_SIZE
+
+Where = Mapping[str, Collection[Any]]
+
+
+def iter_batches(
+    path: str | Path,
+    columns: list[str] | None = None,
+    where: Where | None = None,
+    batch_rows: int = ROW_GROUP_SIZE,
+) -> Iterator[pa.RecordBatch]:
+    """The file's rows in batches of at most ``batch_rows``, ``columns`` only, filtered by ``where``."""
+    where = dict(where or {})
+    wanted = None if columns is None else list(columns)
+    read = None if wanted is None else wanted + [c for c in where if c not in wanted]
+    sets = {column: pa.array(list(values)) for column, values in where.items()}
+    parquet = pq.ParquetFile(path)
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=read, use_threads=False):
+        if sets:
+            mask = None
+            for column, values in sets.items():
+                hit = pc.is_in(batch.column(column), value_set=values)
+                mask = hit if mask is None else pc.and_(mask, hit)
+            batch = batch.filter(mask)
+            if wanted is not None and len(read) > len(wanted):
+                batch = batch.select([name for name in batch.schema.names if name in _top(wanted)])
+        yield batch
+
+
+def _top(columns: list[str]) -> set[str]:
+    """Top-level names of (possibly nested) column paths."""
+    return {c.split(".", 1)[0] for c in columns}
+
+
+def iter_rows(path: str | Path, columns: list[str] | None = None, where: Where | None = None) -> Iterator[dict]:
+    """``iter_batches`` as plain dict rows."""
+    for batch in iter_batches(path, columns, where):
+        yield from batch.to_pylist()
+
+
+def _whole(columns: list[str] | None, where: Where | None) -> bool:
+    """Whether ``pq.read_table`` can read it all at once (multithreaded): no filter, no nested path."""
+    return not where and not any("." in c for c in columns or ())
+
+
+def read_table(path: str | Path, columns: list[str] | None = None, where: Where | None = None) -> pa.Table:
+    """The matching rows as one Arrow table."""
+    if _whole(columns, where):
+        return pq.read_table(path, columns=columns)
+    batches = list(iter_batches(path, columns, where))
+    if not batches:  # a file without rows
+        return pq.read_table(path, columns=sorted(_top(columns)) if columns else None)
+    return pa.Table.from_batches(batches)
+
+
+def read_rows(path: str | Path, columns: list[str] | None = None, where: Where | None = None) -> list[dict]:
+    """The matching rows as plain dicts, in file order."""
+    if _whole(columns, where):
+        return pq.read_table(path, columns=columns).to_pylist()
+    return [row for batch in iter_batches(path, columns, where) for row in batch.to_pylist()]
+
+
+def num_rows(path: str | Path) -> int:
+    """Rows in a parquet artifact, from its footer (nothing else is read)."""
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+def read_round_input(
+    path: str | Path,
+    stage: str,
+    variant: str,
+    round_: int,
+    seed: int,
+    columns: list[str] | None = None,
+    where: Where | None = None,
+) -> list[dict[str, Any]]:
+    """``read_rows`` of an artifact that ``factory <stage>`` writes for one round of a chain; when it is
+    missing, an error that names the command to run first."""
+    require(path, f"run `factory {stage} --variant {variant} --round {round_} --seed {seed}` first")
+    return read_rows(path, columns, where)
+
+
+def require(path: str | Path, what_to_do: str) -> Path:
+    """``path``, or a FactoryError saying it is missing and what to run."""
+    if not Path(path).exists():
+        raise FactoryError(f"{path} is missing: {what_to_do}")
+    return Path(path)
