@@ -94,8 +94,9 @@ def serve(port: int) -> None:
     from tests.mock_openai_server import MockState, make_app
 
     state = MockState(script=lambda messages, model: mock_reply(messages), record=False)
-    uvicorn.run(make_app(state), host="127.0.0.1", port=port, log_level="warning", backlog=2048,
-                access_log=False)
+    uvicorn.run(
+        make_app(state), host="127.0.0.1", port=port, log_level="warning", backlog=2048, access_log=False
+    )
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
@@ -198,12 +199,23 @@ def rows_written(folder: Path, stage: str) -> int:
 
 
 def run_stage(folder: Path, args: list[str], log_path: Path) -> dict:
-    env = {**os.environ, "OPENAI_API_KEY": "bench", "FACTORY_NO_PROGRESS": "1", "HF_HUB_OFFLINE": "1",
-           "TOKENIZERS_PARALLELISM": "false", "GX_ANALYTICS_ENABLED": "false"}
+    env = {
+        **os.environ,
+        "OPENAI_API_KEY": "bench",
+        "FACTORY_NO_PROGRESS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "GX_ANALYTICS_ENABLED": "false",
+    }
     start = time.perf_counter()
     with log_path.open("w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "factory.cli", *args], cwd=folder, env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "factory.cli", *args],
+            cwd=folder,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         sampler = TreeSampler(proc.pid)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
@@ -212,12 +224,16 @@ def run_stage(folder: Path, args: list[str], log_path: Path) -> dict:
     if proc.returncode != 0:
         tail = log_path.read_text()[-3000:]
         raise RuntimeError(f"factory {' '.join(args)} failed ({proc.returncode}):\n{tail}")
-    return {"wall_s": wall, "peak_rss": max(peak, usage.ru_maxrss * 1024),
-            "cpu_s": usage.ru_utime + usage.ru_stime}
+    return {
+        "wall_s": wall,
+        "peak_rss": max(peak, usage.ru_maxrss * 1024),
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+    }
 
 
 def work_of(folder: Path, stage: str, rows: int) -> tuple[float, str]:
     """(how much work the stage did, its unit)."""
+
     def metrics(name: str) -> dict:
         return json.loads((folder / "metrics" / name).read_text())
 
@@ -243,9 +259,12 @@ def run_size(fraction: float, out: Path, base_url: str) -> dict:
     (folder / "logs").mkdir(parents=True)
     t = time.perf_counter()
     corpora = scale_corpora.build(folder / "corpora", fraction)
-    print(f"\n== {fraction:g} of the full corpora: "
-          + ", ".join(f"{ds} {c['questions']:,} questions" for ds, c in corpora.items())
-          + f" (written in {time.perf_counter() - t:.0f} s)", flush=True)
+    print(
+        f"\n== {fraction:g} of the full corpora: "
+        + ", ".join(f"{ds} {c['questions']:,} questions" for ds, c in corpora.items())
+        + f" (written in {time.perf_counter() - t:.0f} s)",
+        flush=True,
+    )
     round_questions = max(50, round(ROUND_QUESTIONS_FULL * fraction))
     write_params(folder, corpora, round_questions, base_url)
     results = {}
@@ -257,11 +276,19 @@ def run_size(fraction: float, out: Path, base_url: str) -> dict:
         r["work"], r["unit"] = work_of(folder, stage, r["rows"])
         results[stage] = r
         per_call = f"{1000 * r['cpu_s'] / r['calls']:.2f} ms CPU/call" if r["calls"] else ""
-        print(f"  {stage:<16} {r['wall_s']:8.1f} s  {r['peak_rss'] / GB:6.2f} GB  {r['cpu_s']:8.1f} s CPU  "
-              f"{r['rows']:>10,} rows  {r['calls']:>8,} calls  {per_call}", flush=True)
+        print(
+            f"  {stage:<16} {r['wall_s']:8.1f} s  {r['peak_rss'] / GB:6.2f} GB  {r['cpu_s']:8.1f} s CPU  "
+            f"{r['rows']:>10,} rows  {r['calls']:>8,} calls  {per_call}",
+            flush=True,
+        )
     passages = json.loads((folder / "metrics/ingest.json").read_text())["total"]["passages"]
-    return {"fraction": fraction, "round_questions": round_questions, "passages": passages,
-            "questions": sum(c["questions"] for c in corpora.values()), "stages": results}
+    return {
+        "fraction": fraction,
+        "round_questions": round_questions,
+        "passages": passages,
+        "questions": sum(c["questions"] for c in corpora.values()),
+        "stages": results,
+    }
 
 
 def exponent(small: dict, large: dict, stage: str) -> tuple[float | None, str]:
@@ -276,10 +303,12 @@ def exponent(small: dict, large: dict, stage: str) -> tuple[float | None, str]:
 
 
 def report(small: dict, large: dict) -> None:
-    print(f"\nGrowth from {small['fraction']:g} to {large['fraction']:g} of the full corpora "
-          f"({small['questions']:,} -> {large['questions']:,} questions, {small['passages']:,} -> "
-          f"{large['passages']:,} passages, {small['round_questions']:,} -> {large['round_questions']:,} "
-          "a round)")
+    print(
+        f"\nGrowth from {small['fraction']:g} to {large['fraction']:g} of the full corpora "
+        f"({small['questions']:,} -> {large['questions']:,} questions, {small['passages']:,} -> "
+        f"{large['passages']:,} passages, {small['round_questions']:,} -> {large['round_questions']:,} "
+        "a round)"
+    )
     print(f"  {'stage':<16} {'work':>26} {'time':>17} {'exponent':>9}  {'peak RSS':>16}  target")
     worst = 0.0
     for stage in large["stages"]:
@@ -288,19 +317,26 @@ def report(small: dict, large: dict) -> None:
         work = f"{a['work']:,.0f} -> {b['work']:,.0f}"
         shown = "n/a" if e is None else f"{e:.2f}"
         target = "<= 1.1 in work" if against == "work" else "fixed work: vs corpus"
-        print(f"  {stage:<16} {work:>26} {a['wall_s']:7.1f} -> {b['wall_s']:6.1f} s {shown:>9}  "
-              f"{a['peak_rss'] / GB:5.2f} -> {b['peak_rss'] / GB:5.2f} GB  {target}")
+        print(
+            f"  {stage:<16} {work:>26} {a['wall_s']:7.1f} -> {b['wall_s']:6.1f} s {shown:>9}  "
+            f"{a['peak_rss'] / GB:5.2f} -> {b['peak_rss'] / GB:5.2f} GB  {target}"
+        )
         worst = max(worst, b["peak_rss"])
     traj = large["stages"]["trajectories"]
-    print(f"  factory CPU per LLM call (trajectories, {traj['calls']:,} calls): "
-          f"{1000 * traj['cpu_s'] / max(traj['calls'], 1):.2f} ms (target <= 1 ms)")
+    print(
+        f"  factory CPU per LLM call (trajectories, {traj['calls']:,} calls): "
+        f"{1000 * traj['cpu_s'] / max(traj['calls'], 1):.2f} ms (target <= 1 ms)"
+    )
     print(f"  largest peak RSS: {worst / GB:.2f} GB (target <= 4 GB)")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=float, nargs=2, default=[0.02, 0.08],
-                        help="two fractions of the full corpora")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--sizes", type=float, nargs=2, default=[0.02, 0.08], help="two fractions of the full corpora"
+    )
     parser.add_argument("--full", action="store_true", help="0.25 and 1.0 of the full corpora")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "out" / "scale")
     parser.add_argument("--keep", action="store_true", help="keep the corpora and runs under --out")

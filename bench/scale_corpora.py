@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import msgspec
@@ -31,7 +31,7 @@ FILE_RECORDS = 90_000  # HotpotQA's train file holds 90,447 records (566 MB)
 _ENCODER = msgspec.json.Encoder()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(dataset: str) -> list[dict]:
     records = []
     for name in SOURCES[dataset]:

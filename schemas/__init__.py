@@ -28,7 +28,16 @@ from schemas.contracts import (
     TRAJECTORY,
     TRIPLET,
 )
-from schemas.read import iter_batches, iter_rows, num_rows, read_round_input, read_rows, read_table, require
+from schemas.read import (
+    columns_except,
+    iter_batches,
+    iter_rows,
+    num_rows,
+    read_round_input,
+    read_rows,
+    read_table,
+    require,
+)
 from schemas.validate import SchemaError, to_table, validate_table
 from schemas.write import ROW_GROUP_SIZE, ParquetStream, write_parquet, write_parquet_batches
 
@@ -53,6 +62,7 @@ __all__ = [
     "TRIPLET",
     "ParquetStream",
     "SchemaError",
+    "columns_except",
     "iter_batches",
     "iter_rows",
     "num_rows",

@@ -59,7 +59,9 @@ def _top(columns: list[str]) -> set[str]:
     return {c.split(".", 1)[0] for c in columns}
 
 
-def iter_rows(path: str | Path, columns: list[str] | None = None, where: Where | None = None) -> Iterator[dict]:
+def iter_rows(
+    path: str | Path, columns: list[str] | None = None, where: Where | None = None
+) -> Iterator[dict]:
     """``iter_batches`` as plain dict rows."""
     for batch in iter_batches(path, columns, where):
         yield from batch.to_pylist()
@@ -85,6 +87,19 @@ def read_rows(path: str | Path, columns: list[str] | None = None, where: Where |
     if _whole(columns, where):
         return pq.read_table(path, columns=columns).to_pylist()
     return [row for batch in iter_batches(path, columns, where) for row in batch.to_pylist()]
+
+
+def columns_except(schema: pa.Schema, column: str, fields: Collection[str]) -> list[str]:
+    """Every column of ``schema``, with the list-of-struct ``column`` read without ``fields`` (e.g. a
+    trajectory's steps without their prompts: ``columns_except(TRAJECTORY, "steps", ["messages"])``)."""
+    out = []
+    for field in schema:
+        if field.name != column:
+            out.append(field.name)
+            continue
+        struct = field.type.value_type
+        out += [f"{column}.list.element.{child.name}" for child in struct if child.name not in fields]
+    return out
 
 
 def num_rows(path: str | Path) -> int:

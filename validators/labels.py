@@ -61,10 +61,19 @@ def labels_specs(
     target_modes: Sequence[str],
 ) -> list[SuiteSpec]:
     """The suite of the backtrace gate (see module doc)."""
+    trajectory_count = len({t["trajectory_id"] for t in trajectories})
+    return labels_suite(labels_frame(trajectories, labels), trajectory_count, modes, target_modes)
+
+
+def labels_suite(
+    frame: pd.DataFrame, trajectory_count: int, modes: Sequence[str], target_modes: Sequence[str]
+) -> list[SuiteSpec]:
+    """The gate over a labels frame (``labels_frame`` of the whole round, or of its batches
+    concatenated: each batch's labels checked against the trajectories they came from)."""
     import great_expectations as gx
 
     E = gx.expectations
-    expected_rows = len({t["trajectory_id"] for t in trajectories}) * len(set(modes)) * len(set(target_modes))
+    expected_rows = trajectory_count * len(set(modes)) * len(set(target_modes))
     suite = [
         E.ExpectTableRowCountToEqual(value=expected_rows),
         E.ExpectColumnValuesToBeUnique(column="key"),
@@ -82,4 +91,4 @@ def labels_specs(
             "path_consistent",
         )
     ]
-    return [SuiteSpec("labels", labels_frame(trajectories, labels), suite)]
+    return [SuiteSpec("labels", frame, suite)]

@@ -217,7 +217,8 @@ def _generate_continuously(
         ordered = [
             key
             for q in questions
-            for key in [(q["question_id"], s, False) for s in range(samples)] + [(q["question_id"], samples, True)]
+            for key in [(q["question_id"], s, False) for s in range(samples)]
+            + [(q["question_id"], samples, True)]
             if key in done
         ]
         journal.finish(ordered)

@@ -114,10 +114,10 @@ class Journal:
     plan discards them. A line is written with one ``write`` call, so a killed process leaves at
     most one torn last line, which is dropped (and cut off the file) when the journal is opened
     again. Records stay on disk: the journal keeps each one's place in the file (``key(record)`` ->
-    offset and length, and what ``keep`` keeps of it), and ``finish`` writes the final file in the caller's plan order a row group
-    at a time, reading the lines back, then removes the folder. Records go through JSON and back
-    unchanged (plain str/int/float/bool/None, lists and dicts), so the final file has the same
-    bytes however many times the run was resumed.
+    offset and length, and what ``keep`` keeps of it), and ``finish`` writes the final file in the
+    caller's plan order a row group at a time, reading the lines back, then removes the folder.
+    Records go through JSON and back unchanged (plain str/int/float/bool/None, lists and dicts), so
+    the final file has the same bytes however many times the run was resumed.
     """
 
     NAME = "journal.jsonl"
@@ -159,7 +159,7 @@ class Journal:
         self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
 
     def _read(self) -> int:
-        """Index the journal's whole lines (what ``keep`` keeps of each goes to ``kept``); returns the size."""
+        """Index the journal's whole lines (``keep`` of each goes to ``kept``); returns the size kept."""
         if not self.path.exists():
             return 0
         good = 0

@@ -1,49 +1,72 @@
 """The backtrace stage's metrics: label statistics per mode x target mode, overall, by dataset and by
-route."""
+route. They accumulate a labels row at a time (``LabelSummary.add``), so the stage never holds the
+rows as dicts."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Mapping
 from typing import Any
 
 
-def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+class _Stats:
+    def __init__(self) -> None:
+        self.n = self.correct = self.no_path = self.no_path_correct = self.admin = 0
+        self.kept = self.triplets = self.filtered = self.total = 0
+        self.fa = 0.0
 
+    def add(self, r: Mapping, triplets: int) -> None:
+        self.n += 1
+        self.no_path += 0 if r["path_found"] else 1
+        self.kept += len(r["kept_triplet_ids"])
+        self.triplets += triplets
+        self.admin += r["admin_dropped"]
+        if r["correct"]:
+            self.correct += 1
+            self.fa += r["fa_ratio"]
+            self.no_path_correct += 0 if r["path_found"] else 1
+            self.filtered += r["filtered_tokens"]
+            self.total += r["total_tokens"]
 
-def _stats(rows: list[dict], triplets: dict[str, int]) -> dict[str, Any]:
-    correct = [r for r in rows if r["correct"]]
-    return {
-        "trajectories": len(rows),
-        "correct": len(correct),
-        "mean_fa_ratio_correct": _mean([r["fa_ratio"] for r in correct]),
-        "no_path_share": _mean([0.0 if r["path_found"] else 1.0 for r in rows]),
-        "no_path_share_correct": _mean([0.0 if r["path_found"] else 1.0 for r in correct]),
-        "mean_kept_triplets": _mean([float(len(r["kept_triplet_ids"])) for r in rows]),
-        "mean_triplets": _mean([float(triplets[r["trajectory_id"]]) for r in rows]),
-        "admin_dropped": sum(r["admin_dropped"] for r in rows),
-        "filtered_tokens_correct": sum(r["filtered_tokens"] for r in correct),
-        "total_tokens_correct": sum(r["total_tokens"] for r in correct),
-    }
+    def result(self) -> dict[str, Any]:
+        def mean(total: float, count: int) -> float | None:
+            return total / count if count else None
 
-
-def summarise(trajectories: list[dict], labels: list[dict]) -> dict[str, Any]:
-    """Per 'mode/target_mode': stats overall, by dataset and by route."""
-    meta = {t["trajectory_id"]: (t["dataset"], t["route"]) for t in trajectories}
-    triplets = {t["trajectory_id"]: len(t["triplets"]) for t in trajectories}
-    groups: dict[str, list[dict]] = defaultdict(list)
-    for r in labels:
-        groups[f"{r['mode']}/{r['target_mode']}"].append(r)
-    out = {}
-    for key, rows in sorted(groups.items()):
-        by_dataset, by_route = defaultdict(list), defaultdict(list)
-        for r in rows:
-            dataset, route = meta[r["trajectory_id"]]
-            by_dataset[dataset].append(r)
-            by_route[route].append(r)
-        out[key] = {
-            "all": _stats(rows, triplets),
-            "by_dataset": {k: _stats(v, triplets) for k, v in sorted(by_dataset.items())},
-            "by_route": {k: _stats(v, triplets) for k, v in sorted(by_route.items())},
+        return {
+            "trajectories": self.n,
+            "correct": self.correct,
+            "mean_fa_ratio_correct": mean(self.fa, self.correct),
+            "no_path_share": mean(float(self.no_path), self.n),
+            "no_path_share_correct": mean(float(self.no_path_correct), self.correct),
+            "mean_kept_triplets": mean(float(self.kept), self.n),
+            "mean_triplets": mean(float(self.triplets), self.n),
+            "admin_dropped": self.admin,
+            "filtered_tokens_correct": self.filtered,
+            "total_tokens_correct": self.total,
         }
-    return out
+
+
+class LabelSummary:
+    """Per 'mode/target_mode': stats overall, by dataset and by route. ``meta`` maps a trajectory id
+    to (dataset, route, number of triplets)."""
+
+    def __init__(self, meta: Mapping[str, tuple[str, str, int]]):
+        self.meta = meta
+        self.groups: dict[str, tuple[_Stats, dict[str, _Stats], dict[str, _Stats]]] = {}
+
+    def add(self, r: Mapping) -> None:
+        dataset, route, triplets = self.meta[r["trajectory_id"]]
+        key = f"{r['mode']}/{r['target_mode']}"
+        overall, by_dataset, by_route = self.groups.setdefault(key, (_Stats(), {}, {}))
+        overall.add(r, triplets)
+        by_dataset.setdefault(dataset, _Stats()).add(r, triplets)
+        by_route.setdefault(route, _Stats()).add(r, triplets)
+
+    def result(self) -> dict[str, Any]:
+        return {
+            key: {
+                "all": overall.result(),
+                "by_dataset": {k: v.result() for k, v in sorted(by_dataset.items())},
+                "by_route": {k: v.result() for k, v in sorted(by_route.items())},
+            }
+            for key, (overall, by_dataset, by_route) in sorted(self.groups.items())
+        }

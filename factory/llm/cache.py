@@ -106,8 +106,8 @@ class ResponseCache:
                     "identity TEXT NOT NULL, UNIQUE (backend, identity))"
                 )
                 self._write.execute(
-                    "CREATE TABLE IF NOT EXISTS entries (key BLOB NOT NULL UNIQUE, identity INTEGER NOT NULL, "
-                    "response TEXT NOT NULL, created REAL NOT NULL)"
+                    "CREATE TABLE IF NOT EXISTS entries (key BLOB NOT NULL UNIQUE, "
+                    "identity INTEGER NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"
                 )
                 self._migrate()
                 self._read.execute("SELECT 1 FROM entries LIMIT 1").fetchall()
@@ -121,7 +121,9 @@ class ResponseCache:
         """Entries of the first layout (table ``responses``, hex text keys) move to ``entries``."""
         if not self._write.execute("SELECT 1 FROM sqlite_master WHERE name = 'responses'").fetchall():
             return
-        rows = self._write.execute("SELECT key, backend, identity, response, created FROM responses").fetchall()
+        rows = self._write.execute(
+            "SELECT key, backend, identity, response, created FROM responses"
+        ).fetchall()
         self._write.execute("BEGIN IMMEDIATE")
         try:
             self._insert([(bytes.fromhex(k), b, i, r, c) for k, b, i, r, c in rows])
@@ -204,7 +206,14 @@ class ResponseCache:
                 "latency_s": resp.latency_s,
                 "finish_reason": resp.finish_reason,
             }
-            rows.append((bytes.fromhex(key), backend, identity, json.dumps(record, sort_keys=True, ensure_ascii=False)))
+            rows.append(
+                (
+                    bytes.fromhex(key),
+                    backend,
+                    identity,
+                    json.dumps(record, sort_keys=True, ensure_ascii=False),
+                )
+            )
         if not rows:
             return
         with self._lock:

@@ -279,7 +279,7 @@ class OpenAILLM(ServedModels):
                         if response.text.strip() or response.finish_reason == "length":
                             return response
                         reason, last_detail = "empty completion", "the server returned no text"
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     reason, last_detail = "timeout", f"no reply within {self.timeout_s:g} s"
                 except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body
                     reason, last_detail = "connection error", type(exc).__name__

@@ -101,7 +101,9 @@ class BM25Builder:
 
     def finish(self) -> DatasetIndex:
         """The CSC score matrix (token-major, documents ascending within a token), as bm25s builds it."""
-        doc, tok, tf = (self._entries(n, d) for n, d in (("doc", np.int32), ("tok", np.int32), ("tf", np.float32)))
+        doc, tok, tf = (
+            self._entries(n, d) for n, d in (("doc", np.int32), ("tok", np.int32), ("tf", np.float32))
+        )
         n_vocab, n_docs = len(self.vocab), self.num_docs
         lengths = np.concatenate(self.lengths) if self.lengths else np.array([], dtype=np.int64)
         df = np.bincount(tok, minlength=n_vocab)
@@ -117,7 +119,11 @@ class BM25Builder:
         data = np.empty(len(tok), dtype=np.float32)
         step = 1 << 22
         for s in range(0, len(tok), step):
-            t, d, f = np.asarray(tok[s : s + step]), np.asarray(doc[s : s + step]), np.asarray(tf[s : s + step], dtype=np.float64)
+            t, d, f = (
+                np.asarray(tok[s : s + step]),
+                np.asarray(doc[s : s + step]),
+                np.asarray(tf[s : s + step], dtype=np.float64),
+            )
             data[s : s + step] = idf[t].astype(np.float64) * (f / (norm[d] + f))
         order = np.argsort(tok, kind="stable")  # entries are doc-major: stable keeps docs ascending
         indptr = np.zeros(n_vocab + 1, dtype=np.int64)
@@ -129,8 +135,9 @@ class BM25Builder:
         token_of = np.repeat(np.arange(n_vocab, dtype=np.int32), df)
         impact = np.lexsort((indices, -data, token_of))
         del token_of
-        return DatasetIndex(data, indices, indptr, dict(self.vocab), data[impact], indices[impact], n_docs,
-                            self.k1, self.b)
+        return DatasetIndex(
+            data, indices, indptr, dict(self.vocab), data[impact], indices[impact], n_docs, self.k1, self.b
+        )
 
     def close(self) -> None:
         for fh in (self._files or {}).values():
@@ -153,17 +160,26 @@ class DatasetIndex:
     def save(self, folder: Path) -> None:
         """bm25s's files (``bm25s.BM25.load(folder, mmap=True)`` reads them) plus the impact-ordered lists."""
         folder.mkdir(parents=True, exist_ok=True)
-        for name, values in zip(FILES + IMPACT_FILES,
-                                (self.data, self.indices, self.indptr, self.impact_data, self.impact_indices)):
+        for name, values in zip(
+            FILES + IMPACT_FILES,
+            (self.data, self.indices, self.indptr, self.impact_data, self.impact_indices),
+        ):
             np.save(folder / name, values)
         vocab = dict(self.vocab)
         vocab.setdefault("", len(vocab))  # bm25s's empty token (it never matches a query token)
         (folder / "vocab.index.json").write_text(json.dumps(vocab, ensure_ascii=False))
         reference = bm25s.BM25(k1=self.k1, b=self.b)
         params = {
-            "k1": self.k1, "b": self.b, "delta": reference.delta, "method": reference.method,
-            "idf_method": reference.idf_method, "dtype": reference.dtype, "int_dtype": reference.int_dtype,
-            "num_docs": self.num_docs, "version": bm25s.__version__, "backend": reference.backend,
+            "k1": self.k1,
+            "b": self.b,
+            "delta": reference.delta,
+            "method": reference.method,
+            "idf_method": reference.idf_method,
+            "dtype": reference.dtype,
+            "int_dtype": reference.int_dtype,
+            "num_docs": self.num_docs,
+            "version": bm25s.__version__,
+            "backend": reference.backend,
         }
         (folder / "params.index.json").write_text(json.dumps(params, indent=4))
 
@@ -175,8 +191,17 @@ class DatasetIndex:
         vocab = json.loads((folder / "vocab.index.json").read_text(encoding="utf-8"))
         vocab.pop("", None)
         params = json.loads((folder / "params.index.json").read_text())
-        return DatasetIndex(data, indices, indptr, vocab, impact_data, impact_indices, params["num_docs"],
-                            params["k1"], params["b"])
+        return DatasetIndex(
+            data,
+            indices,
+            indptr,
+            vocab,
+            impact_data,
+            impact_indices,
+            params["num_docs"],
+            params["k1"],
+            params["b"],
+        )
 
     def token_ids(self, query: str) -> list[int]:
         """The query's known tokens, in order, repeats kept (each adds its score again, as in bm25s)."""
@@ -219,7 +244,9 @@ class DatasetIndex:
         scores = np.empty(0, dtype=np.float32)
         theta = 0.0
         for block in (8, 32):
-            fresh = [self.impact_indices[a : min(a + block, b)] for a, b in zip(taken.tolist(), ends.tolist())]
+            fresh = [
+                self.impact_indices[a : min(a + block, b)] for a, b in zip(taken.tolist(), ends.tolist())
+            ]
             taken = np.minimum(taken + block, ends)
             new = _distinct(np.concatenate(fresh)).astype(np.int64)
             if len(docs):
@@ -231,7 +258,9 @@ class DatasetIndex:
                 return docs, scores
             if len(docs) >= k:
                 theta = float(np.partition(scores, len(docs) - k)[len(docs) - k])
-                bound = float(np.sum(repeats[left] * np.asarray(self.impact_data[taken[left]], dtype=np.float64)))
+                bound = float(
+                    np.sum(repeats[left] * np.asarray(self.impact_data[taken[left]], dtype=np.float64))
+                )
                 if bound * (1 + 1e-4) < theta:  # margin: float32 rounding of the summed scores
                     return docs, scores
         maxima = repeats * np.asarray(self.impact_data[starts], dtype=np.float64)
@@ -292,8 +321,12 @@ class BM25Retriever:
         for dataset in store.datasets:
             builder = BM25Builder(k1, b)
             table = store.tables[dataset]
-            builder.add([f"{t}. {x}" for t, x in zip(table.column("title").to_pylist(),
-                                                     table.column("text").to_pylist())])
+            builder.add(
+                [
+                    f"{t}. {x}"
+                    for t, x in zip(table.column("title").to_pylist(), table.column("text").to_pylist())
+                ]
+            )
             indexes[dataset] = builder.finish()
         return BM25Retriever(indexes, store)
 
@@ -306,7 +339,9 @@ class BM25Retriever:
     def load(index_dir: str | Path, store: PassageStore | None = None) -> BM25Retriever:
         root = Path(index_dir) / "bm25"
         if not root.exists():
-            raise FactoryError(f"no BM25 index under {root}: run `factory index` (or `dvc repro index`) first")
+            raise FactoryError(
+                f"no BM25 index under {root}: run `factory index` (or `dvc repro index`) first"
+            )
         store = store if store is not None else PassageStore.open(index_dir)
         indexes = {f.name: DatasetIndex.load(f) for f in sorted(p for p in root.iterdir() if p.is_dir())}
         return BM25Retriever(indexes, store)

@@ -54,7 +54,10 @@ class DenseRetriever:
         vectors = {}
         for dataset in store.datasets:
             table = store.tables[dataset]
-            texts = [f"{t}. {x}" for t, x in zip(table.column("title").to_pylist(), table.column("text").to_pylist())]
+            texts = [
+                f"{t}. {x}"
+                for t, x in zip(table.column("title").to_pylist(), table.column("text").to_pylist())
+            ]
             vectors[dataset] = model.encode(
                 texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False
             ).astype(np.float32)

@@ -91,10 +91,13 @@ class PassageStore(Mapping):
         """The store of an index folder, memory-mapped."""
         folder = Path(index_dir) / FOLDER
         if not (folder / "datasets.json").exists():
-            raise FactoryError(f"no passage store under {folder}: run `factory index` (or `dvc repro index`) first")
+            raise FactoryError(
+                f"no passage store under {folder}: run `factory index` (or `dvc repro index`) first"
+            )
         names = json.loads((folder / "datasets.json").read_text())
         tables = {
-            ds: pa.ipc.open_file(pa.memory_map(str(folder / f"{ds}.arrow"))).read_all() for ds in sorted(names)
+            ds: pa.ipc.open_file(pa.memory_map(str(folder / f"{ds}.arrow"))).read_all()
+            for ds in sorted(names)
         }
         keys = np.load(folder / "keys.npy", mmap_mode="r")
         where = np.load(folder / "where.npy", mmap_mode="r")
@@ -110,8 +113,13 @@ class PassageStore(Mapping):
                 seen.add(p["pid"])
                 sentences = list(p.get("sentences") or [])
                 by_dataset.setdefault(p["dataset"], []).append(
-                    {"pid": p["pid"], "dataset": p["dataset"], "title": p["title"],
-                     "text": p.get("text") or join_sentences(sentences), "sentences": sentences}
+                    {
+                        "pid": p["pid"],
+                        "dataset": p["dataset"],
+                        "title": p["title"],
+                        "text": p.get("text") or join_sentences(sentences),
+                        "sentences": sentences,
+                    }
                 )
         names = sorted(by_dataset)
         tables = {ds: pa.Table.from_pylist(by_dataset[ds], schema=PASSAGE) for ds in names}
@@ -192,15 +200,18 @@ class PassageStore(Mapping):
                 yield from chunk.to_pylist()
 
 
-def _write_keys(folder: Path, pieces: list[tuple[str, int, np.ndarray]], counts: dict[str, int],
-                source: object) -> None:
+def _write_keys(
+    folder: Path, pieces: list[tuple[str, int, np.ndarray]], counts: dict[str, int], source: object
+) -> None:
     """keys.npy (every pid, sorted), where.npy (its dataset's rank << 32 | position), datasets.json."""
     index_of = {ds: i for i, ds in enumerate(sorted(counts))}
     keys = np.concatenate([k for _, _, k in pieces]) if pieces else np.array([], dtype="S1")
     where = (
         np.concatenate(
-            [(np.int64(index_of[ds]) << 32) | np.arange(start, start + len(k), dtype=np.int64)
-             for ds, start, k in pieces]
+            [
+                (np.int64(index_of[ds]) << 32) | np.arange(start, start + len(k), dtype=np.int64)
+                for ds, start, k in pieces
+            ]
         )
         if pieces
         else np.array([], dtype=np.int64)

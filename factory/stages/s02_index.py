@@ -33,7 +33,8 @@ def run(params: Params) -> None:
         "passages": counts,
         "recall_sample": {"per_dataset": i.recall_questions, "seed": i.recall_seed, "questions": sampled},
         "recall": {
-            scope: supporting_recall(retriever, questions, i.recall_at, scope) for scope in ("question", "pooled")
+            scope: supporting_recall(retriever, questions, i.recall_at, scope)
+            for scope in ("question", "pooled")
         },
     }
     write_json(paths.METRICS / "retrieval.json", report)

@@ -10,6 +10,7 @@ from factory import paths
 from factory.cli import main
 from factory.config import BACKTRACE_MODES, TARGET_MODES, Params
 from factory.errors import FactoryError
+from factory.retrieval.store import PassageStore
 from factory.simulate.trajectories import sample_questions, simulate
 from schemas import LABELS, read_rows, write_parquet
 from validators import GateFailed, run_suites
@@ -174,7 +175,7 @@ def test_answer_passage_rule_reads_the_grounding_passages(tmp_path, monkeypatch,
     write_round([traj])
     params = Params(backtrace={"modes": ["undirected_shortest"], "target_modes": ["gold_answer"]})
     off = s05_backtrace.run(params, V, R)
-    assert not off["answer_passage"] and "passages.parquet is missing" in off["answer_passage_off_reason"]
+    assert not off["answer_passage"] and "no passage store" in off["answer_passage_off_reason"]
     assert read_rows(paths.labels(V, R))[0]["target_entities"] == []  # the answer names no node
     passage = {
         "pid": pid,
@@ -183,7 +184,7 @@ def test_answer_passage_rule_reads_the_grounding_passages(tmp_path, monkeypatch,
         "text": "It made 42 widgets.",
         "sentences": ["It made 42 widgets."],
     }
-    write_parquet([passage], paths.PASSAGES, "passage")
+    PassageStore.from_rows([passage]).save(paths.INDEX_DIR)
     on = s05_backtrace.run(params, V, R)
     assert on["answer_passage"] and on["answer_passage_off_reason"] is None
     row = read_rows(paths.labels(V, R))[0]
