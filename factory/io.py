@@ -75,11 +75,16 @@ def write_json(path: str | Path, data: Any) -> Path:
     )
 
 
+def jsonl_line(row: dict) -> str:
+    """One JSONL line: sorted keys, UTF-8 as is."""
+    return json.dumps(row, ensure_ascii=False, sort_keys=True) + "\n"
+
+
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
-    """One JSON object per line (sorted keys), streamed to the temporary file and renamed when whole."""
+    """One JSON object per line, streamed to the temporary file and renamed when whole."""
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
         for r in rows:
-            fh.write(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n")
+            fh.write(jsonl_line(r))
     return Path(path)
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from factory.agent.format import parse_complete, parse_explore, render_complete, render_explore, render_final
 from factory.errors import FactoryError
-from factory.variants import accumulated, build_examples, build_set, kept_units
+from factory.variants.kept import kept_units
+from factory.variants.sets import accumulated, build_examples, build_set
 from schemas import SUPERVISION, TRAJECTORY, to_table, write_parquet
 
 # iterations: list of explore steps; each a list of pairs (entity, relation, [triplets (s, r, o)], retrieved

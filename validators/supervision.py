@@ -2,7 +2,7 @@
 
 - example ids are unique; every example ends with the assistant turn; kept units <= generated units;
 - the random control removes exactly as many pairs and triplets per trajectory as backtracing does
-  (both computed with ``factory.variants.kept_units`` for the round's correct trajectories, in every
+  (both computed with ``factory.variants.kept.kept_units`` for the round's correct trajectories, in every
   variant's run, so a drift in either is caught wherever it shows);
 - leakage (validators.leakage, also checked at ingest): no example comes from a held-out or test
   question, by question id AND by normalised question text (an example whose question is unknown to
@@ -15,17 +15,25 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from factory.variants import kept_units
+from factory.variants.kept import kept_units
 from validators import SuiteSpec
 from validators.leakage import eval_question_texts
 
 
-def leakage_frame(examples: Sequence[Mapping], questions: Iterable[Mapping]) -> pd.DataFrame:
+class QuestionSplits:
+    """Each question's split by id, and the normalised texts of the evaluation questions."""
+
+    def __init__(self, questions: Iterable[Mapping]):
+        questions = list(questions)
+        self.split_by_id = {q["question_id"]: q["split"] for q in questions}
+        self.eval_norms = eval_question_texts(questions)
+
+
+def leakage_frame(examples: Sequence[Mapping], questions: Iterable[Mapping] | QuestionSplits) -> pd.DataFrame:
     """Per example: its question's split (``unknown`` if absent) and whether its text is an eval
     question's."""
-    questions = list(questions)
-    split_by_id = {q["question_id"]: q["split"] for q in questions}
-    eval_norms = eval_question_texts(questions)
+    splits = questions if isinstance(questions, QuestionSplits) else QuestionSplits(questions)
+    split_by_id, eval_norms = splits.split_by_id, splits.eval_norms
     return pd.DataFrame(
         {
             "example_id": pd.Series([e["example_id"] for e in examples], dtype=object),
@@ -105,6 +113,13 @@ def supervision_specs(
     seed: int,
 ) -> list[SuiteSpec]:
     """The suites of the variants gate (see module doc)."""
+    return supervision_suites(
+        leakage_frame(examples, questions), matching_frame(trajectories, labels_by_tid, seed)
+    )
+
+
+def supervision_suites(examples_frame: pd.DataFrame, matching: pd.DataFrame) -> list[SuiteSpec]:
+    """The variants gate over its two frames (whole, or the frames of the set's batches concatenated)."""
     import great_expectations as gx
 
     E = gx.expectations
@@ -122,6 +137,6 @@ def supervision_specs(
         E.ExpectColumnValuesToBeInSet(column="removed_equal", value_set=[True]),
     ]
     return [
-        SuiteSpec("examples", leakage_frame(examples, questions), examples_suite),
-        SuiteSpec("random_matching", matching_frame(trajectories, labels_by_tid, seed), matching_suite),
+        SuiteSpec("examples", examples_frame, examples_suite),
+        SuiteSpec("random_matching", matching, matching_suite),
     ]

@@ -35,6 +35,7 @@ from factory.errors import FactoryError
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
 from factory.metrics import exact_match, f1
 from factory.splits import unit_hash
+from schemas import read_rows
 
 RANDOM_CONDITION = "without_random"
 CLOSED_BOOK = "closed_book"
@@ -342,10 +343,13 @@ def counterfactual_round(
     out_path,
     desc: str = "counterfactual",
     on_shard: Callable[[int], None] | None = None,
+    correct: int | None = None,
 ) -> RoundResult:
     """Re-ask the selected correct trajectories under every condition; rows written to ``out_path``.
 
     ``sq_by_tid``: S_q (kept triplet ids) of every correct trajectory; a missing one is an error.
+    ``trajectories`` may be the selection already (``select_trajectories`` of the round's ids, the
+    stage reads only those); ``correct`` is then the round's number of correct trajectories.
     """
     selected = select_trajectories(trajectories, max_trajectories, sample_seed)
     missing = [t["trajectory_id"] for t in selected if t["trajectory_id"] not in sq_by_tid]
@@ -399,7 +403,7 @@ def counterfactual_round(
             "inputs": _inputs_digest(selected, sq_by_tid),
         }
     )
-    table = run_in_shards(
+    run_in_shards(
         list(selected),
         lambda t: t["trajectory_id"],
         shard_size,
@@ -410,9 +414,9 @@ def counterfactual_round(
         desc=desc,
         on_shard=on_shard,
     )
-    return RoundResult(
-        table.to_pylist(), len(selected), sum(1 for t in trajectories if t.get("correct")), sent
-    )
+    if correct is None:
+        correct = sum(1 for t in trajectories if t.get("correct"))
+    return RoundResult(read_rows(out_path), len(selected), correct, sent)
 
 
 def parametric_ids(rows: Iterable[Mapping]) -> set[str]:

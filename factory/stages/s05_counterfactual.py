@@ -24,10 +24,29 @@ from factory.config import CONDITIONS, Params
 from factory.errors import FactoryError
 from factory.io import write_json
 from factory.relevance.causal import causal_summary
-from factory.relevance.counterfactual import Plan, counterfactual_round, rows_per_trajectory
+from factory.relevance.counterfactual import (
+    Plan,
+    counterfactual_round,
+    rows_per_trajectory,
+    select_trajectories,
+)
 from factory.stages import chain_arguments
-from factory.variants import labels_index
-from schemas import read_round_input, write_parquet
+from factory.variants.kept import labels_index
+from schemas import read_round_input, read_rows, write_parquet
+
+OUTCOME_COLUMNS = ["trajectory_id", "dataset", "correct"]  # what choosing the re-asked ones needs
+TRAJECTORY_COLUMNS = [  # what re-asking one needs
+    "trajectory_id",
+    "question_id",
+    "dataset",
+    "qtype",
+    "route",
+    "prompt_version",
+    "question",
+    "answers",
+    "correct",
+    "triplets",
+]
 
 COMMAND = "counterfactual"
 HELP = (
@@ -65,8 +84,9 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         "conditions": list(conditions),
         "random_seeds": [control_seed + k for k in range(cp.random_seeds)],
     }
-    trajectories = read_round_input(src, "trajectories", variant, round_, seed)
-    if not trajectories:
+    # Only the re-asked trajectories are read whole (without their steps), and only their labels.
+    outcomes = read_round_input(src, "trajectories", variant, round_, seed, columns=OUTCOME_COLUMNS)
+    if not outcomes:
         metrics = {
             **head,
             "status": "skipped",
@@ -79,7 +99,18 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
             "counterfactual %s round %d (seed %d): skipped: %s", variant, round_, seed, metrics["reason"]
         )
         return metrics
-    labels = read_round_input(labels_path, "backtrace", variant, round_, seed)
+    sample_seed = derived_seed(cp.seed, seed, round_)
+    chosen = [t["trajectory_id"] for t in select_trajectories(outcomes, cp.max_trajectories, sample_seed)]
+    trajectories = read_rows(src, TRAJECTORY_COLUMNS, where={"trajectory_id": chosen})
+    labels = read_round_input(
+        labels_path,
+        "backtrace",
+        variant,
+        round_,
+        seed,
+        columns=["trajectory_id", "mode", "target_mode", "kept_triplet_ids"],
+        where={"trajectory_id": chosen, "mode": [bp.mode], "target_mode": [bp.target_mode]},
+    )
     by_tid = labels_index(labels, bp.mode, bp.target_mode)
     sq = {tid: list(row["kept_triplet_ids"]) for tid, row in by_tid.items()}
     policy = policy_for(variant, round_, seed)
@@ -99,7 +130,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
             sampling_seed=cp.seed,
             constrained_pairs=params.agent.max_pairs if constrained_decoding(params, llm) else None,
         )
-        correct = sum(1 for t in trajectories if t.get("correct"))
+        correct = sum(1 for t in outcomes if t["correct"])
         planned = min(correct, cp.max_trajectories) * rows_per_trajectory(conditions, cp.random_seeds)
         result = counterfactual_round(
             trajectories,
@@ -107,10 +138,11 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
             llm=llm,
             plan=plan,
             max_trajectories=cp.max_trajectories,
-            sample_seed=derived_seed(cp.seed, seed, round_),
+            sample_seed=sample_seed,
             shard_size=cp.shard_size,
             out_path=out,
             desc=f"counterfactual {variant} r{round_} ({planned} calls)",
+            correct=correct,
         )
         cache = {"hits": int(getattr(llm, "hits", 0)), "misses": int(getattr(llm, "misses", 0))}
         identity = llm.identity
@@ -130,7 +162,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         "status": "ok" if rows else "empty",
         "policy": policy.name,
         "model": identity,
-        "trajectories": len(trajectories),
+        "trajectories": len(outcomes),
         "correct": result.correct,
         "reasked": result.selected,
         "llm_calls": {

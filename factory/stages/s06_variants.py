@@ -1,35 +1,41 @@
 """Stage variants: a round's supervision set for one variant (backtrace | random | unfiltered).
 
 Reads the round's trajectories and backtrace labels (the params.backtrace.mode x target_mode rows),
-builds the examples (factory.variants; with params.variants.exclude_parametric, the trajectories the
+builds the examples (factory.variants.sets; with params.variants.exclude_parametric, the trajectories the
 counterfactual stage flagged parametric are left out of every variant alike, counted in stats.json),
 accumulates rounds 0..R-1 when params.variants.accumulate,
 gates the set (validators.supervision: unique ids, random matched to backtrace per trajectory, no
 held-out/test question by id or normalised text) and writes data/supervision/<V>/seed_<S>/round_<R>/
 train.parquet + train.jsonl (OpenAI chat fine-tuning format) + stats.json, and
 metrics/variants/<V>/seed_<S>/round_<R>.json. A skipped round (empty trajectory file) gives an empty
-set with status ``skipped``; a round without a correct trajectory gives status ``empty``.
+set with status ``skipped``; a round without a correct trajectory gives status ``empty``. Only the
+correct trajectories are read whole, a row group at a time, and the set is written as it is built.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from factory import paths
+from factory.agent.policy import assert_trainable
 from factory.bootstrap.rounds import skip_reason
 from factory.config import Params
 from factory.errors import FactoryError
-from factory.io import write_json, write_jsonl
+from factory.io import atomic_path, jsonl_line, write_json, write_jsonl
 from factory.relevance.causal import parametric_exclusion
 from factory.stages import chain_arguments
-from factory.variants import accumulated, build_set, labels_index
-from schemas import read_round_input, read_rows, write_parquet
+from factory.variants.kept import labels_index
+from factory.variants.sets import SetBuilder, check_new_ids, earlier_examples
+from schemas import ParquetStream, iter_batches, read_round_input, read_rows, write_parquet
+
+OUTCOME_COLUMNS = ["trajectory_id", "policy", "correct"]  # of every trajectory: counts, policies, exclusions
 
 COMMAND = "variants"
 HELP = (
-           "build a round's supervision set of a variant (backtrace | random | unfiltered): parquet, OpenAI "
-           "JSONL, stats, leakage gate"
-       )
+    "build a round's supervision set of a variant (backtrace | random | unfiltered): parquet, OpenAI "
+    "JSONL, stats, leakage gate"
+)
 log = logging.getLogger(__name__)
 
 
@@ -37,9 +43,9 @@ def add_arguments(parser) -> None:
     chain_arguments(parser, "bootstrapping round (0..max_rounds-1; round 0: the base model's trajectories)")
 
 
-def _write(out_dir, examples: list[dict], stats: dict, metrics_path) -> None:
-    write_parquet(examples, out_dir / "train.parquet", "supervision")
-    write_jsonl(out_dir / "train.jsonl", [{"messages": e["messages"]} for e in examples])
+def _write_empty(out_dir, stats: dict, metrics_path) -> None:
+    write_parquet([], out_dir / "train.parquet", "supervision")
+    write_jsonl(out_dir / "train.jsonl", [])
     write_json(out_dir / "stats.json", stats)
     write_json(metrics_path, stats)
 
@@ -73,8 +79,10 @@ def _parametric(trajectories: list[dict], variant: str, round_: int, seed: int) 
 
 
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
+    import pandas as pd
+
     from validators import run_suites
-    from validators.supervision import supervision_specs
+    from validators.supervision import QuestionSplits, leakage_frame, matching_frame, supervision_suites
 
     out_dir = paths.supervision_dir(variant, round_, seed)
     metrics_path = paths.stage_metrics("variants", variant, round_, seed)
@@ -90,8 +98,8 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     }
 
     traj_path = paths.trajectories(variant, round_, seed)
-    trajectories = read_round_input(traj_path, "trajectories", variant, round_, seed)
-    if not trajectories:
+    outcomes = read_round_input(traj_path, "trajectories", variant, round_, seed, columns=OUTCOME_COLUMNS)
+    if not outcomes:
         stats = {
             **head,
             "status": "skipped",
@@ -102,52 +110,83 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
             "examples_in_set": 0,
             "accumulated_rounds": [],
         }
-        _write(out_dir, [], stats, metrics_path)
+        _write_empty(out_dir, stats, metrics_path)
         log.info("variants %s round %d (seed %d): skipped: %s", variant, round_, seed, stats["reason"])
         return stats
 
+    assert_trainable(outcomes)
     labels_path = paths.labels(variant, round_, seed)
-    labels = read_round_input(labels_path, "backtrace", variant, round_, seed)
+    where = {"mode": [mode], "target_mode": [target_mode]}
+    by_tid = labels_index(
+        read_round_input(labels_path, "backtrace", variant, round_, seed, where=where), mode, target_mode
+    )
     exclude, parametric = set(), {"exclude_parametric": False}
     if params.variants.exclude_parametric:
-        exclude, parametric = _parametric(trajectories, variant, round_, seed)
-    built = build_set(trajectories, labels, variant, round_, control_seed, mode, target_mode, exclude)
-    examples, rounds = built.examples, [round_]
-    if params.variants.accumulate:
-        examples, rounds = accumulated(built.examples, variant, round_, seed)
+        exclude, parametric = _parametric(outcomes, variant, round_, seed)
+    builder = SetBuilder(variant, round_, control_seed, by_tid, mode, target_mode, exclude)
+    splits = QuestionSplits(read_rows(paths.QUESTIONS, columns=["question_id", "split", "question_norm"]))
+    example_frames, matching_frames, seen = [], [], set()
+    rounds = list(range(round_)) if params.variants.accumulate else []
+    # The set is written as it is built (earlier rounds' examples first, then this round's, a row group
+    # of trajectories at a time) and published only once its gate has passed.
+    with (
+        atomic_path(out_dir / "train.jsonl") as jsonl_tmp,
+        open(jsonl_tmp, "w", encoding="utf-8") as jsonl,
+        ParquetStream(out_dir / "train.parquet", "supervision") as table,
+    ):
 
-    questions = read_rows(paths.QUESTIONS, columns=["question_id", "split", "question_norm"])
-    specs = supervision_specs(
-        examples, questions, trajectories, labels_index(labels, mode, target_mode), control_seed
-    )
-    gate = run_suites(f"variants-{variant}-seed_{seed}-round_{round_}", specs, docs_dir=paths.GX_DOCS)
+        def emit(examples: list[dict]) -> None:
+            table.write_rows(examples)
+            jsonl.writelines(jsonl_line({"messages": e["messages"]}) for e in examples)
+            example_frames.append(leakage_frame(examples, splits))
 
-    status = "ok" if examples else "empty"
+        if params.variants.accumulate:
+            for _, batch in earlier_examples(variant, round_, seed):
+                seen.update(e["example_id"] for e in batch)
+                emit(batch)
+        for batch in iter_batches(traj_path, where={"correct": [True]}):
+            trajectories = batch.to_pylist()
+            examples = builder.add(trajectories)
+            check_new_ids(examples, seen, variant, round_)
+            emit(examples)
+            matching_frames.append(matching_frame(trajectories, by_tid, control_seed))
+        matching_frames.append(matching_frame([], by_tid, control_seed))  # the columns, with no batch
+        gate = run_suites(
+            f"variants-{variant}-seed_{seed}-round_{round_}",
+            supervision_suites(
+                pd.concat([leakage_frame([], splits), *example_frames], ignore_index=True),
+                pd.concat(matching_frames, ignore_index=True),
+            ),
+            docs_dir=paths.GX_DOCS,
+        )
+    built = builder.stats(len(outcomes), Counter(t["policy"] for t in outcomes))
+    status = "ok" if table.rows else "empty"
     stats = {
         **head,
-        **built.stats,
+        **built,
         "parametric": parametric,
         "status": status,
-        "examples_in_set": len(examples),
-        "accumulated_rounds": rounds,
+        "examples_in_set": table.rows,
+        "accumulated_rounds": rounds + [round_],
         "expectations_passed": gate.evaluated,
     }
-    if not built.stats["correct"]:
+    if not built["correct"]:
         stats["reason"] = "no correct trajectory in this round"
-    _write(out_dir, examples, stats, metrics_path)
+    write_json(out_dir / "stats.json", stats)
+    write_json(metrics_path, stats)
     log.info(
         "variants %s round %d (seed %d): %d correct of %d trajectories -> %d examples (%d in the set, "
         "rounds %s); units kept %d/%d; FA %.3f",
         variant,
         round_,
         seed,
-        built.stats["correct"],
-        len(trajectories),
-        len(built.examples),
-        len(examples),
-        rounds,
-        built.stats["units"]["kept"],
-        built.stats["units"]["total"],
-        built.stats["fa_ratio"],
+        built["correct"],
+        len(outcomes),
+        built["examples"],
+        table.rows,
+        stats["accumulated_rounds"],
+        built["units"]["kept"],
+        built["units"]["total"],
+        built["fa_ratio"],
     )
     return stats

@@ -9,7 +9,7 @@ Per correct trajectory of a variant's round (DESIGN §6):
   where the relevance lists the numbered passages that ground the variant's kept triplets, the
   analysis states those triplets as a chain from the question's initial entities to the answer,
   each citing its passage, and the answer is the trajectory's answer. What a variant keeps comes
-  from ``factory.variants.kept_units`` (backtrace: S_q; random: the matched random control;
+  from ``factory.variants.kept.kept_units`` (backtrace: S_q; random: the matched random control;
   unfiltered: everything), so the three exports stay comparable;
 - **RL record**: the same prompt plus reference columns for ``factory.trace.rewards``: gold answers,
   the numbered passages that are gold supporting paragraphs, and whether those cover all, some or
@@ -121,7 +121,7 @@ def export_trajectory(
     """(status, SFT row or None, RL row or None, per-trajectory counts) for one trajectory.
 
     ``kept_fn(trajectory, labels_row, variant, seed)`` decides what the variant keeps (default:
-    ``factory.variants.kept_units``, called with ``variant_seed``).
+    ``factory.variants.kept.kept_units``, called with ``variant_seed``).
     """
     tid = trajectory["trajectory_id"]
     counts: Counter = Counter()
@@ -160,7 +160,7 @@ def export_trajectory(
     rl = {**base, "prompt": prompt, **gold}
 
     if kept_fn is None:
-        from factory.variants import kept_units as kept_fn
+        from factory.variants.kept import kept_units as kept_fn
     kept = kept_fn(trajectory, labels_row, variant, variant_seed)
     kept_ids = set(kept.triplet_ids)
     kept_triplets = [t for t in trajectory.get("triplets") or [] if t["triplet_id"] in kept_ids]

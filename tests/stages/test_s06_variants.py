@@ -183,7 +183,7 @@ def test_leakage_gate_fails_on_a_test_questions_text_under_a_train_id(workdir, q
 
 def test_matching_gate_catches_a_random_control_that_drifts(workdir, question_pool, monkeypatch):
     import validators.supervision as vs
-    from factory.variants import Kept, kept_units
+    from factory.variants.kept import Kept, kept_units
 
     def drifting(trajectory, labels_row, variant, seed):
         k = kept_units(trajectory, labels_row, variant, seed)

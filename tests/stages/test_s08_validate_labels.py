@@ -188,7 +188,7 @@ def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels
 ):
     from factory.relevance.check import Source, check_relevance
     from factory.relevance.grounded import KEEP_ALL
-    from factory.variants import labels_index
+    from factory.variants.kept import labels_index
     from validators.supervision import matching_frame
 
     trajectories, labels = scripted_round

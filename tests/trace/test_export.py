@@ -13,7 +13,7 @@ from factory.errors import FactoryError
 from factory.trace.export import EXPORTED, INCORRECT, export_stats, export_trace
 from factory.trace.protocol import SYSTEM_PROMPT
 from factory.trace.rewards import parse_trace, score_completion
-from factory.variants import kept_units
+from factory.variants.kept import kept_units
 
 PER_DATASET = 4
 
