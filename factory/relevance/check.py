@@ -74,6 +74,14 @@ class Source:
     name: str  # e.g. backtrace/seed_0/round_1
     trajectories: list[dict]
     labels: list[dict]
+    # the (mode, target mode) pairs of all the round's labels, when ``labels`` holds only some of them
+    # (the stage reads the correct trajectories' labels alone); None: those of ``labels``
+    combos: set[tuple[str, str]] | None = None
+
+    def label_combos(self) -> set[tuple[str, str]]:
+        if self.combos is not None:
+            return set(self.combos)
+        return {(r["mode"], r["target_mode"]) for r in self.labels}
 
 
 def content_key(t: Mapping) -> tuple:
@@ -111,7 +119,7 @@ def check_relevance(
     counts: Counter = Counter()
     combo_sets = []
     for src in sources:
-        combo_sets.append({(r["mode"], r["target_mode"]) for r in src.labels})
+        combo_sets.append(src.label_combos())
     combos = sorted(set.intersection(*combo_sets)) if combo_sets else []
     head = {
         "sources": [s.name for s in sources],

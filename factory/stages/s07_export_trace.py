@@ -11,15 +11,19 @@ from factory.bootstrap.rounds import skip_reason
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import write_json, write_jsonl
+from factory.retrieval.store import PassageStore
 from factory.stages import chain_arguments
 from factory.trace.export import PROTOCOL_VERSION, TraceExport, export_stats, export_trace
-from schemas import read_round_input, read_rows, write_parquet
+from schemas import TRAJECTORY, columns_except, read_round_input, read_rows, write_parquet
+
+OUTCOME_COLUMNS = ["trajectory_id", "question_id", "policy", "correct"]
+TRAJECTORY_COLUMNS = columns_except(TRAJECTORY, "steps", ["messages"])
 
 COMMAND = "export-trace"
 HELP = (
-           "export a round's correct trajectories in the TRACE protocol (SFT targets + RL prompts with "
-           "reward references)"
-       )
+    "export a round's correct trajectories in the TRACE protocol (SFT targets + RL prompts with "
+    "reward references)"
+)
 log = logging.getLogger(__name__)
 
 
@@ -69,8 +73,10 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         "variant_seed": variant_seed(params, seed),
     }
     traj_path, labels_path = paths.trajectories(variant, round_, seed), paths.labels(variant, round_, seed)
-    trajectories = read_round_input(traj_path, "trajectories", variant, round_, seed)
-    if not trajectories:  # a skipped round (stop decision) or a round that produced nothing
+    # The correct trajectories whole (without their prompts: the TRACE prompt is built anew); the others
+    # only as far as their status needs.
+    outcomes = read_round_input(traj_path, "trajectories", variant, round_, seed, columns=OUTCOME_COLUMNS)
+    if not outcomes:  # a skipped round (stop decision) or a round that produced nothing
         reason = _skip_reason(variant, round_, seed)
         status = "skipped" if reason else "empty"
         stats = {
@@ -84,23 +90,31 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
             "export-trace %s round %d (seed %d): %s (%s)", variant, round_, seed, status, stats["reason"]
         )
         return
-    for path, stage in ((labels_path, "backtrace"), (paths.QUESTIONS, "ingest"), (paths.PASSAGES, "ingest")):
+    for path, stage in ((labels_path, "backtrace"), (paths.QUESTIONS, "ingest"), (paths.INDEX_DIR, "index")):
         if not Path(path).exists():
             raise FactoryError(
                 f"{path} is missing: run `factory {stage}` first (variant {variant}, round {round_}, "
                 f"seed {seed})"
             )
-    labels = read_rows(labels_path)
-    question_ids = {t["question_id"] for t in trajectories}
+    correct = [t["trajectory_id"] for t in outcomes if t["correct"]]
+    trajectories = [t for t in outcomes if not t["correct"]]
+    trajectories += read_rows(traj_path, TRAJECTORY_COLUMNS, where={"trajectory_id": correct})
+    where = {
+        "trajectory_id": correct,
+        "mode": [params.backtrace.mode],
+        "target_mode": [params.backtrace.target_mode],
+    }
+    labels = read_rows(labels_path, where=where)
     questions = {
         q["question_id"]: q
-        for q in read_rows(paths.QUESTIONS, columns=["question_id", "answers", "supporting"])
-        if q["question_id"] in question_ids
+        for q in read_rows(
+            paths.QUESTIONS,
+            columns=["question_id", "answers", "supporting"],
+            where={"question_id": sorted({t["question_id"] for t in outcomes})},
+        )
     }
-    wanted = {pid for t in trajectories for s in t["steps"] for pid in s["retrieved"]}
-    passages = {
-        p["pid"]: p for p in read_rows(paths.PASSAGES, columns=["pid", "title", "text"]) if p["pid"] in wanted
-    }
+    wanted = sorted({pid for t in trajectories for s in t.get("steps") or [] for pid in s["retrieved"]})
+    passages = PassageStore.open(paths.INDEX_DIR).get_many(wanted)
     result = export_trace(
         trajectories,
         labels,
@@ -116,7 +130,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         passage_chars=params.agent.passage_chars,
         bonus_weight=params.trace.bonus_weight,
     )
-    stats = export_stats(result, len(trajectories))
+    stats = export_stats(result, len(outcomes))
     status = "ok" if result.sft or result.rl else "empty"
     write_outputs(result, {**head, "status": status, **stats}, out_dir, metrics_path)
     overall = stats["sft_rewards"]["overall"]
@@ -125,7 +139,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         "accuracy %s, relevance %s",
         variant,
         round_,
-        len(trajectories),
+        len(outcomes),
         len(result.sft),
         len(result.rl),
         *(None if overall[c] is None else round(overall[c], 3) for c in ("format", "accuracy", "relevance")),

@@ -20,14 +20,16 @@ from pathlib import Path
 
 from factory import paths
 from factory.config import Params
-from factory.errors import FactoryError
 from factory.io import write_json, write_text
 from factory.relevance.causal_report import causal_check, render_causal_section
 from factory.relevance.check import Source, check_relevance
 from factory.relevance.entailment import judge_sources
 from factory.relevance.entailment_report import entailment_result, render_entailment_markdown
 from factory.relevance.report import render_figure, render_markdown
-from schemas import read_rows, write_parquet
+from factory.retrieval.store import PassageStore
+from schemas import TRAJECTORY, columns_except, read_rows, require, write_parquet
+
+SCORED_COLUMNS = columns_except(TRAJECTORY, "steps", ["messages"])
 
 COMMAND = "validate-labels"
 HELP = (
@@ -48,13 +50,22 @@ def discover_rounds(root: Path = Path("data/trajectories")) -> list[tuple[str, i
     return sorted(found)
 
 
+def read_scored(path: Path) -> list[dict]:
+    """A round's trajectories in file order: the correct ones (the ones scored) without their prompts,
+    the others as their id, question and ``correct`` only (they are counted, not read)."""
+    outcomes = read_rows(path, columns=["trajectory_id", "question_id", "correct"])
+    correct = [t["trajectory_id"] for t in outcomes if t["correct"]]
+    full = {t["trajectory_id"]: t for t in read_rows(path, SCORED_COLUMNS, where={"trajectory_id": correct})}
+    return [full.get(t["trajectory_id"], t) for t in outcomes]
+
+
 def run(params: Params) -> dict:
     sources: list[Source] = []
     left_out: list[dict] = []
     counterfactual_rows: dict[str, list[dict]] = {}
     for variant, seed, round_ in discover_rounds():
         name = f"{variant}/seed_{seed}/round_{round_}"
-        trajectories = read_rows(paths.trajectories(variant, round_, seed))
+        trajectories = read_scored(paths.trajectories(variant, round_, seed))
         if not trajectories:
             left_out.append({"source": name, "reason": "empty trajectory file (skipped round)"})
             continue
@@ -68,30 +79,26 @@ def run(params: Params) -> dict:
                 }
             )
             continue
-        sources.append(Source(name, trajectories, read_rows(labels_path)))
+        correct = [t["trajectory_id"] for t in trajectories if t["correct"]]
+        combos = {(r["mode"], r["target_mode"]) for r in read_rows(labels_path, ["mode", "target_mode"])}
+        labels = read_rows(labels_path, where={"trajectory_id": correct})
+        sources.append(Source(name, trajectories, labels, combos))
         if paths.counterfactual(variant, round_, seed).exists():
             counterfactual_rows[name] = read_rows(paths.counterfactual(variant, round_, seed))
 
     questions_by_id, passages_by_pid = {}, {}
     if sources:
-        for path in (paths.QUESTIONS, paths.PASSAGES):
-            if not path.exists():
-                raise FactoryError(f"{path} is missing: run `factory ingest` first")
-        wanted = {t["question_id"] for s in sources for t in s.trajectories}
+        require(paths.QUESTIONS, "run `factory ingest` first")
+        require(paths.INDEX_DIR, "run `factory index` first")
+        wanted = sorted({t["question_id"] for s in sources for t in s.trajectories if t["correct"]})
         questions_by_id = {
             q["question_id"]: q
-            for q in read_rows(paths.QUESTIONS, columns=["question_id", "supporting"])
-            if q["question_id"] in wanted
+            for q in read_rows(paths.QUESTIONS, ["question_id", "supporting"], where={"question_id": wanted})
         }
-        pids = {p for s in sources for t in s.trajectories for st in t["steps"] for p in st["retrieved"]}
-        pids |= {
-            x["source_pid"] for s in sources for t in s.trajectories for x in t["triplets"] if x["source_pid"]
-        }
-        passages_by_pid = {
-            p["pid"]: p
-            for p in read_rows(paths.PASSAGES, columns=["pid", "title", "sentences"])
-            if p["pid"] in pids
-        }
+        scored = [t for s in sources for t in s.trajectories if t["correct"]]
+        pids = {p for t in scored for st in t["steps"] for p in st["retrieved"]}
+        pids |= {x["source_pid"] for t in scored for x in t["triplets"] if x["source_pid"]}
+        passages_by_pid = PassageStore.open(paths.INDEX_DIR).get_many(sorted(pids))
 
     judged, verdicts, entailment = judge_sources(sources, questions_by_id, passages_by_pid, params)
     write_parquet(judged, paths.ENTAILMENT, "entailment")

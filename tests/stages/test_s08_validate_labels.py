@@ -8,6 +8,7 @@ import pytest
 
 from factory import paths
 from factory.cli import main
+from factory.retrieval.store import PassageStore
 from factory.text import content_tokens
 from schemas import write_parquet
 from tests.test_variants import make_labels, make_trajectory
@@ -75,6 +76,7 @@ def workdir(tmp_path, monkeypatch):
 def _write_inputs(questions, passages) -> dict:
     write_parquet(questions, paths.QUESTIONS, "question")
     write_parquet(passages, paths.PASSAGES, "passage")
+    PassageStore.from_rows(passages).save(paths.INDEX_DIR)
     trajectories, labels = [], []
     for i, q in enumerate(questions):
         built = _trajectory_for(q, "backtrace", 1)

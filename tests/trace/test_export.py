@@ -10,6 +10,7 @@ import pytest
 
 import schemas
 from factory.errors import FactoryError
+from factory.retrieval.store import PassageStore
 from factory.trace.export import EXPORTED, INCORRECT, export_stats, export_trace
 from factory.trace.protocol import SYSTEM_PROMPT
 from factory.trace.rewards import parse_trace, score_completion
@@ -251,6 +252,7 @@ def _stage_inputs(tmp_path, scripted, ingested, trajectories, labels):
     questions = [q for q in ingested.questions if q["question_id"] in qids]
     schemas.write_parquet(questions, tmp_path / paths.QUESTIONS, "question")
     schemas.write_parquet(list(scripted["passages"].values()), tmp_path / paths.PASSAGES, "passage")
+    PassageStore.from_rows(scripted["passages"].values()).save(tmp_path / paths.INDEX_DIR)
     schemas.write_parquet(trajectories, tmp_path / paths.trajectories("backtrace", 0, 0), "trajectory")
     schemas.write_parquet(labels, tmp_path / paths.labels("backtrace", 0, 0), "labels")
 
