@@ -40,8 +40,9 @@ def iter_batches(
     where = dict(where or {})
     wanted = None if columns is None else list(columns)
     read = None if wanted is None else wanted + [c for c in where if c not in wanted]
-    sets = {column: pa.array(list(values)) for column, values in where.items()}
     parquet = pq.ParquetFile(path)
+    types = parquet.schema_arrow
+    sets = {column: pa.array(list(values), type=types.field(column).type) for column, values in where.items()}
     for batch in parquet.iter_batches(batch_size=batch_rows, columns=read, use_threads=False):
         if sets:
             mask = None

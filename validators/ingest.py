@@ -1,6 +1,7 @@
 """Gate of the ingest stage: questions and passages.
 
-``ingest_frames`` computes the checked columns (cross-field checks become boolean columns);
+``IngestChecks`` computes the checked columns a chunk of questions at a time (cross-field checks
+become boolean columns; ``passages_known`` checks the written questions against the written passages);
 ``ingest_expectations`` names what each frame must meet. They are separate so that the stage can
 run the gate in a child process (``validators.BackgroundGate``) while it builds the tables. The
 leakage check (``validators.leakage``) runs here as well as at ``variants``: no train question
@@ -37,10 +38,10 @@ def _per_question(n_questions: int, question_of: np.ndarray, ok: np.ndarray) -> 
     return np.bincount(question_of[~ok], minlength=n_questions) == 0
 
 
-def _pool_checks(rows: list[dict], pool: PassagePool, passages: pa.Table) -> dict[str, np.ndarray]:
+def _pool_checks(rows: list[dict], pool: PassagePool) -> dict[str, np.ndarray]:
     """Per question: every supporting fact names a passage of its pool by pid and title
-    (``supporting_resolved``) with its sentence index in range (``sent_idx_in_range``), and every
-    pool pid is in the passages table (``passages_known``). Vectorised over all paragraphs."""
+    (``supporting_resolved``) with its sentence index in range (``sent_idx_in_range``). Vectorised
+    over all paragraphs."""
     n = len(rows)
     pid_code: dict[str, int] = {}
     title_code: dict[str, int] = {}
@@ -69,39 +70,91 @@ def _pool_checks(rows: list[dict], pool: PassagePool, passages: pa.Table) -> dic
     )
     limit = np.where(found, entry_sentences[entries[first[at]]] if len(keys) else 0, 0)
     in_range = (sent_idx == -1) | (found & (sent_idx >= 0) & (sent_idx < limit))
-    table_pids = np.sort(
-        np.array([pid_code[p] for p in passages.column("pid").to_pylist() if p in pid_code], dtype=np.int64)
-    )
     return {
         "n_passages": n_passages,
         "n_supporting": np.bincount(fact_q, minlength=n),
         "supporting_resolved": _per_question(n, fact_q, found & title_found),
         "sent_idx_in_range": _per_question(n, fact_q, in_range),
-        "passages_known": _per_question(n, pool_q, _found(entry_pid, table_pids)[0][entries]),
     }
+
+
+def passages_known(pool_pids: pa.ListArray | pa.ChunkedArray, passage_pids: np.ndarray) -> np.ndarray:
+    """Per question (its pool's pids as a list column): is every pid in the sorted ``passage_pids``
+    (bytes)?"""
+    pools = pool_pids.combine_chunks() if isinstance(pool_pids, pa.ChunkedArray) else pool_pids
+    lengths = pc.list_value_length(pools).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = np.array([p.encode() for p in pools.flatten().to_pylist()], dtype=bytes)
+    width = f"S{max(flat.dtype.itemsize, passage_pids.dtype.itemsize, 1)}"  # one width: no truncated compare
+    ok = _found(flat.astype(width), passage_pids.astype(width))[0] if len(flat) else np.zeros(0, bool)
+    question_of = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+    return _per_question(len(lengths), question_of, ok)
+
+
+class IngestChecks:
+    """The gate's columns, a chunk of ingested questions at a time (``add``): each chunk is checked
+    against its own pool; ``frames`` then adds the checks that need the whole run (the pools against
+    the written passages table, leakage across splits)."""
+
+    QUESTION_COLUMNS = ("question_id", "dataset", "split", "route", "question", "hops")
+
+    def __init__(self) -> None:
+        self.questions: dict[str, list] = {
+            name: [] for name in (*self.QUESTION_COLUMNS, "n_answers", "answer_nonempty")
+        }
+        self.pool_columns: dict[str, list[np.ndarray]] = {}
+        self.norms: list[str] = []
+        self.passages: dict[str, list] = {"pid": [], "dataset": [], "text_len": [], "n_sentences": []}
+
+    def add(self, rows: list[dict], pool: PassagePool, passages: pa.Table) -> None:
+        for name in self.QUESTION_COLUMNS:
+            self.questions[name] += [q[name] for q in rows]
+        self.questions["n_answers"] += [len(q["answers"]) for q in rows]
+        self.questions["answer_nonempty"] += [
+            bool(q["answers"]) and bool(q["answers"][0].strip()) for q in rows
+        ]
+        self.norms += [q["question_norm"] for q in rows]
+        for name, values in _pool_checks(rows, pool).items():
+            self.pool_columns.setdefault(name, []).append(values)
+        self.passages["pid"] += passages.column("pid").to_pylist()
+        self.passages["dataset"] += passages.column("dataset").to_pylist()
+        self.passages["text_len"].append(
+            pc.utf8_length(passages.column("text")).to_numpy(zero_copy_only=False)
+        )
+        self.passages["n_sentences"].append(
+            pc.list_value_length(passages.column("sentences")).to_numpy(zero_copy_only=False)
+        )
+
+    def frames(self, known: np.ndarray) -> dict[str, dict[str, Any]]:
+        """The checked columns as dicts (the gate's child makes pandas frames of them, so the stage
+        never imports pandas); ``known``: ``passages_known`` of every question, in order."""
+        questions = dict(self.questions)
+        for name, parts in self.pool_columns.items():
+            questions[name] = np.concatenate(parts)
+        questions["passages_known"] = known
+        questions["train_text_of_eval_question"] = train_text_of_eval_question(
+            [{"split": s, "question_norm": n} for s, n in zip(self.questions["split"], self.norms)]
+        )
+        passages = {
+            "pid": self.passages["pid"],
+            "dataset": self.passages["dataset"],
+            "text_len": _joined(self.passages["text_len"]),
+            "n_sentences": _joined(self.passages["n_sentences"]),
+        }
+        return {"questions": questions, "passages": passages}
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
 
 
 def ingest_frames(rows: list[dict], pool: PassagePool, passages: pa.Table) -> dict[str, dict[str, Any]]:
-    """The checked columns of the Question rows (their ``passages`` are entries of ``pool``) and of
-    the Passage table, as dicts of columns: the gate's child makes pandas frames of them, so the
-    stage itself never imports pandas."""
-    questions = {
-        name: [q[name] for q in rows]
-        for name in ("question_id", "dataset", "split", "route", "question", "hops")
-    }
-    questions["n_answers"] = [len(q["answers"]) for q in rows]
-    questions["answer_nonempty"] = [bool(q["answers"]) and bool(q["answers"][0].strip()) for q in rows]
-    questions |= _pool_checks(rows, pool, passages)
-    questions["train_text_of_eval_question"] = train_text_of_eval_question(rows)
-    return {
-        "questions": questions,
-        "passages": {
-            "pid": passages.column("pid").to_pylist(),
-            "dataset": passages.column("dataset").to_pylist(),
-            "text_len": pc.utf8_length(passages.column("text")).to_numpy(),
-            "n_sentences": pc.list_value_length(passages.column("sentences")).to_numpy(),
-        },
-    }
+    """The gate's columns of Question rows (their ``passages`` are entries of ``pool``) and of the
+    Passage table, in one go (``IngestChecks`` of a single chunk)."""
+    checks = IngestChecks()
+    checks.add(rows, pool, passages)
+    pids = pa.array([[pool.pids[e] for e in q["passages"]] for q in rows], pa.list_(pa.string()))
+    table_pids = np.sort(np.array([p.encode() for p in passages.column("pid").to_pylist()], dtype=bytes))
+    return checks.frames(passages_known(pids, table_pids))
 
 
 def ingest_expectations(E) -> dict[str, list]:

@@ -1,9 +1,10 @@
 """Corpus builders, one module per dataset, and the ingest of all configured sources.
 
-``ingest_sources`` reads every configured file (and Hugging Face source), builds Question rows over
-a shared ``PassagePool``, routes malformed records to quarantine (or fails, per
-``ingest.on_bad_record``), assigns splits and returns the counts.
-``read = ingested + quarantined + capped`` per dataset.
+``Ingest`` reads every configured file (and Hugging Face source) record by record, builds Question
+rows, routes malformed records to quarantine (or fails, per ``ingest.on_bad_record``), assigns
+splits (a pure function of each question's text) and yields them a row group at a time with the
+passages they are the first to reference, so that the stage writes as it reads. ``ingest_sources``
+collects the same into memory. ``read = ingested + quarantined + capped`` per dataset.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ from factory.config import Params
 from factory.corpora import hotpotqa, musique, twowiki
 from factory.corpora.base import read_json_records
 from factory.corpora.pool import PassagePool
-from factory.corpora.table import question_batches
+from factory.corpora.table import questions_table
 from factory.errors import BadRecord, FactoryError
 from factory.splits import assign_splits
+from schemas import ROW_GROUP_SIZE
 
 BUILDERS: dict[str, Callable[..., dict]] = {
     hotpotqa.DATASET: hotpotqa.build,
@@ -32,29 +34,6 @@ BUILDERS: dict[str, Callable[..., dict]] = {
 }
 # The official formats as msgspec types: a file whose records all fit decodes typed (fast path).
 RECORD_TYPES: dict[str, type] = {hotpotqa.DATASET: hotpotqa.Record, twowiki.DATASET: twowiki.Record}
-
-
-@dataclass
-class IngestResult:
-    rows: list[dict] = field(default_factory=list)  # Question rows; ``passages`` are entries of ``pool``
-    pool: PassagePool = field(default_factory=PassagePool)
-    passage_table: pa.Table | None = None
-    quarantine: list[dict] = field(default_factory=list)
-    counts: dict = field(default_factory=dict)
-
-    def question_batches(self) -> Iterator[pa.Table]:
-        """The Question table in parquet row-group batches (see ``factory.corpora.table``)."""
-        return question_batches(self.rows, self.pool)
-
-    @cached_property
-    def questions(self) -> list[dict]:
-        """Question rows as the contract has them (as read back from questions.parquet), for
-        notebooks and tests; the stage streams ``question_batches`` instead."""
-        return [row for batch in self.question_batches() for row in batch.to_pylist()]
-
-    @cached_property
-    def passages(self) -> list[dict]:
-        return self.passage_table.to_pylist()
 
 
 def _sources(params: Params) -> Iterable[tuple[str, str, Iterable[tuple[str, object]]]]:
@@ -67,58 +46,131 @@ def _sources(params: Params) -> Iterable[tuple[str, str, Iterable[tuple[str, obj
         yield src.dataset, f"hf:{src.path}", read_hf(src.path, src.name, src.split, src.dataset)
 
 
+@dataclass
+class Chunk:
+    """What ingest yields for every ``ROW_GROUP_SIZE`` questions kept (the last chunk may be smaller):
+    their rows, whose ``passages`` are entries of the chunk's own ``pool``; the passages they are the
+    first to reference; the bad records met while reading them."""
+
+    rows: list[dict]
+    pool: PassagePool
+    passages: pa.Table
+    quarantine: list[dict]
+
+    def questions_table(self) -> pa.Table:
+        """The rows as the Question contract's table (one parquet row group)."""
+        return questions_table(self.rows, self.pool)
+
+
+class Ingest:
+    """One ingest run over every configured source, streamed: ``chunks()`` reads the records, builds
+    rows and yields a ``Chunk`` per row group of kept questions; memory follows a chunk (and the ids
+    and pids seen, kept to find duplicates), not the corpus. ``counts`` is complete once the chunks
+    are exhausted."""
+
+    def __init__(self, params: Params, progress: Callable | None = None):
+        self.params, self.progress = params, progress
+        self.counts: dict = {}
+
+    def chunks(self) -> Iterator[Chunk]:
+        params, progress = self.params, self.progress
+        tally = _Tally()
+        seen_ids: set[str] = set()
+        emitted: set[str] = set()  # pids already in the passages table
+        cap = params.ingest.max_per_dataset
+        fail = params.ingest.on_bad_record == "fail"
+        s = params.splits
+        pool, rows, quarantine = PassagePool(), [], []
+
+        def chunk() -> Chunk:
+            assign_splits(rows, s.seed, s.train, s.heldout, s.test)
+            passages = pool.passages_table([row["passages"] for row in rows])
+            fresh = [pid not in emitted for pid in passages.column("pid").to_pylist()]
+            passages = passages.filter(pa.array(fresh, pa.bool_()))
+            pids = passages.column("pid").to_pylist()
+            emitted.update(pids)
+            tally.passages.update(passages.column("dataset").to_pylist())
+            for row in rows:
+                tally.kept(row)
+            return Chunk(rows, pool, passages, quarantine)
+
+        for dataset, source, records in _sources(params):
+            build = BUILDERS[dataset]
+            source_name = Path(source).name if not source.startswith("hf:") else source
+            for where, record in records:
+                tally.read[dataset] += 1
+                qtype = record.get("type") if isinstance(record, dict) else getattr(record, "type", None)
+                if dataset == "musique" and isinstance(record, dict):
+                    qtype = str(record.get("id", "")).split("__", 1)[0] or None
+                tally.read_by_type[dataset][str(qtype)] += 1
+                try:
+                    row = build(record, where, source_name, pool)
+                    if row["question_id"] in seen_ids:
+                        raise BadRecord(
+                            dataset,
+                            row["source_id"],
+                            "_id" if dataset != "musique" else "id",
+                            "duplicate id (first occurrence kept)",
+                            where,
+                        )
+                except BadRecord as bad:
+                    if fail:
+                        raise FactoryError(
+                            f"bad input record: {bad} (set ingest.on_bad_record=quarantine to skip such "
+                            "records)"
+                        ) from None
+                    entry = {**bad.as_dict(), "source": source, "qtype": str(qtype)}
+                    quarantine.append(entry)
+                    tally.bad(entry)
+                    continue
+                if cap is not None and tally.kept_by_dataset[dataset] >= cap:
+                    tally.capped[dataset] += 1
+                    continue
+                seen_ids.add(row["question_id"])
+                tally.kept_by_dataset[dataset] += 1
+                rows.append(row)
+                if progress:
+                    progress(1)
+                if len(rows) == ROW_GROUP_SIZE:
+                    yield chunk()
+                    pool, rows, quarantine = PassagePool(), [], []
+        if rows or quarantine:
+            yield chunk()
+        if not seen_ids:
+            raise FactoryError(
+                "no question was ingested: check corpora.* in params.yaml and data/interim/quarantine.jsonl"
+            )
+        self.counts = tally.counts()
+
+
+@dataclass
+class IngestResult:
+    """A whole ingest in memory (notebooks, tests, benchmarks); the stage streams ``Ingest`` instead."""
+
+    question_table: pa.Table
+    passage_table: pa.Table
+    quarantine: list[dict] = field(default_factory=list)
+    counts: dict = field(default_factory=dict)
+
+    @cached_property
+    def questions(self) -> list[dict]:
+        """Question rows as the contract has them (as read back from questions.parquet)."""
+        return self.question_table.to_pylist()
+
+    @cached_property
+    def passages(self) -> list[dict]:
+        return self.passage_table.to_pylist()
+
+
 def ingest_sources(params: Params, progress: Callable | None = None) -> IngestResult:
-    result = IngestResult()
-    seen_ids: set[str] = set()
-    read: Counter = Counter()
-    read_by_type: dict[str, Counter] = defaultdict(Counter)
-    capped: Counter = Counter()
-    cap = params.ingest.max_per_dataset
-    kept: Counter = Counter()
-    fail = params.ingest.on_bad_record == "fail"
-    for dataset, source, records in _sources(params):
-        build = BUILDERS[dataset]
-        source_name = Path(source).name if not source.startswith("hf:") else source
-        for where, record in records:
-            read[dataset] += 1
-            qtype = record.get("type") if isinstance(record, dict) else getattr(record, "type", None)
-            if dataset == "musique" and isinstance(record, dict):
-                qtype = str(record.get("id", "")).split("__", 1)[0] or None
-            read_by_type[dataset][str(qtype)] += 1
-            try:
-                row = build(record, where, source_name, result.pool)
-                if row["question_id"] in seen_ids:
-                    raise BadRecord(
-                        dataset,
-                        row["source_id"],
-                        "_id" if dataset != "musique" else "id",
-                        "duplicate id (first occurrence kept)",
-                        where,
-                    )
-            except BadRecord as bad:
-                if fail:
-                    raise FactoryError(
-                        f"bad input record: {bad} (set ingest.on_bad_record=quarantine to skip such records)"
-                    ) from None
-                result.quarantine.append({**bad.as_dict(), "source": source, "qtype": str(qtype)})
-                continue
-            if cap is not None and kept[dataset] >= cap:
-                capped[dataset] += 1
-                continue
-            seen_ids.add(row["question_id"])
-            kept[dataset] += 1
-            result.rows.append(row)
-            if progress:
-                progress(1)
-    if not result.rows:
-        raise FactoryError(
-            "no question was ingested: check corpora.* in params.yaml and data/interim/quarantine.jsonl"
-        )
-    s = params.splits
-    assign_splits(result.rows, s.seed, s.train, s.heldout, s.test)
-    result.passage_table = result.pool.passages_table([row["passages"] for row in result.rows])
-    result.counts = _counts(result, read, read_by_type, capped)
-    return result
+    """Every configured source ingested into memory (``Ingest`` collected)."""
+    run = Ingest(params, progress)
+    questions, passages, quarantine = [], [], []
+    for chunk in run.chunks():
+        questions.append(chunk.questions_table())
+        passages.append(chunk.passages)
+        quarantine += chunk.quarantine
+    return IngestResult(pa.concat_tables(questions), pa.concat_tables(passages), quarantine, run.counts)
 
 
 def _generic(reason: str) -> str:
@@ -126,34 +178,56 @@ def _generic(reason: str) -> str:
     return re.sub(r"'[^']*'|\"[^\"]*\"|\d+", "_", reason)
 
 
-def _counts(result: IngestResult, read: Counter, read_by_type: dict, capped: Counter) -> dict:
-    per: dict = {}
-    passages_per_dataset = Counter(result.passage_table.column("dataset").to_pylist())
-    for dataset in read:
-        qs = [q for q in result.rows if q["dataset"] == dataset]
-        bad = [b for b in result.quarantine if b["dataset"] == dataset]
-        by_type = {}
-        for qtype, n in sorted(read_by_type[dataset].items()):
-            by_type[qtype] = {
-                "read": n,
-                "ingested": sum(1 for q in qs if q["qtype"] == qtype),
-                "quarantined": sum(1 for b in bad if b["qtype"] == qtype),
+class _Tally:
+    """The counts of an ingest run, a record at a time (``read = ingested + quarantined + capped``)."""
+
+    def __init__(self) -> None:
+        self.read: Counter = Counter()
+        self.read_by_type: dict[str, Counter] = defaultdict(Counter)
+        self.capped: Counter = Counter()
+        self.kept_by_dataset: Counter = Counter()
+        self.ingested_by_type: dict[str, Counter] = defaultdict(Counter)
+        self.by_split: dict[str, Counter] = defaultdict(Counter)
+        self.by_route: dict[str, Counter] = defaultdict(Counter)
+        self.quarantined: Counter = Counter()
+        self.quarantined_by_type: dict[str, Counter] = defaultdict(Counter)
+        self.reasons: dict[str, Counter] = defaultdict(Counter)
+        self.passages: Counter = Counter()
+
+    def kept(self, row: dict) -> None:
+        dataset = row["dataset"]
+        self.ingested_by_type[dataset][row["qtype"]] += 1
+        self.by_split[dataset][row["split"]] += 1
+        self.by_route[dataset][row["route"]] += 1
+
+    def bad(self, entry: dict) -> None:
+        dataset = entry["dataset"]
+        self.quarantined[dataset] += 1
+        self.quarantined_by_type[dataset][entry["qtype"]] += 1
+        self.reasons[dataset][f"{entry['field']}: {_generic(entry['reason'])}"] += 1
+
+    def counts(self) -> dict:
+        per: dict = {}
+        for dataset in self.read:
+            by_type = {}
+            for qtype, n in sorted(self.read_by_type[dataset].items()):
+                by_type[qtype] = {
+                    "read": n,
+                    "ingested": self.ingested_by_type[dataset][qtype],
+                    "quarantined": self.quarantined_by_type[dataset][qtype],
+                }
+                by_type[qtype]["capped"] = n - by_type[qtype]["ingested"] - by_type[qtype]["quarantined"]
+            per[dataset] = {
+                "read": self.read[dataset],
+                "ingested": self.kept_by_dataset[dataset],
+                "quarantined": self.quarantined[dataset],
+                "capped": self.capped[dataset],
+                "passages": self.passages[dataset],
+                "by_type": by_type,
+                "by_split": dict(sorted(self.by_split[dataset].items())),
+                "by_route": dict(sorted(self.by_route[dataset].items())),
+                "quarantine_reasons": dict(sorted(self.reasons[dataset].items())),
             }
-            by_type[qtype]["capped"] = n - by_type[qtype]["ingested"] - by_type[qtype]["quarantined"]
-        per[dataset] = {
-            "read": read[dataset],
-            "ingested": len(qs),
-            "quarantined": len(bad),
-            "capped": capped[dataset],
-            "passages": passages_per_dataset[dataset],
-            "by_type": by_type,
-            "by_split": dict(sorted(Counter(q["split"] for q in qs).items())),
-            "by_route": dict(sorted(Counter(q["route"] for q in qs).items())),
-            "quarantine_reasons": dict(
-                sorted(Counter(f"{b['field']}: {_generic(b['reason'])}" for b in bad).items())
-            ),
-        }
-    total = {
-        k: sum(v[k] for v in per.values()) for k in ("read", "ingested", "quarantined", "capped", "passages")
-    }
-    return {"datasets": per, "total": total}
+        keys = ("read", "ingested", "quarantined", "capped", "passages")
+        total = {k: sum(v[k] for v in per.values()) for k in keys}
+        return {"datasets": per, "total": total}

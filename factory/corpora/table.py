@@ -8,14 +8,13 @@ are taken by index from the pool's entries (a C++ copy), and Python only supplie
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from itertools import chain
 
 import numpy as np
 import pyarrow as pa
 
 from factory.corpora.pool import PassagePool
-from schemas import QUESTION, ROW_GROUP_SIZE
+from schemas import QUESTION
 
 
 def take_lists(lists: pa.ListArray, indices: np.ndarray) -> pa.ListArray:
@@ -29,18 +28,10 @@ def take_lists(lists: pa.ListArray, indices: np.ndarray) -> pa.ListArray:
     return pa.ListArray.from_arrays(pa.array(new_offsets.astype(np.int32)), values, type=lists.type)
 
 
-def question_batches(
-    rows: list[dict], pool: PassagePool, batch_rows: int = ROW_GROUP_SIZE
-) -> Iterator[pa.Table]:
-    """The questions table in batches of ``batch_rows`` (one parquet row group each) from rows whose
-    ``passages`` are entries of ``pool``, so that the big ``passages`` column is built, written and
-    freed a batch at a time; ``write_parquet_batches`` checks each against the contract."""
+def questions_table(rows: list[dict], pool: PassagePool) -> pa.Table:
+    """The questions table of ``rows`` whose ``passages`` are entries of ``pool`` (ingest builds one
+    per row group, so the big ``passages`` column is built, written and freed a row group at a time)."""
     column = pool.columns()
-    for start in range(0, len(rows), batch_rows):
-        yield _questions_table(rows[start : start + batch_rows], column)
-
-
-def _questions_table(rows: list[dict], column: dict[str, pa.Array]) -> pa.Table:
     offsets = np.zeros(len(rows) + 1, dtype=np.int32)
     np.cumsum([len(q["passages"]) for q in rows], out=offsets[1:])
     take = np.fromiter(

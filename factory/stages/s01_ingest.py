@@ -1,57 +1,67 @@
-"""Stage ingest: official corpus files -> questions.parquet, passages.parquet, quarantine.jsonl."""
+"""Stage ingest: official corpus files -> questions.parquet, passages.parquet, quarantine.jsonl.
+
+Streamed: the records are read and turned into rows a row group of questions at a time
+(``factory.corpora.Ingest``), written as they come to staging files next to the outputs, and checked
+by the gate (Great Expectations, in a child process that imports it meanwhile); only a passed gate
+publishes them under their names. A run killed or failed at any point leaves the old outputs or none.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 from factory import paths
 from factory.config import Params
-from factory.corpora import ingest_sources
-from factory.io import gc_paused, progress, write_json, write_jsonl
-from schemas import write_parquet, write_parquet_batches
+from factory.corpora import Ingest
+from factory.io import atomic_path, gc_paused, jsonl_line, progress, write_json
+from schemas import ParquetStream, iter_batches
 
 COMMAND = "ingest"
 HELP = "read the corpora (official formats or HF datasets), quarantine bad records, assign splits"
 log = logging.getLogger(__name__)
 
 
+def staged(path):
+    """Where an output waits for the gate: ``.<name>.gated`` next to it."""
+    return path.with_name(f".{path.name}.gated")
+
+
 def run(params: Params) -> None:
     from validators import BackgroundGate
-    from validators.ingest import EXPECTATIONS, ingest_frames
+    from validators.ingest import EXPECTATIONS, IngestChecks
 
-    # Questions are written while the gate runs, to a staging file that only a passed gate publishes.
-    staged = paths.QUESTIONS.with_name(f".{paths.QUESTIONS.name}.gated")
-    with (
-        BackgroundGate() as gate,
-        gc_paused(),
-    ):  # the gate imports Great Expectations in a child while we parse
-        with progress(desc="ingest", unit="rec") as bar:
-            result = ingest_sources(params, progress=bar.update)
-        passages, quarantine, counts = result.passage_table, result.quarantine, result.counts
-        try:
-            # Arrow takes and parquet encoding release the GIL: the table is written in a thread
-            # while this one computes the gate's frames and the child validates them.
-            with ThreadPoolExecutor(max_workers=1) as background:
-                written = background.submit(
-                    write_parquet_batches, result.question_batches(), staged, "question"
-                )
-                gate.submit(
-                    "ingest",
-                    EXPECTATIONS,
-                    ingest_frames(result.rows, result.pool, passages),
-                    docs_dir=paths.GX_DOCS,
-                )
-                written.result()
-            del result  # its many small objects go while the collector is paused, not in a full collection
+    outputs = (paths.QUESTIONS, paths.PASSAGES, paths.QUARANTINE)
+    ingest, checks = Ingest(params), IngestChecks()
+    try:
+        with BackgroundGate() as gate, gc_paused():  # the gate imports Great Expectations while we parse
+            with (
+                progress(desc="ingest", unit="rec") as bar,
+                ParquetStream(staged(paths.QUESTIONS), "question") as questions,
+                ParquetStream(staged(paths.PASSAGES), "passage") as passages,
+                atomic_path(staged(paths.QUARANTINE)) as quarantine_tmp,
+                open(quarantine_tmp, "w", encoding="utf-8") as quarantine,
+            ):
+                ingest.progress = bar.update
+                for chunk in ingest.chunks():
+                    questions.write_table(chunk.questions_table())
+                    passages.write_table(chunk.passages)
+                    quarantine.writelines(jsonl_line(entry) for entry in chunk.quarantine)
+                    checks.add(chunk.rows, chunk.pool, chunk.passages)
+            gate.submit(
+                "ingest", EXPECTATIONS, checks.frames(_known(staged(paths.QUESTIONS))), docs_dir=paths.GX_DOCS
+            )
+            del checks
             checked = gate.result()  # a failed expectation stops the stage before anything is published
-        except BaseException:
-            staged.unlink(missing_ok=True)
-            raise
-    os.replace(staged, paths.QUESTIONS)
-    write_parquet(passages, paths.PASSAGES, "passage")
-    write_jsonl(paths.QUARANTINE, quarantine)
+    except BaseException:
+        for path in outputs:
+            staged(path).unlink(missing_ok=True)
+        raise
+    for path in outputs:
+        os.replace(staged(path), path)
+    counts = ingest.counts
     write_json(paths.METRICS / "ingest.json", {**counts, "expectations_passed": checked.evaluated})
     t = counts["total"]
     log.info(
@@ -62,3 +72,27 @@ def run(params: Params) -> None:
         paths.QUARANTINE,
         t["passages"],
     )
+
+
+def _known(questions_path) -> np.ndarray:
+    """``passages_known`` of every written question against the written passages table."""
+    import pyarrow as pa
+
+    from validators.ingest import passages_known
+
+    table_pids = np.sort(
+        np.array(
+            [
+                p.encode()
+                for b in iter_batches(staged(paths.PASSAGES), ["pid"])
+                for p in b.column("pid").to_pylist()
+            ],
+            dtype=bytes,
+        )
+    )
+    known = []
+    for batch in iter_batches(questions_path, ["passages.list.element.pid"]):
+        pools = batch.column("passages")
+        pids = pa.ListArray.from_arrays(pools.offsets, pools.values.field("pid"))
+        known.append(passages_known(pids, table_pids))
+    return np.concatenate(known) if known else np.zeros(0, dtype=bool)

@@ -81,14 +81,15 @@ def test_a_failed_gate_publishes_nothing(tmp_path, corpora, monkeypatch):
     from factory.stages import s01_ingest
     from validators import GateFailed
 
-    real = validators.ingest.ingest_frames
+    real = validators.ingest.IngestChecks.frames
 
-    def with_duplicate_ids(rows, pool, passages):
-        frames = real(rows, pool, passages)
-        frames["questions"]["question_id"] = [rows[0]["question_id"]] * len(rows)
+    def with_duplicate_ids(self, known):
+        frames = real(self, known)
+        ids = frames["questions"]["question_id"]
+        frames["questions"]["question_id"] = [ids[0]] * len(ids)
         return frames
 
-    monkeypatch.setattr(validators.ingest, "ingest_frames", with_duplicate_ids)
+    monkeypatch.setattr(validators.ingest.IngestChecks, "frames", with_duplicate_ids)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(GateFailed, match=r"questions\.question_id: expect_column_values_to_be_unique"):
         s01_ingest.run(params_for({"hotpotqa": [corpora / "hotpotqa" / "dev_sample.json"]}))
