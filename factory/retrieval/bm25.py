@@ -369,10 +369,14 @@ class BM25Retriever:
         if pool is not None:  # a question's own pool: a few passages, each scored
             docs = self.positions(dataset, pool)
             scores = index.scores_of(ids, docs)
-        elif ids:
-            docs, scores = index.top(ids, top_n)
-        else:  # no known token: every passage scores 0, and the first pids win the tie
-            return [Hit(p, 0.0) for p in self.store.first_pids(dataset, top_n)]
+        else:
+            docs, scores = index.top(ids, top_n) if ids else (np.empty(0, np.int64), np.empty(0, np.float32))
+            hits = self.rank(dataset, docs, scores, top_n)
+            if len(hits) < top_n:  # fewer passages hold a query token than asked for: the rest score 0,
+                taken = {h.pid for h in hits}  # and among them the first pids win the tie
+                zeros = self.store.first_pids(dataset, top_n + len(taken))
+                hits += [Hit(p, 0.0) for p in zeros if p not in taken][: top_n - len(hits)]
+            return hits
         return self.rank(dataset, docs, scores, top_n)
 
     def rank(self, dataset: str, docs: np.ndarray, scores: np.ndarray, top_n: int) -> list[Hit]:

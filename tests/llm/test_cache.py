@@ -183,3 +183,48 @@ def test_cached_responses_survive_faulty_first_run(tmp_path):
         )  # each failure retried once more, nothing else sent
         assert sum(r.cached for r in again) == 20 - failed
         llm.close()
+
+
+def test_a_damaged_cache_is_set_aside_and_a_fresh_one_used(tmp_path, caplog):
+    """A cache file truncated to a third (a crash on a full disk) names the file in the log, moves it
+    aside and goes on with a fresh cache; the stage does not stop."""
+    db = tmp_path / "responses.sqlite"
+    cache = ResponseCache(db)
+    requests = _requests(3000)
+    keys = [cache_key("fake", "x", r) for r in requests]
+    cache.put_many([(k, "fake", "x", ChatResponse(text="t" * 200)) for k in keys])
+    cache.close()
+    with open(db, "r+b") as fh:
+        fh.truncate(db.stat().st_size // 3)
+    with caplog.at_level("WARNING", logger="factory.llm.cache"):
+        cache = ResponseCache(db)
+        assert cache.get_many(keys) == {}  # nothing trusted from the damaged file
+        cache.put_many([(keys[0], "fake", "x", ChatResponse(text="again"))])
+        assert cache.get(keys[0]).text == "again" and len(cache) == 1
+        cache.close()
+    aside = [p for p in tmp_path.iterdir() if ".corrupt-" in p.name and p.suffix != ".sqlite-wal"]
+    assert aside and any(str(db) in r.getMessage() and "set aside" in r.getMessage() for r in caplog.records)
+    assert ResponseCache(db).get(keys[0]).text == "again"
+
+
+def test_entries_of_the_first_layout_are_kept(tmp_path):
+    """A cache written before the compact layout (hex text keys in table `responses`) is moved over."""
+    import json
+    import sqlite3
+
+    db = tmp_path / "responses.sqlite"
+    key = cache_key("fake", "x", _requests(1)[0])
+    old = sqlite3.connect(db)
+    old.execute(
+        "CREATE TABLE responses (key TEXT PRIMARY KEY, backend TEXT NOT NULL, identity TEXT NOT NULL, "
+        "response TEXT NOT NULL, created REAL NOT NULL)"
+    )
+    record = {"text": "old", "prompt_tokens": 1, "completion_tokens": 2, "latency_s": 0.5}
+    record["finish_reason"] = "stop"
+    old.execute("INSERT INTO responses VALUES (?, ?, ?, ?, ?)", (key, "fake", "x", json.dumps(record), 0.0))
+    old.commit()
+    old.close()
+    cache = ResponseCache(db)
+    hit = cache.get(key)
+    assert (hit.text, hit.latency_s, hit.cached) == ("old", 0.5, True) and len(cache) == 1
+    cache.close()
