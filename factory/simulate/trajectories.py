@@ -228,15 +228,22 @@ def true_labels(trajectory: dict, tags: dict[str, str]) -> dict:
 
 def sample_questions(questions: list[dict], n_per_dataset: int, seed: int) -> list[dict]:
     """Up to n questions per dataset that have gold facts, chosen with a seeded RNG (sorted by id)."""
+    usable: dict[str, list[str]] = {}
+    for q in questions:
+        if gold_facts(q):
+            usable.setdefault(q["dataset"], []).append(q["question_id"])
+    by_id = {q["question_id"]: q for q in questions}
+    return [by_id[i] for i in sample_ids(usable, n_per_dataset, seed)]
+
+
+def sample_ids(usable: dict[str, list[str]], n_per_dataset: int, seed: int) -> list[str]:
+    """``sample_questions`` over the ids of the usable questions of each dataset (a stage collects
+    them streaming the questions file, then reads the chosen ones)."""
     chosen = []
-    for dataset in sorted({q["dataset"] for q in questions}):
-        usable = sorted(
-            (q for q in questions if q["dataset"] == dataset and gold_facts(q)),
-            key=lambda q: q["question_id"],
-        )
+    for dataset in sorted(usable):
+        ids = sorted(usable[dataset])
         rng = _rng(seed, "sample", dataset)
-        picked = rng.sample(usable, min(n_per_dataset, len(usable)))
-        chosen.extend(sorted(picked, key=lambda q: q["question_id"]))
+        chosen.extend(sorted(rng.sample(ids, min(n_per_dataset, len(ids)))))
     return chosen
 
 

@@ -13,8 +13,8 @@ from factory.io import write_json, write_jsonl
 from factory.simulate.assemble import POLICY
 from factory.simulate.facts import gold_facts
 from factory.simulate.report import aggregate, score_rows, write_report
-from factory.simulate.trajectories import sample_questions, simulate
-from schemas import read_rows, write_parquet
+from factory.simulate.trajectories import sample_ids, simulate
+from schemas import iter_rows, read_rows, write_parquet
 
 COMMAND = "simulate"
 HELP = (
@@ -28,8 +28,16 @@ def run(params: Params) -> dict:
     if not paths.QUESTIONS.exists():
         raise FactoryError(f"{paths.QUESTIONS} is missing: run `factory ingest` first")
     sp, bp = params.simulate, params.backtrace
-    questions = read_rows(paths.QUESTIONS)
-    chosen = sample_questions(questions, sp.n_questions, sp.seed)
+    # Which questions have gold facts: the file streamed a row group at a time; then the chosen ones read.
+    usable: dict[str, list[str]] = {}
+    read = 0
+    for q in iter_rows(paths.QUESTIONS):
+        read += 1
+        if gold_facts(q):
+            usable.setdefault(q["dataset"], []).append(q["question_id"])
+    chosen_ids = sample_ids(usable, sp.n_questions, sp.seed)
+    by_id = {q["question_id"]: q for q in read_rows(paths.QUESTIONS, where={"question_id": chosen_ids})}
+    chosen = [by_id[i] for i in chosen_ids]
     noise_levels = sorted({float(x) for x in sp.noise_levels})
     if any(not 0.0 <= x <= 1.0 for x in noise_levels):
         raise FactoryError(f"simulate.noise_levels must lie in [0, 1], got {sp.noise_levels}")
@@ -47,10 +55,8 @@ def run(params: Params) -> dict:
         "target_modes": list(bp.target_modes),
         "questions": len(chosen),
         "questions_by_dataset": dict(sorted(Counter(q["dataset"] for q in chosen).items())),
-        "questions_read": len(questions),
-        "questions_with_gold_facts": dict(
-            sorted(Counter(q["dataset"] for q in questions if gold_facts(q)).items())
-        ),
+        "questions_read": read,
+        "questions_with_gold_facts": {ds: len(ids) for ds, ids in sorted(usable.items())},
         "trajectories": len(sims),
         "triplets": sum(len(t["triplets"]) for t in trajectories),
         "tokenizer": "whitespace",
