@@ -237,12 +237,13 @@ def program_for(
             hits = ctx.retriever.search(query, q["dataset"], ctx.params.retrieval.top_n, pool)
             retrieved = []
             for hit in hits:
-                if hit.pid not in ctx.passages:
+                passage = ctx.passages.get(hit.pid)
+                if passage is None:
                     raise FactoryError(
                         f"question {q['question_id']!r}: retrieved passage {hit.pid!r} is not among the "
                         "passages given to the agent"
                     )
-                retrieved.append(ctx.passages[hit.pid])
+                retrieved.append(passage)
             shown.append(retrieved)
             msgs = prompts.complete_messages(
                 version,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -24,6 +25,8 @@ import time
 import weakref
 from concurrent.futures import Future
 from pathlib import Path
+
+import msgspec
 
 from factory import paths
 from factory.llm.base import LLM, ChatRequest, ChatResponse
@@ -38,26 +41,42 @@ def cache_key(backend: str, identity: str, request: ChatRequest, constraint_via:
 
     ``constraint_via``: how the backend applies a constraint (e.g. the server field), since the
     same grammar sent as a JSON schema or as GBNF may decode differently. Unconstrained requests
-    keep the keys they always had."""
+    keep the keys they always had. The canonical JSON is ``json.dumps(payload, sort_keys=True,
+    ensure_ascii=False, separators=(",", ":"))``; msgspec writes the same bytes several times
+    faster (strings, ints and plain floats alike), so it writes them unless a sampling float would
+    be in exponent notation, which the two spell differently."""
+    s = request.sampling
     payload: dict = {
         "backend": backend,
         "identity": identity,
-        "messages": [list(m) for m in request.messages],
+        "messages": request.messages,
         "sampling": {
-            k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(request.sampling).items()
+            "temperature": s.temperature,
+            "top_p": s.top_p,
+            "max_new_tokens": s.max_new_tokens,
+            "seed": s.seed,
+            "stop": s.stop,
         },
         "sample": request.sample,
     }
-    c = request.constraint
-    if c is not None:
-        forms = json.dumps([c.regex, c.gbnf, c.json_schema], ensure_ascii=False)
-        payload["constraint"] = {
-            "name": c.name,
-            "sha256": hashlib.sha256(forms.encode("utf-8")).hexdigest(),
-            "via": constraint_via,
-        }
-    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    if request.constraint is not None:
+        payload["constraint"] = _constraint_key(request.constraint, constraint_via)
+    if any(isinstance(v, float) and "e" in repr(v) for v in payload["sampling"].values()):
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    else:
+        blob = _CANONICAL.encode(payload)
+    return hashlib.sha256(blob).hexdigest()
+
+
+_CANONICAL = msgspec.json.Encoder(order="sorted")
+
+
+@functools.lru_cache(maxsize=256)
+def _constraint_key(c, via: str) -> dict:
+    """A constraint's part of the key: its name, a digest of its forms, how it travels (the grammars
+    are large and the same for every call of a step kind: digested once)."""
+    forms = json.dumps([c.regex, c.gbnf, c.json_schema], ensure_ascii=False)
+    return {"name": c.name, "sha256": hashlib.sha256(forms.encode("utf-8")).hexdigest(), "via": via}
 
 
 class ResponseCache:

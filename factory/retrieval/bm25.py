@@ -185,8 +185,9 @@ class DatasetIndex:
 
     @staticmethod
     def load(folder: Path) -> DatasetIndex:
+        # mapped, as plain arrays: a slice of an np.memmap costs a subclass instance on every lookup
         data, indices, indptr, impact_data, impact_indices = (
-            np.load(folder / name, mmap_mode="r") for name in FILES + IMPACT_FILES
+            np.asarray(np.load(folder / name, mmap_mode="r")) for name in FILES + IMPACT_FILES
         )
         vocab = json.loads((folder / "vocab.index.json").read_text(encoding="utf-8"))
         vocab.pop("", None)

@@ -228,3 +228,59 @@ def test_entries_of_the_first_layout_are_kept(tmp_path):
     hit = cache.get(key)
     assert (hit.text, hit.latency_s, hit.cached) == ("old", 0.5, True) and len(cache) == 1
     cache.close()
+
+
+def test_cache_keys_are_the_canonical_json_of_the_request():
+    """The fast key is byte for byte the documented one: sha256 of json.dumps(sort_keys, compact) of
+    backend, identity, messages, every sampling field, the sample index and the constraint's digest
+    (so caches written before keep answering)."""
+    import dataclasses
+    import hashlib
+    import json
+    import random
+
+    from factory.llm.base import Constraint
+
+    def documented(backend, identity, request, via=""):
+        payload = {
+            "backend": backend,
+            "identity": identity,
+            "messages": [list(m) for m in request.messages],
+            "sampling": {
+                k: list(v) if isinstance(v, tuple) else v
+                for k, v in dataclasses.asdict(request.sampling).items()
+            },
+            "sample": request.sample,
+        }
+        c = request.constraint
+        if c is not None:
+            forms = json.dumps([c.regex, c.gbnf, c.json_schema], ensure_ascii=False)
+            payload["constraint"] = {
+                "name": c.name,
+                "sha256": hashlib.sha256(forms.encode("utf-8")).hexdigest(),
+                "via": via,
+            }
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    rng = random.Random(0)
+    chars = 'abé漢\n\t"\\/\u2028\x01\x7f 😀<&'
+    grammar = Constraint("v/explore/pairs=2", "Thought: .*", 'root ::= "x"', '{"type": "object"}')
+    for i in range(500):
+        text = "".join(rng.choice(chars) for _ in range(rng.randrange(60)))
+        sampling = Sampling(
+            temperature=rng.choice([0.0, 0.7, 1e-7, 0.1 + 0.2, 2.5e17]),
+            top_p=rng.choice([1.0, 0.95]),
+            max_new_tokens=96,
+            seed=i,
+            stop=("\nQuestion:", text[:3]),
+        )
+        request = ChatRequest.of(
+            [{"role": "system", "content": text}, {"role": "user", "content": text[::-1]}],
+            sampling,
+            sample=i % 3,
+            constraint=grammar if i % 2 else None,
+        )
+        assert cache_key("openai", f"m{text[:5]}", request, "openai:grammar") == documented(
+            "openai", f"m{text[:5]}", request, "openai:grammar"
+        )
