@@ -244,7 +244,7 @@ def work_of(folder: Path, stage: str, rows: int) -> tuple[float, str]:
     if stage == "evaluate":
         return HELDOUT, "held-out questions (fixed)"
     if stage == "counterfactual":
-        return COUNTERFACTUAL, "trajectories (fixed)"
+        return metrics("counterfactual/backtrace/seed_0/round_0.json")["reasked"], "re-asked (<= 200)"
     if stage == "start":
         return 1, "decision (fixed)"
     trajectories = rows_written(folder, "trajectories")

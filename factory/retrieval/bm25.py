@@ -21,7 +21,9 @@ import math
 import re
 import tempfile
 import threading
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from pathlib import Path
 
 import bm25s
@@ -55,7 +57,11 @@ class BM25Builder:
 
     def __init__(self, k1: float = 1.5, b: float = 0.75, spill_dir: str | Path | None = None):
         self.k1, self.b = float(k1), float(b)
-        self.vocab: dict[str, int] = {}
+        self._ids: dict[str, int] = defaultdict()
+        self._ids.default_factory = self._ids.__len__  # an unseen token gets the next id
+        self._ids.update((w, i) for i, w in enumerate(sorted(_STOPWORDS)))
+        self._stopwords = len(self._ids)
+        self._token_id = self._ids.__getitem__
         self.lengths: list[np.ndarray] = []
         self.num_docs = 0
         self._spill = Path(spill_dir) if spill_dir is not None else None
@@ -67,16 +73,18 @@ class BM25Builder:
 
     def add(self, texts: Sequence[str]) -> None:
         """Index the next documents (their ids follow the ones added before)."""
-        vocab = self.vocab
-        ids: list[int] = []
-        lengths = np.empty(len(texts), dtype=np.int64)
-        for i, text in enumerate(texts):
-            tokens = tokenize(text)
-            lengths[i] = len(tokens)
-            for t in tokens:
-                ids.append(vocab.setdefault(t, len(vocab)))
-        tok = np.array(ids, dtype=np.int64)
-        doc = np.repeat(np.arange(self.num_docs, self.num_docs + len(texts), dtype=np.int64), lengths)
+        per_doc = [_TOKEN.findall(text.lower()) for text in texts]
+        counts = np.fromiter(map(len, per_doc), dtype=np.int64, count=len(per_doc))
+        # a token's id: its place in the vocabulary, given on first sight (map() runs in C); the
+        # stopwords hold the first ids, so that dropping them is one comparison over the array
+        tok = np.fromiter(
+            map(self._token_id, chain.from_iterable(per_doc)), dtype=np.int64, count=int(counts.sum())
+        )
+        doc = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
+        kept = tok >= self._stopwords
+        tok, doc = tok[kept] - self._stopwords, doc[kept]
+        lengths = np.bincount(doc, minlength=len(texts)).astype(np.int64)
+        doc += self.num_docs
         key, tf = np.unique((doc << 32) | tok, return_counts=True)  # (doc, token) pairs, doc-major
         part = {
             "doc": (key >> 32).astype(np.int32),
@@ -104,7 +112,8 @@ class BM25Builder:
         doc, tok, tf = (
             self._entries(n, d) for n, d in (("doc", np.int32), ("tok", np.int32), ("tf", np.float32))
         )
-        n_vocab, n_docs = len(self.vocab), self.num_docs
+        vocab = {w: i - self._stopwords for w, i in self._ids.items() if i >= self._stopwords}
+        n_vocab, n_docs = len(vocab), self.num_docs
         lengths = np.concatenate(self.lengths) if self.lengths else np.array([], dtype=np.int64)
         df = np.bincount(tok, minlength=n_vocab)
         # math.log per distinct df, rounded to float32: bm25s's exact idf values
@@ -136,7 +145,7 @@ class BM25Builder:
         impact = np.lexsort((indices, -data, token_of))
         del token_of
         return DatasetIndex(
-            data, indices, indptr, dict(self.vocab), data[impact], indices[impact], n_docs, self.k1, self.b
+            data, indices, indptr, vocab, data[impact], indices[impact], n_docs, self.k1, self.b
         )
 
     def close(self) -> None:
