@@ -199,8 +199,9 @@ def bench_stage_driver(
     from factory.agent.policy import Policy
     from factory.config import Params
     from factory.llm.base import Sampling
-    from factory.llm.cache import CachedLLM, ResponseCache
+    from factory.llm.cache import CachedLLM
     from factory.llm.openai_backend import OpenAILLM
+    from factory.llm.responses import ResponseCache
     from factory.retrieval.bm25 import BM25Retriever
 
     questions, passages = load_questions(n, seed)

@@ -74,7 +74,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     from factory.llm.base import ChatResponse
-    from factory.llm.cache import ResponseCache
+    from factory.llm.responses import ResponseCache
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         path = Path(tmp) / "responses.sqlite"

@@ -64,8 +64,9 @@ def bench_openai_backend(n_requests: int = 2000, latency_s: float = 0.1, concurr
     """(a) calls/s vs the ideal, CPU per call, and the cache's cold/warm cost."""
     import psutil
 
-    from factory.llm.cache import CachedLLM, ResponseCache
+    from factory.llm.cache import CachedLLM
     from factory.llm.openai_backend import OpenAILLM
+    from factory.llm.responses import ResponseCache
 
     proc, base_url = start_mock_server(latency_s)
     server = psutil.Process(proc.pid)

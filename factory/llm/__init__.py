@@ -69,7 +69,8 @@ def make_llm(params: Params, adapter_path: str | Path | None = None, adapter_nam
     else:  # pydantic already restricts the value; kept for direct callers
         raise FactoryError(f"llm.backend {cfg.backend!r}: expected 'local' or 'openai'")
     if cfg.cache:
-        from factory.llm.cache import CachedLLM, ResponseCache
+        from factory.llm.cache import CachedLLM
+        from factory.llm.responses import ResponseCache
 
         llm = CachedLLM(llm, ResponseCache(paths.CACHE_DIR / "responses.sqlite"))
     return llm

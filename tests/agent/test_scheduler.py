@@ -19,8 +19,9 @@ from factory.agent.scripted import ScriptedPolicyLLM
 from factory.agent.shards import shard_folder
 from factory.config import Params
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
-from factory.llm.cache import CachedLLM, ResponseCache
+from factory.llm.cache import CachedLLM
 from factory.llm.openai_backend import OpenAILLM
+from factory.llm.responses import ResponseCache
 from factory.retrieval.bm25 import BM25Retriever
 from schemas import read_rows
 from tests.agent.test_shards import generate

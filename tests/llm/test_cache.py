@@ -7,8 +7,9 @@ import sys
 import textwrap
 
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
-from factory.llm.cache import CachedLLM, ResponseCache, cache_key
+from factory.llm.cache import CachedLLM, cache_key
 from factory.llm.openai_backend import OpenAILLM
+from factory.llm.responses import ResponseCache
 from tests.mock_openai_server import FaultPlan, MockOpenAIServer
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
@@ -141,7 +142,8 @@ def test_concurrent_processes_share_the_file(tmp_path):
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         from factory.llm.base import ChatRequest, ChatResponse, Sampling
-        from factory.llm.cache import ResponseCache, cache_key
+        from factory.llm.cache import cache_key
+        from factory.llm.responses import ResponseCache
         cache = ResponseCache({str(db)!r})
         tag = sys.argv[1]
         for i in range(60):
@@ -196,7 +198,7 @@ def test_a_damaged_cache_is_set_aside_and_a_fresh_one_used(tmp_path, caplog):
     cache.close()
     with open(db, "r+b") as fh:
         fh.truncate(db.stat().st_size // 3)
-    with caplog.at_level("WARNING", logger="factory.llm.cache"):
+    with caplog.at_level("WARNING", logger="factory.llm.responses"):
         cache = ResponseCache(db)
         assert cache.get_many(keys) == {}  # nothing trusted from the damaged file
         cache.put_many([(keys[0], "fake", "x", ChatResponse(text="again"))])

@@ -10,8 +10,9 @@ import pytest
 from factory.errors import FactoryError
 from factory.llm import identity as identity_mod
 from factory.llm.base import ChatRequest, Sampling
-from factory.llm.cache import CachedLLM, ResponseCache
+from factory.llm.cache import CachedLLM
 from factory.llm.local import LocalLLM
+from factory.llm.responses import ResponseCache
 
 QUESTIONS = [
     "Were Scott Derrickson and Ed Wood of the same nationality?",

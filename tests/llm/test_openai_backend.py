@@ -219,7 +219,8 @@ def test_make_llm_openai_prefix_and_errors(tmp_path, monkeypatch):
 
 
 def test_api_key_only_in_authorization_header(tmp_path, monkeypatch, caplog):
-    from factory.llm.cache import CachedLLM, ResponseCache
+    from factory.llm.cache import CachedLLM
+    from factory.llm.responses import ResponseCache
 
     secret = "sk-test-9f1c2e7d4b6a8c0e-unique"
     monkeypatch.setenv(KEY_ENV, secret)

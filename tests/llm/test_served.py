@@ -10,9 +10,10 @@ from factory.config import Params
 from factory.errors import FactoryError
 from factory.llm import make_llm
 from factory.llm.base import ChatRequest, Sampling
-from factory.llm.cache import CachedLLM, ResponseCache
+from factory.llm.cache import CachedLLM
 from factory.llm.identity import adapter_hash
 from factory.llm.openai_backend import OpenAILLM
+from factory.llm.responses import ResponseCache
 from tests.mock_openai_server import MockOpenAIServer
 
 

@@ -96,3 +96,35 @@ def test_a_failed_gate_publishes_nothing(tmp_path, corpora, monkeypatch):
     interim = tmp_path / "data" / "interim"
     assert not (interim / "questions.parquet").exists() and not (interim / "passages.parquet").exists()
     assert not list(interim.glob(".*"))  # no staged or temporary file left behind
+
+
+def test_ingest_killed_mid_write_leaves_the_old_outputs_or_none(tmp_path, corpora):
+    """SIGKILL while the tables stream to their staging files: nothing is published under the outputs'
+    names (the old outputs stay whole); the re-run writes what an uninterrupted run writes."""
+    from tests.stages.kill import files, run_stage
+
+    corpora_set = (
+        f"corpora={{hotpotqa: [{corpora}/hotpotqa/dev_sample.json, {corpora}/hotpotqa/train_sample.json], "
+        f"musique: [{corpora}/musique/dev_sample.jsonl]}}"
+    )
+    args = ["ingest", "--set", corpora_set]
+    reference = tmp_path / "reference"
+    reference.mkdir()
+    run_stage(args, reference)
+    expected = files(reference / "data" / "interim")
+
+    project = tmp_path / "project"
+    interim = project / "data" / "interim"
+    project.mkdir()
+
+    def writing() -> bool:
+        return any(interim.glob(".*.tmp-*")) if interim.exists() else False
+
+    assert run_stage(args, project, kill_when=writing)
+    assert not [p for p in interim.iterdir() if not p.name.startswith(".")]  # no output published
+    run_stage(args, project)
+    assert files(interim) == expected  # the re-run: same bytes, the killed run's temporaries gone
+
+    other = [*args, "--set", "splits.seed=99"]  # another output underway over the old one
+    assert run_stage(other, project, kill_when=writing)
+    assert {k: v for k, v in files(interim).items() if not k.startswith(".")} == expected
