@@ -84,7 +84,10 @@ def mock_reply(messages: list[dict]) -> str:
         return fmt.render_explore("The graph leads to the answer.", [], sufficient=True, answer=hint.group(1))
     if len(graph) >= 8:
         return fmt.render_explore("The graph is enough.", [], sufficient=True, answer=last)
-    entity = graph[-1][0] if graph else " ".join(question.split()[1:4]) or question
+    # the first lookup names a few of the question's words and its last (the copy's tag): every copy
+    # of a question sends its own queries, so nothing repeats across copies that real data would not
+    words = question.split()
+    entity = graph[-1][0] if graph else " ".join(words[1:4] + words[-1:]) or question
     return fmt.render_explore("I need more facts.", [(entity, "connection")])
 
 

@@ -45,6 +45,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from factory import paths
 from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, ChatResponse
@@ -259,7 +261,7 @@ class OpenAILLM(ServedModels):
         if s.stop:
             body["stop"] = list(s.stop)
         body.update(self.constraint_fields(request))
-        payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        payload = msgspec.json.encode(body)
         t0 = time.perf_counter()
         reason = last_detail = ""
         for attempt in range(self.max_retries + 1):
@@ -275,7 +277,7 @@ class OpenAILLM(ServedModels):
                             return _failed(f"HTTP {status}, not retried ({detail})", t0)
                         reason, last_detail = f"HTTP {status}", detail
                     else:
-                        response = _response(json.loads(raw), time.perf_counter() - t0)
+                        response = _response(msgspec.json.decode(raw), time.perf_counter() - t0)
                         if response.text.strip() or response.finish_reason == "length":
                             return response
                         reason, last_detail = "empty completion", "the server returned no text"
@@ -283,7 +285,14 @@ class OpenAILLM(ServedModels):
                     reason, last_detail = "timeout", f"no reply within {self.timeout_s:g} s"
                 except aiohttp.ClientError as exc:  # refused, reset, dropped mid-body
                     reason, last_detail = "connection error", type(exc).__name__
-                except (_Malformed, ValueError, TypeError, KeyError, AttributeError) as exc:
+                except (
+                    _Malformed,
+                    msgspec.DecodeError,
+                    ValueError,
+                    TypeError,
+                    KeyError,
+                    AttributeError,
+                ) as exc:
                     reason, last_detail = (
                         "malformed response",
                         f"{type(exc).__name__}: {self._redact(str(exc))[:120]}",

@@ -20,12 +20,15 @@ import time
 import weakref
 from pathlib import Path
 
+import msgspec
+
 from factory import paths
 from factory.llm.base import ChatResponse
 
 log = logging.getLogger(__name__)
 DEFAULT_PATH = paths.CACHE_DIR / "responses.sqlite"
 _CHUNK = 500  # SQLite host-parameter budget per query
+_RECORD = msgspec.json.Encoder(order="sorted").encode  # a response as stored (read back with json)
 
 
 class ResponseCache:
@@ -45,7 +48,13 @@ class ResponseCache:
     def __init__(self, path: str | Path = DEFAULT_PATH):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()  # the connections, and a recovery
+        # one lock per connection, and one for the replies in the writer's queue: a lookup never waits
+        # for a commit (WAL lets the two connections work at once); a recovery takes both (write first)
+        self._write_lock, self._read_lock, self._pending_lock = (
+            threading.Lock(),
+            threading.Lock(),
+            threading.Lock(),
+        )
         self._pending: dict[bytes, tuple[str, str, str]] = {}  # key -> (backend, identity, record)
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._done = threading.Condition()
@@ -81,7 +90,7 @@ class ResponseCache:
                 self._read.execute("SELECT 1 FROM entries LIMIT 1").fetchall()
                 return
             except sqlite3.DatabaseError as exc:
-                if attempt:
+                if attempt or not _is_damage(exc):
                     raise
                 self._set_aside(exc)
 
@@ -126,7 +135,8 @@ class ResponseCache:
         )
 
     def _recover(self, exc: BaseException) -> None:
-        with self._lock:
+        """Set the damaged file aside and open a fresh one (the caller holds neither lock)."""
+        with self._write_lock, self._read_lock:
             self._set_aside(exc)
             self._open()
 
@@ -136,15 +146,17 @@ class ResponseCache:
         found: dict[str, ChatResponse] = {}
         unique = sorted(set(keys))
         rows: list[tuple[bytes, str]] = []
-        with self._lock:
-            blobs = [bytes.fromhex(k) for k in unique]
-            missing = []
+        blobs = [bytes.fromhex(k) for k in unique]
+        missing = []
+        with self._pending_lock:
             for blob in blobs:
                 pending = self._pending.get(blob)
                 if pending is not None:
                     rows.append((blob, pending[2]))
                 else:
                     missing.append(blob)
+        damaged = None
+        with self._read_lock:
             try:
                 for start in range(0, len(missing), _CHUNK):
                     chunk = missing[start : start + _CHUNK]
@@ -153,7 +165,11 @@ class ResponseCache:
                         f"SELECT key, response FROM entries WHERE key IN ({marks})", chunk
                     ).fetchall()
             except sqlite3.DatabaseError as exc:
-                self._recover(exc)
+                if not _is_damage(exc):
+                    raise
+                damaged = exc
+        if damaged is not None:
+            self._recover(damaged)
         for blob, record in rows:
             found[bytes(blob).hex()] = ChatResponse(**json.loads(record), cached=True)
         return found
@@ -179,12 +195,12 @@ class ResponseCache:
                     bytes.fromhex(key),
                     backend,
                     identity,
-                    json.dumps(record, sort_keys=True, ensure_ascii=False),
+                    _RECORD(record).decode(),
                 )
             )
         if not rows:
             return
-        with self._lock:
+        with self._pending_lock:
             for blob, backend, identity, record in rows:
                 self._pending.setdefault(blob, (backend, identity, record))
         with self._done:
@@ -210,7 +226,8 @@ class ResponseCache:
                 return
 
     def _commit(self, rows: list[tuple]) -> None:
-        with self._lock:
+        damaged = None
+        with self._write_lock:
             try:
                 self._write.execute("BEGIN IMMEDIATE")
                 try:
@@ -220,11 +237,16 @@ class ResponseCache:
                     self._write.execute("ROLLBACK")
                     raise
             except sqlite3.DatabaseError as exc:
-                self._recover(exc)
-                return self._commit(rows)
-            finally:
-                for blob, *_ in rows:
-                    self._pending.pop(blob, None)
+                if not _is_damage(exc):
+                    raise
+                damaged = exc
+        if damaged is not None:
+            self._recover(damaged)
+            self._commit(rows)
+            return
+        with self._pending_lock:
+            for blob, *_ in rows:
+                self._pending.pop(blob, None)
 
     def _insert(self, rows: list[tuple]) -> None:
         """(key, backend, identity, record, created) rows into ``entries`` (inside a transaction)."""
@@ -250,16 +272,22 @@ class ResponseCache:
 
     def __len__(self) -> int:
         self.flush()
-        with self._lock:
+        with self._read_lock:
             return self._read.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
 
     def close(self) -> None:
         if self._writer.is_alive():
             self._queue.put(None)
             self._writer.join()
-        with self._lock:
+        with self._write_lock, self._read_lock:
             self._read.close()
             self._write.close()
+
+
+def _is_damage(exc: sqlite3.DatabaseError) -> bool:
+    """A damaged file (corrupt, truncated, not a database), as opposed to a full disk or a lock."""
+    name = getattr(exc, "sqlite_errorname", "")
+    return name in ("SQLITE_CORRUPT", "SQLITE_NOTADB") or type(exc) is sqlite3.DatabaseError
 
 
 def _close_at_exit(ref: weakref.ref) -> None:

@@ -22,12 +22,11 @@ class Retriever(Protocol):
 
 def rank_positions(store, dataset: str, positions: np.ndarray, scores: np.ndarray, top_n: int) -> list[Hit]:
     """The top ``top_n`` of documents at ``positions`` of ``dataset`` in ``store`` by score, ties broken
-    by pid (only the documents that can make the cut are named)."""
+    by pid (through the pids' ranks: only the winners' pids are read)."""
+    positions = np.asarray(positions, dtype=np.int64)
     if len(positions) > top_n:
         kth = np.partition(scores, len(positions) - top_n)[len(positions) - top_n]
         keep = scores >= kth
         positions, scores = positions[keep], scores[keep]
-    ranked = sorted(
-        (-float(s), store.pid(dataset, d), float(s)) for d, s in zip(positions.tolist(), scores.tolist())
-    )[:top_n]
-    return [Hit(pid, score) for _, pid, score in ranked]
+    order = np.lexsort((store.ranks[dataset][positions], -np.asarray(scores)))[:top_n]
+    return [Hit(store.pid(dataset, int(positions[i])), float(scores[i])) for i in order.tolist()]

@@ -16,10 +16,10 @@ does, and ties are broken by pid: the same passages in the same order as scoring
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
-import tempfile
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -31,7 +31,9 @@ import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
 from factory.errors import FactoryError
+from factory.retrieval import topk
 from factory.retrieval.base import Hit, rank_positions
+from factory.retrieval.mapped import Mappings
 from factory.retrieval.store import PassageStore
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's (and scikit-learn's) token pattern
@@ -193,10 +195,10 @@ class DatasetIndex:
         (folder / "params.index.json").write_text(json.dumps(params, indent=4))
 
     @staticmethod
-    def load(folder: Path) -> DatasetIndex:
-        # mapped, as plain arrays: a slice of an np.memmap costs a subclass instance on every lookup
+    def load(folder: Path, mappings: Mappings | None = None) -> DatasetIndex:
+        mappings = mappings or Mappings()
         data, indices, indptr, impact_data, impact_indices = (
-            np.asarray(np.load(folder / name, mmap_mode="r")) for name in FILES + IMPACT_FILES
+            mappings.npy(folder / name) for name in FILES + IMPACT_FILES
         )
         vocab = json.loads((folder / "vocab.index.json").read_text(encoding="utf-8"))
         vocab.pop("", None)
@@ -218,7 +220,7 @@ class DatasetIndex:
         vocab = self.vocab
         return [vocab[t] for t in tokenize(query) if t in vocab]
 
-    def _postings(self, token: int) -> tuple[np.ndarray, np.ndarray]:
+    def postings(self, token: int) -> tuple[np.ndarray, np.ndarray]:
         start, end = int(self.indptr[token]), int(self.indptr[token + 1])
         return self.indices[start:end], self.data[start:end]
 
@@ -227,7 +229,7 @@ class DatasetIndex:
         each document is looked up in each token's list (binary search, the lists ascend)."""
         scores = np.zeros(len(docs), dtype=np.float32)
         for token in ids:
-            idx, val = self._postings(token)
+            idx, val = self.postings(token)
             if not len(idx):
                 continue
             at = np.minimum(np.searchsorted(idx, docs), len(idx) - 1)
@@ -236,82 +238,16 @@ class DatasetIndex:
         return scores
 
     def top(self, ids: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Every document that can be among the top ``k`` (all those tied with the k-th included),
-        with its exact score, reading as little of the lists as it can.
+        """Every document that can be among the top ``k`` (all those tied with the k-th included), with
+        its exact score (``factory.retrieval.topk``)."""
+        return topk.top(self, ids, k)
 
-        First the threshold algorithm over the impact-ordered lists: a round takes the next best
-        documents of every query token (8, then 32) and scores the new ones exactly; a document not
-        taken scores at most the sum of the lists' next values (each token times its repeats), so
-        when that bound falls below the k-th best score taken, the top ``k`` is complete. Otherwise
-        that k-th score is a threshold for MaxScore: the tokens whose whole lists' maxima sum below
-        it cannot lift a document on their own, so only the other tokens' lists are read through,
-        and the first ones are looked up for the documents those lists name."""
-        unique, repeats = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
-        starts = np.asarray(self.indptr[unique], dtype=np.int64)
-        ends = np.asarray(self.indptr[unique + 1], dtype=np.int64)
-        taken = starts.copy()
-        docs = np.empty(0, dtype=np.int64)
-        scores = np.empty(0, dtype=np.float32)
-        theta = 0.0
-        for block in (8, 32):
-            fresh = [
-                self.impact_indices[a : min(a + block, b)] for a, b in zip(taken.tolist(), ends.tolist())
-            ]
-            taken = np.minimum(taken + block, ends)
-            new = _distinct(np.concatenate(fresh)).astype(np.int64)
-            if len(docs):
-                new = new[~np.isin(new, docs, assume_unique=True)]
-            docs = np.concatenate([docs, new])
-            scores = np.concatenate([scores, self.scores_of(ids, new)])
-            left = taken < ends
-            if not left.any():
-                return docs, scores
-            if len(docs) >= k:
-                theta = float(np.partition(scores, len(docs) - k)[len(docs) - k])
-                bound = float(
-                    np.sum(repeats[left] * np.asarray(self.impact_data[taken[left]], dtype=np.float64))
-                )
-                if bound * (1 + 1e-4) < theta:  # margin: float32 rounding of the summed scores
-                    return docs, scores
-        maxima = repeats * np.asarray(self.impact_data[starts], dtype=np.float64)
-        by_max = np.argsort(maxima, kind="stable")
-        minor = np.zeros(len(unique), dtype=bool)
-        minor[by_max] = np.cumsum(maxima[by_max]) * (1 + 1e-4) < theta
-        major = {int(t) for t in unique[~minor]}
-        docs = _distinct(np.concatenate([self.indices[a:b] for a, b, m in zip(starts, ends, minor) if not m]))
-        return docs, self._scores_read_through(ids, docs, major)
-
-    def _scores_read_through(self, ids: Sequence[int], docs: np.ndarray, major: set[int]) -> np.ndarray:
-        """``scores_of(ids, docs)`` where every list of a ``major`` token lies within ``docs``: those
-        lists are added whole into a scratch row of the dataset, the others looked up; in query order."""
-        scratch = self._scratch()
-        try:
-            for token in ids:
-                idx, val = self._postings(token)
-                if token in major:
-                    scratch[idx] += val
-                elif len(idx):
-                    at = np.minimum(np.searchsorted(idx, docs), len(idx) - 1)
-                    hit = idx[at] == docs
-                    scratch[docs[hit]] += val[at[hit]]
-            return scratch[docs]
-        finally:
-            scratch[docs] = 0.0
-
-    def _scratch(self) -> np.ndarray:
+    def scratch(self) -> np.ndarray:
         """A zeroed float32 row of this dataset's documents, one per thread (kept zero between uses)."""
         row = getattr(self._local, "scratch", None)
         if row is None:
             row = self._local.scratch = np.zeros(self.num_docs, dtype=np.float32)
         return row
-
-
-def _distinct(values: np.ndarray) -> np.ndarray:
-    """Sorted distinct values (``np.unique`` without its hashing, which costs more on short arrays)."""
-    values = np.sort(values)
-    if len(values) > 1:
-        values = values[np.concatenate(([True], values[1:] != values[:-1]))]
-    return values
 
 
 # ---------------------------------------------------------------- the retriever
@@ -320,8 +256,12 @@ def _distinct(values: np.ndarray) -> np.ndarray:
 class BM25Retriever:
     """BM25 per dataset over a ``PassageStore``; a hit's document id is its position in the store."""
 
-    def __init__(self, indexes: dict[str, DatasetIndex], store: PassageStore):
+    def __init__(
+        self, indexes: dict[str, DatasetIndex], store: PassageStore, mappings: Mappings | None = None
+    ):
         self.indexes, self.store = indexes, store
+        self._mappings = mappings or Mappings()  # the index files (pages given back every few thousand)
+        self._recent = functools.lru_cache(maxsize=1 << 16)(self._pooled)
 
     @staticmethod
     def build(passages: Iterable[dict], k1: float = 1.5, b: float = 0.75) -> BM25Retriever:
@@ -353,8 +293,11 @@ class BM25Retriever:
                 f"no BM25 index under {root}: run `factory index` (or `dvc repro index`) first"
             )
         store = store if store is not None else PassageStore.open(index_dir)
-        indexes = {f.name: DatasetIndex.load(f) for f in sorted(p for p in root.iterdir() if p.is_dir())}
-        return BM25Retriever(indexes, store)
+        mappings = Mappings()
+        indexes = {
+            f.name: DatasetIndex.load(f, mappings) for f in sorted(p for p in root.iterdir() if p.is_dir())
+        }
+        return BM25Retriever(indexes, store, mappings)
 
     def index(self, dataset: str) -> DatasetIndex:
         index = self.indexes.get(dataset)
@@ -374,26 +317,22 @@ class BM25Retriever:
         return np.unique(self.store.positions(dataset, pool))
 
     def search(self, query: str, dataset: str, top_n: int, pool: list[str] | None = None) -> list[Hit]:
+        self._mappings.touched()
         index = self.index(dataset)
         ids = index.token_ids(query)
         if pool is not None:  # a question's own pool: a few passages, each scored
             docs = self.positions(dataset, pool)
-            scores = index.scores_of(ids, docs)
-        else:
-            docs, scores = index.top(ids, top_n) if ids else (np.empty(0, np.int64), np.empty(0, np.float32))
-            hits = self.rank(dataset, docs, scores, top_n)
-            if len(hits) < top_n:  # fewer passages hold a query token than asked for: the rest score 0,
-                taken = {h.pid for h in hits}  # and among them the first pids win the tie
-                zeros = self.store.first_pids(dataset, top_n + len(taken))
-                hits += [Hit(p, 0.0) for p in zeros if p not in taken][: top_n - len(hits)]
-            return hits
-        return self.rank(dataset, docs, scores, top_n)
+            return rank_positions(self.store, dataset, docs, index.scores_of(ids, docs), top_n)
+        return list(self._recent(dataset, tuple(ids), top_n))
 
-    def rank(self, dataset: str, docs: np.ndarray, scores: np.ndarray, top_n: int) -> list[Hit]:
-        return rank_positions(self.store, dataset, docs, scores, top_n)
-
-
-def spill_folder(parent: str | Path) -> tempfile.TemporaryDirectory:
-    """A temporary folder for a builder's entries, next to the index (same disk)."""
-    Path(parent).mkdir(parents=True, exist_ok=True)
-    return tempfile.TemporaryDirectory(prefix=".bm25-build-", dir=parent)
+    def _pooled(self, dataset: str, ids: tuple[int, ...], top_n: int) -> tuple[Hit, ...]:
+        """The top ``top_n`` of the whole dataset for these tokens (the same tokens asked again, by
+        another question or sample, are answered from memory)."""
+        index = self.index(dataset)
+        docs, scores = index.top(ids, top_n) if ids else (np.empty(0, np.int64), np.empty(0, np.float32))
+        hits = rank_positions(self.store, dataset, docs, scores, top_n)
+        if len(hits) < top_n:  # fewer passages hold a query token than asked for: the rest score 0,
+            taken = {h.pid for h in hits}  # and among them the first pids win the tie
+            zeros = self.store.first_pids(dataset, top_n + len(taken))
+            hits += [Hit(p, 0.0) for p in zeros if p not in taken][: top_n - len(hits)]
+        return tuple(hits)
