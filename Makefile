@@ -50,6 +50,8 @@ test-integration: setup $(LLAMA_STAMP)
 	FACTORY_LLAMA_PYTHON=$(abspath $(LLAMA_VENV))/bin/python $(BIN)/python -m pytest -p no:cacheprovider -s -rA tests/integration
 
 # bench/trajectories.py (b) and bench/constrained.py run the local model: models/base first (the DVC stage).
+# bench/scale.py runs a round at 2% and 8% of the full corpora (`python bench/scale.py --full`: 25% and
+# 100%, about half an hour); bench/cache.py fills a response cache of 5.4M entries (~1.6 GB of disk).
 bench: setup
 	$(BIN)/dvc repro prepare_model
 	$(BIN)/python bench/ingest.py
@@ -57,6 +59,8 @@ bench: setup
 	$(BIN)/python bench/real_graphs.py
 	$(BIN)/python bench/trajectories.py
 	$(BIN)/python bench/constrained.py
+	$(BIN)/python bench/scale.py
+	$(BIN)/python bench/cache.py
 
 lint: setup
 	$(BIN)/ruff check factory schemas validators tests bench

@@ -150,13 +150,26 @@ def write_params(folder: Path, corpora: dict, round_questions: int, base_url: st
     (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
 
+def _anon_rss(pid: int) -> int:
+    """Bytes of a process's anonymous resident memory (its own, not file pages of the page cache)."""
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 class TreeSampler:
-    """Peak RSS of a process and its descendants, sampled every ``interval_s``."""
+    """Peak RSS of a process and its descendants, sampled every ``interval_s``: all of it (mapped
+    file pages included) and its anonymous part."""
 
     def __init__(self, pid: int, interval_s: float = 0.05):
         import psutil
 
-        self.proc, self.interval_s, self.peak = psutil.Process(pid), interval_s, 0
+        self.proc, self.interval_s, self.peak, self.peak_anon = psutil.Process(pid), interval_s, 0, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -167,21 +180,22 @@ class TreeSampler:
         while not self._stop.is_set():
             try:
                 procs = [self.proc, *self.proc.children(recursive=True)]
-                total = 0
+                total = anon = 0
                 for p in procs:
                     try:
                         total += p.memory_info().rss
+                        anon += _anon_rss(p.pid)
                     except psutil.Error:
                         pass
-                self.peak = max(self.peak, total)
+                self.peak, self.peak_anon = max(self.peak, total), max(self.peak_anon, anon)
             except psutil.Error:
                 return
             time.sleep(self.interval_s)
 
-    def stop(self) -> int:
+    def stop(self) -> tuple[int, int]:
         self._stop.set()
         self._thread.join()
-        return self.peak
+        return self.peak, self.peak_anon
 
 
 def rows_written(folder: Path, stage: str) -> int:
@@ -222,7 +236,7 @@ def run_stage(folder: Path, args: list[str], log_path: Path) -> dict:
         sampler = TreeSampler(proc.pid)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    peak = sampler.stop()
+    peak, peak_anon = sampler.stop()
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         tail = log_path.read_text()[-3000:]
@@ -230,6 +244,7 @@ def run_stage(folder: Path, args: list[str], log_path: Path) -> dict:
     return {
         "wall_s": wall,
         "peak_rss": max(peak, usage.ru_maxrss * 1024),
+        "peak_anon": peak_anon,
         "cpu_s": usage.ru_utime + usage.ru_stime,
     }
 
@@ -280,8 +295,8 @@ def run_size(fraction: float, out: Path, base_url: str) -> dict:
         results[stage] = r
         per_call = f"{1000 * r['cpu_s'] / r['calls']:.2f} ms CPU/call" if r["calls"] else ""
         print(
-            f"  {stage:<16} {r['wall_s']:8.1f} s  {r['peak_rss'] / GB:6.2f} GB  {r['cpu_s']:8.1f} s CPU  "
-            f"{r['rows']:>10,} rows  {r['calls']:>8,} calls  {per_call}",
+            f"  {stage:<16} {r['wall_s']:8.1f} s  {r['peak_rss'] / GB:5.2f} GB ({r['peak_anon'] / GB:4.2f} anon)"
+            f"  {r['cpu_s']:8.1f} s CPU  {r['rows']:>10,} rows  {r['calls']:>8,} calls  {per_call}",
             flush=True,
         )
     passages = json.loads((folder / "metrics/ingest.json").read_text())["total"]["passages"]
@@ -294,15 +309,16 @@ def run_size(fraction: float, out: Path, base_url: str) -> dict:
     }
 
 
-def exponent(small: dict, large: dict, stage: str) -> tuple[float | None, str]:
+def exponent(small: dict, large: dict, stage: str, measure: str = "wall_s") -> tuple[float | None, str]:
+    """log(time ratio) / log(work ratio); against the corpus (passages) when the work is fixed."""
     a, b = small["stages"][stage], large["stages"][stage]
     if a["work"] != b["work"]:
         ratio, against = b["work"] / a["work"], "work"
     else:
         ratio, against = large["passages"] / small["passages"], "corpus"
-    if ratio <= 1 or a["wall_s"] <= 0:
+    if ratio <= 1 or a[measure] <= 0:
         return None, against
-    return math.log(b["wall_s"] / a["wall_s"]) / math.log(ratio), against
+    return math.log(b[measure] / a[measure]) / math.log(ratio), against
 
 
 def report(small: dict, large: dict) -> None:
@@ -312,17 +328,22 @@ def report(small: dict, large: dict) -> None:
         f"{large['passages']:,} passages, {small['round_questions']:,} -> {large['round_questions']:,} "
         "a round)"
     )
-    print(f"  {'stage':<16} {'work':>26} {'time':>17} {'exponent':>9}  {'peak RSS':>16}  target")
+    print(
+        f"  {'stage':<16} {'work':>26} {'wall time':>17} {'exp.':>5} {'CPU exp.':>8}  "
+        f"{'peak RSS (anon)':>28}  target"
+    )
     worst = 0.0
     for stage in large["stages"]:
         a, b = small["stages"][stage], large["stages"][stage]
         e, against = exponent(small, large, stage)
+        cpu, _ = exponent(small, large, stage, "cpu_s")
         work = f"{a['work']:,.0f} -> {b['work']:,.0f}"
-        shown = "n/a" if e is None else f"{e:.2f}"
+        shown = ["n/a" if x is None else f"{x:.2f}" for x in (e, cpu)]
         target = "<= 1.1 in work" if against == "work" else "fixed work: vs corpus"
         print(
-            f"  {stage:<16} {work:>26} {a['wall_s']:7.1f} -> {b['wall_s']:6.1f} s {shown:>9}  "
-            f"{a['peak_rss'] / GB:5.2f} -> {b['peak_rss'] / GB:5.2f} GB  {target}"
+            f"  {stage:<16} {work:>26} {a['wall_s']:7.1f} -> {b['wall_s']:6.1f} s {shown[0]:>5} {shown[1]:>8}  "
+            f"{a['peak_rss'] / GB:5.2f} ({a['peak_anon'] / GB:4.2f}) -> {b['peak_rss'] / GB:5.2f} "
+            f"({b['peak_anon'] / GB:4.2f}) GB  {target}"
         )
         worst = max(worst, b["peak_rss"])
     traj = large["stages"]["trajectories"]
