@@ -295,8 +295,9 @@ def run_size(fraction: float, out: Path, base_url: str) -> dict:
         results[stage] = r
         per_call = f"{1000 * r['cpu_s'] / r['calls']:.2f} ms CPU/call" if r["calls"] else ""
         print(
-            f"  {stage:<16} {r['wall_s']:8.1f} s  {r['peak_rss'] / GB:5.2f} GB ({r['peak_anon'] / GB:4.2f} anon)"
-            f"  {r['cpu_s']:8.1f} s CPU  {r['rows']:>10,} rows  {r['calls']:>8,} calls  {per_call}",
+            f"  {stage:<16} {r['wall_s']:8.1f} s  {r['peak_rss'] / GB:5.2f} GB "
+            f"({r['peak_anon'] / GB:4.2f} anon)  {r['cpu_s']:8.1f} s CPU  {r['rows']:>10,} rows  "
+            f"{r['calls']:>8,} calls  {per_call}",
             flush=True,
         )
     passages = json.loads((folder / "metrics/ingest.json").read_text())["total"]["passages"]
@@ -341,7 +342,8 @@ def report(small: dict, large: dict) -> None:
         shown = ["n/a" if x is None else f"{x:.2f}" for x in (e, cpu)]
         target = "<= 1.1 in work" if against == "work" else "fixed work: vs corpus"
         print(
-            f"  {stage:<16} {work:>26} {a['wall_s']:7.1f} -> {b['wall_s']:6.1f} s {shown[0]:>5} {shown[1]:>8}  "
+            f"  {stage:<16} {work:>26} {a['wall_s']:7.1f} -> {b['wall_s']:6.1f} s "
+            f"{shown[0]:>5} {shown[1]:>8}  "
             f"{a['peak_rss'] / GB:5.2f} ({a['peak_anon'] / GB:4.2f}) -> {b['peak_rss'] / GB:5.2f} "
             f"({b['peak_anon'] / GB:4.2f}) GB  {target}"
         )
