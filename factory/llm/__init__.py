@@ -98,6 +98,8 @@ def _make_openai(params: Params, adapter_path: str | Path | None, adapter_name: 
         tokenizer_path=tokenizer,
         constraint_field=cfg.constraint_field,
         model_revision=cfg.model_revision,
+        concurrency_per_url=cfg.concurrency_per_url,
+        routing=cfg.routing,
     )
     if adapter_path is not None and adapter_name is None:
         raise FactoryError(

@@ -48,12 +48,21 @@ class ChatRequest:
     sampling: Sampling = field(default_factory=Sampling)
     sample: int = 0  # sample index: k samples of one prompt differ by this (and by the seed)
     constraint: Constraint | None = None
+    # which calls belong together (a trajectory's): routed to one endpoint when it can. Not part of
+    # the reply, so not of the cache key
+    affinity: str | None = field(default=None, compare=False)
 
     @staticmethod
     def of(
-        messages: list[dict], sampling: Sampling, sample: int = 0, constraint: Constraint | None = None
+        messages: list[dict],
+        sampling: Sampling,
+        sample: int = 0,
+        constraint: Constraint | None = None,
+        affinity: str | None = None,
     ) -> ChatRequest:
-        return ChatRequest(tuple((m["role"], m["content"]) for m in messages), sampling, sample, constraint)
+        return ChatRequest(
+            tuple((m["role"], m["content"]) for m in messages), sampling, sample, constraint, affinity
+        )
 
     def message_dicts(self) -> list[dict]:
         return [{"role": r, "content": c} for r, c in self.messages]

@@ -50,6 +50,7 @@ import msgspec
 from factory import paths
 from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, ChatResponse
+from factory.llm.fleet import Fleet
 from factory.llm.served import ServedModels
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,9 @@ class OpenAILLM(ServedModels):
         tokenizer_path: str | Path | None = None,
         constraint_field: str = "response_format",
         model_revision: str | None = None,
+        concurrency_per_url: int | None = None,
+        routing: str = "fewest_in_flight",
+        probe_every_s: float = 5.0,
     ):
         if not base_urls:
             raise FactoryError(
@@ -93,6 +97,9 @@ class OpenAILLM(ServedModels):
             )
         if concurrency < 1:
             raise FactoryError(f"llm.concurrency must be >= 1 (got {concurrency})")
+        if routing not in ("fewest_in_flight", "round_robin"):
+            raise FactoryError(f"llm.routing {routing!r}: expected fewest_in_flight or round_robin")
+        self.probe_every_s = probe_every_s
         if constraint_field not in CONSTRAINT_FIELDS:
             raise FactoryError(
                 f"llm.constraint_field {constraint_field!r}: expected one of {', '.join(CONSTRAINT_FIELDS)}"
@@ -118,7 +125,8 @@ class OpenAILLM(ServedModels):
         self.attempts = 0  # HTTP chat requests sent (retries included)
         self.retries = 0
         self._rng = random.Random()  # jitter only; never affects outputs
-        self._next_url = 0
+        self.concurrency_per_url, self.routing = concurrency_per_url, routing
+        self._fleet: Any = None  # made on the event loop (factory.llm.fleet)
         self._session = None  # aiohttp.ClientSession, created on the loop
         self._warned_no_key = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -186,6 +194,13 @@ class OpenAILLM(ServedModels):
         if self._loop is None:
             self._loop = asyncio.new_event_loop()
             self._slots = asyncio.Semaphore(self.concurrency)
+            self._fleet = Fleet(
+                self.base_urls,
+                per_url=self.concurrency_per_url,
+                routing=self.routing,
+                probe_every_s=self.probe_every_s,
+                probe=self._answers_models,
+            )
             self._thread = threading.Thread(
                 target=self._loop.run_forever, name="openai-llm-loop", daemon=True
             )
@@ -195,7 +210,18 @@ class OpenAILLM(ServedModels):
         self._ensure_loop()
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
+    async def _answers_models(self, url: str) -> bool:
+        """Whether an endpoint out of rotation answers ``GET /models`` again (the fleet's probe)."""
+        import aiohttp
+
+        headers = {"Authorization": f"Bearer {self._api_key()}"}
+        timeout = aiohttp.ClientTimeout(total=min(self.timeout_s, 5.0))
+        async with self._ensure_session().get(f"{url}/models", headers=headers, timeout=timeout) as resp:
+            return resp.status == 200
+
     async def _close_clients(self) -> None:
+        if self._fleet is not None:
+            self._fleet.close()
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -265,12 +291,13 @@ class OpenAILLM(ServedModels):
         t0 = time.perf_counter()
         reason = last_detail = ""
         for attempt in range(self.max_retries + 1):
-            url = self.base_urls[self._next_url % len(self.base_urls)]
-            self._next_url += 1
             async with slots:  # the bound covers requests in flight, not backoff sleeps
+                endpoint = await self._fleet.acquire(request.affinity)
                 self.attempts += 1
+                failed = True  # the endpoint did not serve the attempt (its health counts it)
                 try:
-                    status, raw = await self._post(url, payload, key)
+                    status, raw = await self._post(endpoint.url, payload, key)
+                    failed = status >= 500
                     if status >= 300:
                         detail = self._redact(_error_detail(raw))[:200]
                         if status < 500 and status not in (408, 429):
@@ -287,18 +314,20 @@ class OpenAILLM(ServedModels):
                     reason, last_detail = "connection error", type(exc).__name__
                 except (
                     _Malformed,
-                    msgspec.DecodeError,
                     ValueError,
                     TypeError,
                     KeyError,
                     AttributeError,
-                ) as exc:
+                ) as exc:  # DecodeError too
                     reason, last_detail = (
                         "malformed response",
                         f"{type(exc).__name__}: {self._redact(str(exc))[:120]}",
                     )
                 except Exception as exc:  # noqa: BLE001 — anything else is final for this request, never for the batch
+                    failed = False
                     return _failed(f"{type(exc).__name__}: {self._redact(str(exc))[:200]}", t0)
+                finally:
+                    await self._fleet.release(endpoint, failed)
             if attempt < self.max_retries:
                 self.retries += 1
                 await asyncio.sleep(self._backoff(attempt))
