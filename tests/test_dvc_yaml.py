@@ -91,7 +91,7 @@ def _render(text: str, item) -> str:
 
 def _declared(stage: dict, item) -> set[str]:
     out = set()
-    for kind in ("outs", "metrics"):
+    for kind in ("outs", "metrics", "plots"):
         for entry in stage.get(kind, []):
             out.add(_render(entry if isinstance(entry, str) else next(iter(entry)), item))
     return out
@@ -104,7 +104,9 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
              "counterfactual": paths.counterfactual}
     if name in chain:
         metrics = {"export_trace": "trace", "variants": "variants"}.get(name, name)
-        return {chain[name](v, r, s), paths.stage_metrics(metrics, v, r, s)}
+        live = {paths.live_dir(v, r, s) / "metrics.json", paths.live_dir(v, r, s) / "plots" / "metrics"}
+        extra = live if name == "train" else set()
+        return {chain[name](v, r, s), paths.stage_metrics(metrics, v, r, s), *extra}
     return {
         "prepare_model": {Path(Params().model.dir)},
         "ingest": {paths.QUESTIONS, paths.PASSAGES, paths.QUARANTINE, paths.GX_DOCS / "ingest",
