@@ -120,12 +120,13 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
         "decide": {paths.decision(v, r, s)},
         "select": {paths.selected_dir(v), m / "bootstrap" / f"{v}.json", m / "test" / f"{v}.json"},
         "validate_labels": {
-            reports / "relevance.md", reports / "relevance.png", m / "relevance.json", paths.ENTAILMENT
+            reports / "relevance.md", reports / "relevance.png", reports / "causal_effects.png",
+            m / "relevance.json", paths.ENTAILMENT,
         },
         "simulate": {paths.SIMULATED_DIR, reports / "backtrace_sensitivity.md",
                      reports / "backtrace_sensitivity.png", m / "simulate.json"},
         "report": {reports / "bootstrap.md", paths.FIGURES, paths.PLOTS / "em_by_round.csv",
-                   paths.PLOTS / "fa_by_round.csv", m / "summary.json"},
+                   paths.PLOTS / "fa_by_round.csv", m / "summary.json", m / "em.json"},
         "publish": {paths.PUBLISHED, m / "published.json"},
     }[name]
 

@@ -2,7 +2,8 @@
 
 Reads every round of every chain that exists (data/trajectories/<V>/seed_<S>/round_<R>.parquet with
 its labels; empty files — skipped rounds — are left out and listed), scores S_q and the controls
-(factory.relevance.check) and writes metrics/relevance.json, reports/relevance.md and reports/relevance.png.
+(factory.relevance.check) and writes metrics/relevance.json, reports/relevance.md, reports/relevance.png and
+reports/causal_effects.png (factory.relevance.figures).
 The rounds' counterfactual rows (data/counterfactual/..., where present) add the causal check: verdicts,
 accuracy per condition, effects, and S_q's relevance split by parametric answers
 (factory.relevance.causal_report; ``causal`` in the JSON, its own section in the report).
@@ -26,7 +27,8 @@ from factory.relevance.causal_report import causal_check, render_causal_section
 from factory.relevance.check import Source, check_relevance
 from factory.relevance.entailment import judge_sources
 from factory.relevance.entailment_report import entailment_result, render_entailment_markdown
-from factory.relevance.report import render_figure, render_markdown
+from factory.relevance.figures import write_figures
+from factory.relevance.report import render_markdown
 from schemas import read_rows, write_parquet
 
 COMMAND = "validate-labels"
@@ -127,7 +129,7 @@ def run(params: Params) -> dict:
     report = render_markdown(result) + render_entailment_markdown(result)
     report += "\n" + render_causal_section(result["causal"])
     write_text(paths.REPORTS / "relevance.md", report)
-    render_figure(result, paths.REPORTS / "relevance.png")
+    write_figures(result, paths.REPORTS)
     if result["status"] != "ok":
         log.warning(
             "validate-labels: %s (%d sources, %d left out); wrote %s",
