@@ -121,6 +121,7 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
         "select": {paths.selected_dir(v), m / "bootstrap" / f"{v}.json", m / "test" / f"{v}.json"},
         "validate_labels": {
             reports / "relevance.md", reports / "relevance.png", reports / "causal_effects.png",
+            reports / "audit.html",
             m / "relevance.json", paths.ENTAILMENT,
         },
         "simulate": {paths.SIMULATED_DIR, reports / "backtrace_sensitivity.md",
