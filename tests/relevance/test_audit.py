@@ -4,21 +4,15 @@ real browser (headless Chromium over the DevTools protocol) renders it without c
 from __future__ import annotations
 
 import base64
-import json
-import os
 import re
 import shutil
-import socket
-import subprocess
-import time
-import urllib.request
-from pathlib import Path
 
 import pytest
 
 from factory import paths
 from factory.cli import main
 from schemas import read_rows
+from tests.browser import browser, console_errors, evaluate, load  # noqa: F401
 from tests.stages.test_s08_validate_labels import (  # noqa: F401
     DATASETS,
     _write_counterfactual,
@@ -27,7 +21,6 @@ from tests.stages.test_s08_validate_labels import (  # noqa: F401
 )
 
 ARGV = ["validate-labels", "--set", "relevance.bootstrap_samples=30", "--set", "relevance.random_seeds=2"]
-CHROMIUM = os.environ.get("FACTORY_CHROMIUM", "/usr/bin/chromium")
 
 
 @pytest.fixture
@@ -103,98 +96,20 @@ def test_dropped_steps_and_pairs_are_marked(audit_page):
 # ------------------------------------------------------------------ the browser
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class DevTools:
-    """A minimal Chrome DevTools protocol client over one page's websocket."""
-
-    def __init__(self, url: str):
-        from websockets.sync.client import connect
-
-        self.ws = connect(url, max_size=64 * 2**20, open_timeout=20)
-        self.next_id = 0
-        self.events: list[dict] = []
-
-    def call(self, method: str, **params) -> dict:
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv(timeout=30))
-            if message.get("id") == self.next_id:
-                assert "error" not in message, message
-                return message.get("result", {})
-            self.events.append(message)
-
-    def wait_for(self, event: str, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(e.get("method") == event for e in self.events):
-            self.events.append(json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic()))))
-
-
-@pytest.fixture
-def browser(tmp_path):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (.ci/run does) for the browser check")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'chromium-profile'}",
-         f"--remote-debugging-port={port}", "--remote-allow-origins=*", "--window-size=1200,900",
-         "about:blank"],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        deadline, pages = time.monotonic() + 30, []
-        while not pages:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                pytest.fail(f"chromium did not open its DevTools port (exit code {proc.poll()})")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as r:
-                    pages = [p for p in json.load(r) if p.get("type") == "page"]
-            except OSError:
-                time.sleep(0.2)
-        client = DevTools(pages[0]["webSocketDebuggerUrl"])
-        yield client
-        client.ws.close()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def test_a_real_browser_renders_the_page_without_console_errors(audit_page, browser, tmp_path):
-    for domain in ("Page", "Runtime", "Log"):
-        browser.call(f"{domain}.enable")
-    browser.call("Page.navigate", url=audit_page.as_uri())
-    browser.wait_for("Page.loadEventFired")
-    count = browser.call(
-        "Runtime.evaluate", expression="document.querySelectorAll('section.trajectory').length"
-    )
-    assert count["result"]["value"] == len(sections(audit_page.read_text())) == 3 * len(DATASETS)
-    svgs = browser.call(
-        "Runtime.evaluate",
-        expression="[...document.querySelectorAll('section.trajectory svg')]"
+def test_a_real_browser_renders_the_page_without_console_errors(audit_page, browser, tmp_path):  # noqa: F811
+    load(browser, audit_page.as_uri())
+    count = evaluate(browser, "document.querySelectorAll('section.trajectory').length")
+    assert count == len(sections(audit_page.read_text())) == 3 * len(DATASETS)
+    laid_out = evaluate(
+        browser,
+        "[...document.querySelectorAll('section.trajectory svg')]"
         ".filter(s => s.getBoundingClientRect().width > 100).length",
     )
-    assert svgs["result"]["value"] == 3 * len(DATASETS)  # every graph laid out with a size
-    shot = base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"])
-    (tmp_path / "audit.png").write_bytes(shot)
+    assert laid_out == 3 * len(DATASETS)  # every graph drawn with a size
+    shot = tmp_path / "audit.png"
+    shot.write_bytes(base64.b64decode(browser.call("Page.captureScreenshot", format="png")["data"]))
     from PIL import Image
 
-    image = Image.open(tmp_path / "audit.png").convert("L")
+    image = Image.open(shot).convert("L")
     assert image.size[0] >= 1000 and len(set(image.getdata())) > 16  # not a blank page
-    errors = [
-        e for e in browser.events
-        if (e.get("method") == "Runtime.consoleAPICalled" and e["params"]["type"] in ("error", "assert"))
-        or e.get("method") == "Runtime.exceptionThrown"
-        or (e.get("method") == "Log.entryAdded" and e["params"]["entry"]["level"] == "error")
-    ]  # fmt: skip
-    assert errors == []
+    assert console_errors(browser) == []
