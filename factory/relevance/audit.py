@@ -245,7 +245,8 @@ def render_audit(
         "</p>"
     )
     if not picked:
-        intro += "<p><b>Nothing to audit: no correct trajectory was found in any round.</b></p>"
+        why = "report.audit_trajectories is 0" if per_dataset == 0 else "no correct trajectory in any round"
+        intro += f"<p><b>Nothing to audit: {why}.</b></p>"
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>TraceFactory label audit</title>'
         f"<style>{CSS}</style></head><body><h1>Label audit: which generations backtracing keeps</h1>{intro}"

@@ -305,9 +305,7 @@ def fit_lora(
     if live_dir is not None and is_main_process():
         live.reset(live_dir)
     device, dtype = device_and_dtype()
-    tokenizer = (
-        load_tokenizer(model_path) if examples else None
-    )  # an empty set needs no tokenizer (nor its import)
+    tokenizer = load_tokenizer(model_path) if examples else None  # an empty set needs none (nor its import)
     encoded = encode_examples(examples, tokenizer, params.max_length)
     config = {
         "train": params.model_dump(mode="json"),
@@ -387,19 +385,12 @@ def fit_lora(
         trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
         gpu_peak_mem_gb=(torch.cuda.max_memory_allocated() / 2**30) if device == "cuda" else None,
     )
+    m = metrics
     log.info(
         "train: %d examples, %d steps (budget %s), %d examples / %d tokens seen, mean loss %.4f, "
-        "%.0f tokens/s on %s (%s)",
-        len(encoded.examples),
-        metrics["steps"],
-        params.budget,
-        examples_seen,
-        tokens_seen,
-        metrics["mean_loss"],
-        metrics["tokens_per_s"],
-        device,
-        dtype,
-    )
+        "%.0f tokens/s on %s (%s)", len(encoded.examples), m["steps"], params.budget, examples_seen,
+        tokens_seen, m["mean_loss"], m["tokens_per_s"], device, dtype,
+    )  # fmt: skip
     return TrainOutcome(metrics, model)
 
 

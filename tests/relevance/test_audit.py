@@ -73,7 +73,7 @@ def test_the_sample_size_is_a_param_and_nothing_to_audit_is_said(audit_page):
     shutil.rmtree("data/trajectories")
     assert main(ARGV) == 0
     html = audit_page.read_text()
-    assert sections(html) == [] and "Nothing to audit: no correct trajectory was found" in html
+    assert sections(html) == [] and "Nothing to audit: no correct trajectory in any round" in html
 
 
 def test_dropped_steps_and_pairs_are_marked(audit_page):
