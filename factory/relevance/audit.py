@@ -51,6 +51,10 @@ def sample(sources: Sequence[Source], per_dataset: int, seed: int) -> list[tuple
     return out
 
 
+def _short(text: str, n: int = 28) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _layout(nodes: Sequence[str], width: int, height: int) -> dict[str, tuple[float, float]]:
     """Nodes on a circle, in order of first appearance (deterministic)."""
     cx, cy, r = width / 2, height / 2, min(width, height) / 2 - 60
@@ -76,7 +80,7 @@ def graph_svg(
         for name in (t["subject"], t["object"]):
             if normalize_answer(name) not in [normalize_answer(x) for x in nodes]:
                 nodes.append(name)
-    width, height = 640, max(320, 40 * len(nodes))
+    width, height = 760, max(360, 48 * len(nodes))
     pos = _layout(nodes, width, height)
     index = {normalize_answer(n): n for n in nodes}
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
@@ -107,12 +111,12 @@ def graph_svg(
             parts.append(f'<circle cx="{mx:.1f}" cy="{my:.1f}" r="6" fill="{GOLD}"/>')
         parts.append(
             f'<text x="{mx:.1f}" y="{my - 8:.1f}" font-size="10" text-anchor="middle" fill="#444">'
-            f"{escape(t['relation'][:30])}</text></g>"
+            f"{escape(_short(t['relation'], 24))}</text></g>"
         )
     for name, (x, y) in pos.items():
         parts.append(
             f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="#333"/><text x="{x:.1f}" y="{y + 17:.1f}" '
-            f'font-size="11" text-anchor="middle">{escape(name[:40])}</text>'
+            f'font-size="11" text-anchor="middle">{escape(_short(name))}</text>'
         )
     parts.append("</svg>")
     return "".join(parts)
@@ -190,7 +194,14 @@ def trajectory_section(
         f"<p>Gold answer <b>{escape(gold_answer)}</b>; the model answered "
         f"<b>{escape(t.get('answer') or '')}</b>. "
         f"<code>{escape(t['trajectory_id'])}</code> from <code>{escape(src.name)}</code>"
-        f"{'' if labels else ' (no labels of the default mode)'}.</p>"
+        f"{'' if labels else ' (no labels of the default mode)'}."
+        + (
+            " <b>Rationalized</b>: generated with the gold answer as a hint (STaR); the hint is never in "
+            "the supervision."
+            if t.get("rationalized")
+            else ""
+        )
+        + "</p>"
         f"<h3>Steps</h3>{_steps_html(t, kept_steps, kept_pairs)}"
         f'<h3>Graph G</h3><p class="legend"><span style="color:{SQ}">&#9644; S_q (kept)</span>'
         f'<span style="color:{ANSWER}">- - answer-entity control</span><span style="color:{GOLD}">&#9679; '

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from factory.plotting import nothing_to_plot, pyplot, save, style
+from factory.plotting import note, nothing_to_plot, pyplot, save, style
 from factory.relevance.report import CONTROLS, method_label
 
 HATCHES = ("", "//", "..", "xx", "\\\\")
@@ -48,7 +48,9 @@ def relevance_figure(result: Mapping):
             xs, ys, err = [], [], [[], []]
             for i, name in enumerate(names):
                 cell = groups[name]["levels"]["paragraph"]["methods"][m]["micro"][metric]
-                if cell["value"] is None:
+                if cell["value"] is None:  # undefined (nothing kept or nothing relevant): said, not drawn
+                    x = i + (j - (len(methods) - 1) / 2) * width
+                    ax.text(x, 0.01, "n/a", rotation=90, ha="center", va="bottom", fontsize=7, color="0.4")
                     continue
                 lo, hi = cell["ci"]
                 xs.append(i + (j - (len(methods) - 1) / 2) * width)
@@ -111,8 +113,21 @@ def causal_figure(causal: Mapping):
             linestyle="none", label=None if k in seen_effects else EFFECTS[k][1],
         )
         seen_effects.add(k)
-        n = groups[g]["effects"].get("trajectories", 0)
+        # closed-book accuracy is over every re-asked trajectory, the effects over those the full graph keeps
+        closed = EFFECTS[k][0] == "closed_book"
+        n = groups[g]["trajectories"] if closed else groups[g]["effects"]["trajectories"]
         labels.append(f"{g.replace('dataset=', '')} (n={n}): {EFFECTS[k][1]}")
+    lo_x, hi_x = ax.get_xlim()
+    ax.set_xlim(min(lo_x, -10), max(hi_x, 10))  # points of accuracy: never a span of a fraction of a point
+    if not any(EFFECTS[k][0] != "closed_book" for _, k, _ in rows):
+        everyone = groups.get("all", {})
+        why = (
+            f"the full graph reproduces none of the {everyone.get('trajectories', 0)} re-asked answers"
+            if everyone.get("effects", {}).get("trajectories") == 0
+            else "the conditions they need were not run"
+        )
+        note(ax, f"No necessity or sufficiency effect:\n{why};\nonly the closed-book accuracy is drawn",
+             y=0.3)
     ax.axvline(0, color="grey", linewidth=1, linestyle="--")
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel("points of accuracy (95% bootstrap CI)")

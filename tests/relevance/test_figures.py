@@ -134,3 +134,24 @@ def test_causal_without_rows_says_there_is_nothing_to_plot(tmp_path):
 def _close():
     yield
     plt.close("all")
+
+
+def test_a_causal_check_with_no_effect_says_why_in_the_figure():
+    group = {
+        "trajectories": 6,
+        "accuracy": {"full": c(0.0, 0.0, 0.0), "closed_book": c(0.0, 0.0, 0.0)},
+        "effects": {"trajectories": 0, "full_failed": 6, "necessity_sq": c(None), "sufficiency": c(None)},
+    }
+    fig = causal_figure({"status": "ok", "groups": {"all": group}})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["all (n=6): closed-book accuracy"]
+    assert any("the full graph reproduces none of the 6 re-asked answers" in t for t in texts(fig))
+    assert ax.get_xlim()[0] <= -10 and ax.get_xlim()[1] >= 10
+
+
+def test_undefined_scores_are_marked_na_not_left_blank():
+    result = relevance_result()
+    cell = result["groups"]["dataset=musique"]["levels"]["paragraph"]["methods"][METHODS[0]]["micro"]
+    cell["precision"] = c(None)
+    fig = relevance_figure(result)
+    assert [t.get_text() for t in fig.axes[0].texts] == ["n/a"]
