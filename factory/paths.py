@@ -23,6 +23,7 @@ PUBLISHED = Path("data/published")  # factory publish: one Hugging Face dataset 
 GX_DOCS = REPORTS / "gx"  # Great Expectations data docs, one site per gate
 PLOTS = REPORTS / "plots"  # CSV series for `dvc plots`
 FIGURES = REPORTS / "figures"  # PNG figures of the bootstrapping report
+LIVE = Path("dvclive")  # factory train: DVCLive curves per round (dvc plots / dvc exp show)
 ENTAILMENT = Path("data/relevance/entailment.parquet")  # validate-labels: the entailment judge's verdicts
 
 
@@ -55,6 +56,11 @@ def adapter_dir(variant: str, round_: int, seed: int = 0) -> Path:
     """models/<variant>/seed_<s>/round_<r>/ holding adapter/, status.json, loss_curve.json,
     training_config.json."""
     return MODELS / chain(variant, seed) / f"round_{round_}"
+
+
+def live_dir(variant: str, round_: int, seed: int = 0) -> Path:
+    """dvclive/<variant>/seed_<s>/round_<r>/: the round's DVCLive training curves (factory.train.live)."""
+    return LIVE / chain(variant, seed) / f"round_{round_}"
 
 
 def eval_data(variant: str, round_: int, split: str, seed: int = 0) -> Path:

@@ -68,18 +68,82 @@ def _counts(examples: list[dict], datasets: list[str]) -> list[str]:
     ]
 
 
-def _chain_line(chain: dict) -> str:
-    selected = chain["selected_round"]
-    if selected < 0:
-        what = (
-            "the base model stayed best on the held-out split; this is round 0's set, which did not "
-            "improve it"
+def _config_table(chains: list[dict]) -> list[str]:
+    """Which round and protocol seed each config comes from."""
+    lines = [
+        "| config | protocol seed | selected round | rounds included | examples |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for c in chains:
+        selected = (
+            "base model (round 0's set did not improve it)"
+            if c["selected_round"] < 0
+            else f"round {c['selected_round']}"
         )
-    else:
-        what = f"selected round {selected} (the policy trained on this set)"
-    return (
-        f"- seed {chain['seed']} (config `seed_{chain['seed']}`): {what}; rounds included: {chain['rounds']}"
-    )
+        rounds = ", ".join(map(str, c["rounds"])) or "none"
+        lines.append(f"| `seed_{c['seed']}` | {c['seed']} | {selected} | {rounds} | {len(c['examples'])} |")
+    return lines
+
+
+def _num(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.2f}"
+
+
+def _pts(cell: dict | None) -> str:
+    """An effect as points of accuracy with its CI."""
+    if not cell or cell.get("value") is None:
+        return "n/a"
+    lo, hi = cell.get("ci") or [None, None]
+    ci = "" if lo is None else f" [{round(100 * lo)}, {round(100 * hi)}]"
+    return f"{round(100 * cell['value'])}{ci}"
+
+
+def _relevance_verdict(v: dict | None, bar: float) -> str:
+    if not v:
+        return "not scored"
+    if v.get("verdict") == "cannot tell":
+        return "cannot tell (nothing to score)"
+    beats = "beats" if v.get("beats_answer_entity") else "does not beat"
+    reaches = "reaches" if v.get("reaches_bar") else "does not reach"
+    return f"S_q {beats} the answer-entity control; {reaches} the {bar:g} bar"
+
+
+def relevance_table(relevance: dict) -> list[str]:
+    """The card's relevance and causal results: one row per dataset with a one-line verdict each."""
+    verdicts = relevance.get("verdicts") or {}
+    causal = relevance.get("causal") or {}
+    causal_verdicts = causal.get("verdicts") or {}
+    groups = causal.get("groups") or {}
+    datasets = sorted((set(verdicts) | set(causal_verdicts)) - {"all"})
+    if not datasets:
+        why = {
+            "no_trajectories": "no trajectories were found",
+            "no_labels": "no trajectory had backtrace labels",
+            "no_correct_trajectories": "no correct, labelled trajectory was found",
+        }.get(relevance.get("status"), "no relevance check was run")
+        return [f"No relevance or causal result: {why}."]
+    bar = (relevance.get("params") or {}).get("bar", 0.8)
+    lines = [
+        "Pooled over every round of every chain of the run (identical trajectories once); paragraph level, "
+        "micro, 95% bootstrap CIs in brackets. Causal effects are points of accuracy lost when the final "
+        "answer is re-asked without S_q, or without a random set of its size.",
+        "",
+        "| dataset | S_q precision | S_q recall | S_q F1 | answer-entity F1 | relevance verdict "
+        "| lost without S_q | lost without random | causal verdict |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for d in datasets:
+        v = verdicts.get(d) or {}
+        group = groups.get(f"dataset={d}") or {}
+        effects = group.get("effects") or {}
+        answer_f1 = v.get("answer_entity_f1")
+        cv = causal_verdicts.get(d) or {}
+        lines.append(
+            f"| {d} | {_num(v.get('precision'))} | {_num(v.get('recall'))} | {_num(v.get('f1'))} | "
+            f"{_num(answer_f1)} | {_relevance_verdict(v, bar)} | {_pts(effects.get('necessity_sq'))} | "
+            f"{_pts(effects.get('necessity_random'))} | {cv.get('verdict', 'not run')} |"
+        )
+    return lines
 
 
 def _card(variant: str, chains: list[dict], info: dict) -> str:
@@ -126,10 +190,13 @@ def _card(variant: str, chains: list[dict], info: dict) -> str:
         f"- generating policies: {', '.join(info['policies']) or 'none'}",
         f"- model: `{info['model']}`",
         f"- prompt version: `{info['prompt_version']}`",
-        *(_chain_line(c) for c in chains),
         "- licenses inherited from the sources: "
         f"{', '.join(header['license']) if isinstance(header['license'], list) else header['license']}"
         + (" (HotpotQA is CC BY-SA 4.0: derived data is share-alike)" if "hotpotqa" in datasets else ""),
+        "",
+        "## Configs",
+        "",
+        *_config_table(chains),
         "",
         "## Counts",
         "",
@@ -139,11 +206,11 @@ def _card(variant: str, chains: list[dict], info: dict) -> str:
     body += [
         f"- FA ratio (generated tokens removed / all, over correct trajectories): {info['fa_ratio']}",
         "",
-        "## Relevance labels vs gold supporting facts",
+        "## Relevance labels vs gold supporting facts, and the causal check",
         "",
-        "```json",
-        json.dumps(info["relevance"], indent=2, sort_keys=True),
-        "```",
+        *relevance_table(info["relevance"]),
+        "",
+        "Full tables: `reports/relevance.md` of the run that built this set.",
         "",
         "## Parameters",
         "",

@@ -91,7 +91,7 @@ def _render(text: str, item) -> str:
 
 def _declared(stage: dict, item) -> set[str]:
     out = set()
-    for kind in ("outs", "metrics"):
+    for kind in ("outs", "metrics", "plots"):
         for entry in stage.get(kind, []):
             out.add(_render(entry if isinstance(entry, str) else next(iter(entry)), item))
     return out
@@ -104,7 +104,9 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
              "counterfactual": paths.counterfactual}
     if name in chain:
         metrics = {"export_trace": "trace", "variants": "variants"}.get(name, name)
-        return {chain[name](v, r, s), paths.stage_metrics(metrics, v, r, s)}
+        live = {paths.live_dir(v, r, s) / "metrics.json", paths.live_dir(v, r, s) / "plots" / "metrics"}
+        extra = live if name == "train" else set()
+        return {chain[name](v, r, s), paths.stage_metrics(metrics, v, r, s), *extra}
     return {
         "prepare_model": {Path(Params().model.dir)},
         "ingest": {paths.QUESTIONS, paths.PASSAGES, paths.QUARANTINE, paths.GX_DOCS / "ingest",
@@ -118,12 +120,14 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
         "decide": {paths.decision(v, r, s)},
         "select": {paths.selected_dir(v), m / "bootstrap" / f"{v}.json", m / "test" / f"{v}.json"},
         "validate_labels": {
-            reports / "relevance.md", reports / "relevance.png", m / "relevance.json", paths.ENTAILMENT
+            reports / "relevance.md", reports / "relevance.png", reports / "causal_effects.png",
+            reports / "audit.html",
+            m / "relevance.json", paths.ENTAILMENT,
         },
         "simulate": {paths.SIMULATED_DIR, reports / "backtrace_sensitivity.md",
                      reports / "backtrace_sensitivity.png", m / "simulate.json"},
         "report": {reports / "bootstrap.md", paths.FIGURES, paths.PLOTS / "em_by_round.csv",
-                   paths.PLOTS / "fa_by_round.csv", m / "summary.json"},
+                   paths.PLOTS / "fa_by_round.csv", m / "summary.json", m / "em.json"},
         "publish": {paths.PUBLISHED, m / "published.json"},
     }[name]
 

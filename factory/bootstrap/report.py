@@ -325,17 +325,26 @@ def render_markdown(summary: dict, relevance: dict | None, seeds: Sequence[int])
     lines += [f"- {v['line']}" for v in verdicts.values()] or [
         "- no relevance verdict (no correct trajectory was labelled)."
     ]
-    lines += ["", "Details: reports/relevance.md. Figures: reports/figures/."]
+    lines += [
+        "",
+        "Details: reports/relevance.md.",
+        "",
+        "## Figures",
+        "",
+        "![Held-out EM by round per variant, beside the tokens each round's training saw]"
+        "(figures/em_by_round.png)",
+        "",
+        "![FA ratio by round per variant](figures/fa_by_round.png)",
+        "",
+        "![Test EM difference, backtrace minus each control, with its 95% CI](figures/verdicts.png)",
+    ]
     return "\n".join(lines) + "\n"
 
 
 def write_plots(summary: dict, plots_dir: Path, figures: Path) -> None:
-    """CSV series for `dvc plots` and PNG figures (EM and FA ratio by round per variant)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    """CSV series for `dvc plots` (EM and FA ratio by round per variant) and the PNG figures
+    (factory.bootstrap.figures)."""
+    from factory.bootstrap.figures import write_figures
     from factory.io import write_text
 
     variants = list(summary["variants"])
@@ -351,23 +360,26 @@ def write_plots(summary: dict, plots_dir: Path, figures: Path) -> None:
         )
     write_text(plots_dir / "em_by_round.csv", "\n".join(",".join(r) for r in em_rows) + "\n")
     write_text(plots_dir / "fa_by_round.csv", "\n".join(",".join(r) for r in fa_rows) + "\n")
-    figures.mkdir(parents=True, exist_ok=True)
-    for name, rows, ylabel in (
-        ("em_by_round", em_rows, "held-out EM (round -1 = base)"),
-        ("fa_by_round", fa_rows, "FA ratio"),
-    ):
-        fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
-        for j, variant in enumerate(variants, start=1):
-            xs = [int(r[0]) for r in rows[1:] if r[j]]
-            ys = [float(r[j]) for r in rows[1:] if r[j]]
-            ax.plot(xs, ys, marker="o", label=variant)
-        ax.set_xlabel("round")
-        ax.set_ylabel(ylabel)
-        ax.legend()
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(figures / f"{name}.png", metadata={"Software": None})
-        plt.close(fig)
+    write_figures(summary, figures)
+
+
+def em_metrics(summary: dict) -> dict:
+    """metrics/em.json: held-out EM per round and test EM of the selected round, per chain, under names
+    `dvc exp show` prints as columns (``heldout_em.backtrace.seed_0.round_1``, ``test_em.backtrace.seed_0``,
+    ``selected_round.backtrace.seed_0``; -1 = the base model)."""
+    out: dict = {"heldout_em": {"base": summary["base_heldout_em"]}, "test_em": {}, "selected_round": {}}
+    for variant, data in summary["variants"].items():
+        out["heldout_em"][variant] = {
+            f"seed_{seed}": {f"round_{row['round']}": row["heldout_em"] for row in rows}
+            for seed, rows in data["chains"].items()
+        }
+        out["test_em"][variant] = {
+            f"seed_{seed}": (sel.get("test") or {}).get("em") for seed, sel in data["selected"].items()
+        }
+        out["selected_round"][variant] = {
+            f"seed_{seed}": sel["round"] for seed, sel in data["selected"].items()
+        }
+    return out
 
 
 def _csv(value: float | None) -> str:

@@ -1,10 +1,9 @@
-"""reports/relevance.md and reports/relevance.png from the result of
-``factory.relevance.check.check_relevance``."""
+"""reports/relevance.md from the result of ``factory.relevance.check.check_relevance`` (its figures:
+factory.relevance.figures)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 
 from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, RANDOM
 
@@ -105,6 +104,11 @@ def render_markdown(result: Mapping) -> str:
         "",
     ]
     lines += [f"- {v['line']}" for v in result["verdicts"].values()] + [""]
+    lines += [
+        "![Paragraph-level micro precision, recall and F1 of S_q and the controls per dataset, 95% CIs]"
+        "(relevance.png)",
+        "",
+    ]
     methods = _ordered_methods(result)
     groups = result["groups"]
     for name in ["all"] + sorted(g for g in groups if g.startswith("dataset=") and "/" not in g):
@@ -133,49 +137,3 @@ def render_markdown(result: Mapping) -> str:
         )
     lines.append("")
     return "\n".join(lines)
-
-
-def render_figure(result: Mapping, path: str | Path) -> Path:
-    """Paragraph-level micro P / R / F1 of S_q (default) and the controls per dataset, with 95% CIs."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if result.get("status") != "ok":
-        fig, ax = plt.subplots(figsize=(6, 2))
-        ax.axis("off")
-        ax.text(0.5, 0.5, f"No relevance scores: {result.get('status')}", ha="center", va="center")
-        fig.savefig(path, dpi=100, metadata={"Software": None})
-        plt.close(fig)
-        return path
-    groups = result["groups"]
-    names = ["all"] + sorted(g for g in groups if g.startswith("dataset=") and "/" not in g)
-    methods = [result["default_method"], *CONTROLS]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), sharey=True)
-    width = 0.8 / len(methods)
-    for ax, metric in zip(axes, ("precision", "recall", "f1")):
-        for j, m in enumerate(methods):
-            xs, ys, err = [], [], [[], []]
-            for i, name in enumerate(names):
-                cell = groups[name]["levels"]["paragraph"]["methods"][m]["micro"][metric]
-                if cell["value"] is None:
-                    continue
-                lo, hi = cell["ci"]
-                xs.append(i + (j - (len(methods) - 1) / 2) * width)
-                ys.append(cell["value"])
-                err[0].append(max(0.0, cell["value"] - (lo if lo is not None else cell["value"])))
-                err[1].append(max(0.0, (hi if hi is not None else cell["value"]) - cell["value"]))
-            ax.bar(xs, ys, width, yerr=err, capsize=2, label=method_label(m))
-        ax.axhline(result["params"]["bar"], color="grey", linestyle="--", linewidth=1)
-        ax.set_xticks(range(len(names)), [n.replace("dataset=", "") for n in names], rotation=15)
-        ax.set_title(f"paragraph-level micro {metric}")
-        ax.set_ylim(0, 1.05)
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=len(methods), fontsize=9, frameon=False)
-    fig.tight_layout(rect=(0, 0.07, 1, 1))
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return path

@@ -208,6 +208,7 @@ def verdicts(results: Mapping[str, dict], default_method: str, bar: float) -> di
             "precision": p,
             "recall": r,
             "f1": f,
+            "answer_entity_f1": ae["micro"]["f1"]["value"],
             "difference": diff,
             "line": line,
         }

@@ -2,7 +2,9 @@
 
 Reads every round of every chain that exists (data/trajectories/<V>/seed_<S>/round_<R>.parquet with
 its labels; empty files — skipped rounds — are left out and listed), scores S_q and the controls
-(factory.relevance.check) and writes metrics/relevance.json, reports/relevance.md and reports/relevance.png.
+(factory.relevance.check) and writes metrics/relevance.json, reports/relevance.md, reports/relevance.png and
+reports/causal_effects.png (factory.relevance.figures), and reports/audit.html, the page to audit a seeded
+sample of correct trajectories by eye (factory.relevance.audit).
 The rounds' counterfactual rows (data/counterfactual/..., where present) add the causal check: verdicts,
 accuracy per condition, effects, and S_q's relevance split by parametric answers
 (factory.relevance.causal_report; ``causal`` in the JSON, its own section in the report).
@@ -21,11 +23,13 @@ from pathlib import Path
 from factory import paths
 from factory.config import Params
 from factory.io import write_json, write_text
+from factory.relevance.audit import render_audit
 from factory.relevance.causal_report import causal_check, render_causal_section
 from factory.relevance.check import Source, check_relevance
 from factory.relevance.entailment import judge_sources
 from factory.relevance.entailment_report import entailment_result, render_entailment_markdown
-from factory.relevance.report import render_figure, render_markdown
+from factory.relevance.figures import write_figures
+from factory.relevance.report import render_markdown
 from factory.retrieval.store import PassageStore
 from schemas import TRAJECTORY, columns_except, read_rows, require, write_parquet
 
@@ -134,7 +138,20 @@ def run(params: Params) -> dict:
     report = render_markdown(result) + render_entailment_markdown(result)
     report += "\n" + render_causal_section(result["causal"])
     write_text(paths.REPORTS / "relevance.md", report)
-    render_figure(result, paths.REPORTS / "relevance.png")
+    write_figures(result, paths.REPORTS)
+    write_text(
+        paths.REPORTS / "audit.html",
+        render_audit(
+            sources,
+            counterfactual_rows,
+            questions_by_id,
+            passages_by_pid,
+            default_combo=(params.backtrace.mode, params.backtrace.target_mode),
+            per_dataset=params.report.audit_trajectories,
+            seed=params.report.audit_seed,
+            threshold=params.agent.grounding_threshold,
+        ),
+    )
     if result["status"] != "ok":
         log.warning(
             "validate-labels: %s (%d sources, %d left out); wrote %s",

@@ -66,7 +66,7 @@ def run(params: Params, push_to_hub: bool = False) -> list[dict]:
             "model": _model_identity(params),
             "prompt_version": params.agent.prompt_version,
             "fa_ratio": summary.get("variants", {}).get(variant, {}).get("fa_ratio_by_round"),
-            "relevance": relevance.get("verdicts", relevance.get("summary", {})),
+            "relevance": {k: relevance.get(k) for k in ("status", "params", "verdicts", "causal")},
             "params": params.digest(
                 "trajectories", "agent", "retrieval", "backtrace", "variants", "train", "bootstrap"
             ),

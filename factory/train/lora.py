@@ -26,6 +26,7 @@ from pathlib import Path
 from factory.config import TrainParams
 from factory.errors import FactoryError
 from factory.io import write_json
+from factory.train import live
 from factory.train.examples import IGNORE, PadCollator, data_hash, encode_examples
 from factory.train.trainer import counting_trainer_class, step_budget_rows
 
@@ -272,15 +273,17 @@ def train_lora(
     out_dir: str | Path,
     params: TrainParams,
     init_adapter: str | Path | None = None,
+    live_dir: str | Path | None = None,
 ) -> dict:
     """Train a LoRA adapter on chat examples; write adapter/, loss_curve.json, training_config.json,
-    status.json to out_dir; return the training metrics.
+    status.json to out_dir (and the DVCLive curves to ``live_dir``, factory.train.live); return the
+    training metrics.
 
     ``init_adapter`` (a saved adapter folder) is loaded trainable and continued; None starts a
     fresh adapter on the base model. An empty set (or one whose assistant tokens all fall past
     ``max_length``) writes status "empty" and trains nothing.
     """
-    return fit_lora(examples, model_path, out_dir, params, init_adapter).metrics
+    return fit_lora(examples, model_path, out_dir, params, init_adapter, live_dir).metrics
 
 
 def fit_lora(
@@ -289,6 +292,7 @@ def fit_lora(
     out_dir: str | Path,
     params: TrainParams,
     init_adapter: str | Path | None = None,
+    live_dir: str | Path | None = None,
 ) -> TrainOutcome:
     """``train_lora`` that also hands back the trained model (for checks against the saved adapter)."""
     started = time.perf_counter()
@@ -298,10 +302,10 @@ def fit_lora(
             f"base model folder {model_path} has no config.json (run `factory prepare-model` first)"
         )
     out = reset_output(out_dir)
+    if live_dir is not None and is_main_process():
+        live.reset(live_dir)
     device, dtype = device_and_dtype()
-    tokenizer = (
-        load_tokenizer(model_path) if examples else None
-    )  # an empty set needs no tokenizer (nor its import)
+    tokenizer = load_tokenizer(model_path) if examples else None  # an empty set needs none (nor its import)
     encoded = encode_examples(examples, tokenizer, params.max_length)
     config = {
         "train": params.model_dump(mode="json"),
@@ -324,6 +328,8 @@ def fit_lora(
         write_status(out, EMPTY, reason)
         if is_main_process():
             write_json(out / "loss_curve.json", [])
+            if live_dir is not None:
+                live.write_untrained(live_dir, EMPTY)
         log.warning("train: %s; no adapter trained", reason)
         return TrainOutcome(
             {**metrics, "status": EMPTY, "reason": reason, "wall_s": time.perf_counter() - started}, None
@@ -345,6 +351,7 @@ def fit_lora(
             args=args,
             train_dataset=rows,
             data_collator=PadCollator(tokenizer.pad_token_id),
+            callbacks=[live.live_callback(live_dir, params.model_dump(mode="json"))] if live_dir else None,
         )
         result = trainer.train()
     curve = loss_curve(trainer.state.log_history)
@@ -355,6 +362,8 @@ def fit_lora(
     if trainer.is_world_process_zero():
         save_adapter(model, out / ADAPTER)
         write_json(out / "loss_curve.json", curve)
+        if live_dir is not None:
+            live.finish(live_dir, TRAINED)
     write_status(out, TRAINED)
     trainer.accelerator.wait_for_everyone()
     metrics.update(
@@ -376,19 +385,12 @@ def fit_lora(
         trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
         gpu_peak_mem_gb=(torch.cuda.max_memory_allocated() / 2**30) if device == "cuda" else None,
     )
+    m = metrics
     log.info(
         "train: %d examples, %d steps (budget %s), %d examples / %d tokens seen, mean loss %.4f, "
-        "%.0f tokens/s on %s (%s)",
-        len(encoded.examples),
-        metrics["steps"],
-        params.budget,
-        examples_seen,
-        tokens_seen,
-        metrics["mean_loss"],
-        metrics["tokens_per_s"],
-        device,
-        dtype,
-    )
+        "%.0f tokens/s on %s (%s)", len(encoded.examples), m["steps"], params.budget, examples_seen,
+        tokens_seen, m["mean_loss"], m["tokens_per_s"], device, dtype,
+    )  # fmt: skip
     return TrainOutcome(metrics, model)
 
 

@@ -70,11 +70,9 @@ def test_every_seed_publishes_its_selected_round(project):
     assert [c["config_name"] for c in header["configs"]] == ["seed_0", "seed_1"]
     assert header["configs"][0]["default"] is True and "default" not in header["configs"][1]
     assert header["configs"][1]["data_files"] == [{"split": "train", "path": "data/seed_1/train-*.parquet"}]
-    assert (
-        "- seed 0 (config `seed_0`): selected round 1 (the policy trained on this set); "
-        "rounds included: [0, 1]" in card
-    )
-    assert "- seed 1 (config `seed_1`): the base model stayed best" in card and "rounds included: [0]" in card
+    assert "| `seed_0` | 0 | round 1 | 0, 1 | 3 |" in card
+    assert "| `seed_1` | 1 | base model (round 0's set did not improve it) | 0 | 2 |" in card
+    assert "No relevance or causal result: no relevance check was run." in card
     published = json.loads((paths.METRICS / "published.json").read_text())["sets"][0]
     assert published["seeds"]["0"] == {"selected_round": 1, "rounds": [0, 1], "examples": 3, "shards": 1}
     assert published["seeds"]["1"] == {"selected_round": -1, "rounds": [0], "examples": 2, "shards": 1}
@@ -134,3 +132,63 @@ def test_a_seed_without_a_selected_round_is_a_clear_error(project, capsys):
     write_json(paths.METRICS / "summary.json", {"variants": {V: {"selected": {"0": {"round": 1}}}}})
     assert main(ARGS) == 1
     assert "no selected round for backtrace seed(s) [1]" in capsys.readouterr().err
+
+
+def test_the_card_gives_relevance_and_causal_results_as_a_table_with_a_verdict_per_dataset(project):
+    def cell(v, lo, hi):
+        return {"value": v, "ci": [lo, hi]}
+
+    write_json(
+        paths.METRICS / "relevance.json",
+        {
+            "status": "ok",
+            "params": {"bar": 0.8},
+            "verdicts": {
+                "hotpotqa": {
+                    "verdict": "beats",
+                    "beats_answer_entity": True,
+                    "reaches_bar": False,
+                    "precision": 0.71,
+                    "recall": 0.64,
+                    "f1": 0.67,
+                    "answer_entity_f1": 0.41,
+                    "line": "hotpotqa: a long sentence",
+                },
+                "musique": {
+                    "verdict": "cannot tell",
+                    "precision": None,
+                    "recall": None,
+                    "f1": None,
+                    "answer_entity_f1": None,
+                    "line": "musique: cannot tell",
+                },
+            },
+            "causal": {
+                "status": "ok",
+                "verdicts": {
+                    "all": {"verdict": "cannot tell"},
+                    "hotpotqa": {"verdict": "load-bearing"},
+                    "musique": {"verdict": "cannot tell"},
+                },
+                "groups": {
+                    "dataset=hotpotqa": {
+                        "effects": {
+                            "necessity_sq": cell(0.5, 0.3, 0.7),
+                            "necessity_random": cell(0.1, 0.0, 0.2),
+                        }
+                    }
+                },
+            },
+        },
+    )
+    assert main(ARGS) == 0
+    card = (paths.PUBLISHED / V / "README.md").read_text()
+    section = card.split("## Relevance labels vs gold supporting facts, and the causal check\n\n", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    assert rows[1:] == [
+        "| hotpotqa | 0.71 | 0.64 | 0.67 | 0.41 | S_q beats the answer-entity control; does not reach the 0.8"
+        " bar | 50 [30, 70] | 10 [0, 20] | load-bearing |",
+        "| musique | n/a | n/a | n/a | n/a | cannot tell (nothing to score) | n/a | n/a | cannot tell |",
+    ]
+    assert "```json" not in card and "null" not in section
