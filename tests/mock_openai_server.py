@@ -292,6 +292,7 @@ class MockOpenAIServer:
         latency_s: float = 0.0,
         base_model: str = "mock-model",
         record: bool = True,
+        port: int = 0,
         **state: object,
     ):
         self.state = MockState(
@@ -304,7 +305,7 @@ class MockOpenAIServer:
         )
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
+        self._sock.bind(("127.0.0.1", port))  # 0: a free port
         self.port = self._sock.getsockname()[1]
         config = uvicorn.Config(
             make_app(self.state),

@@ -10,7 +10,8 @@
 - **Endpoints that keep failing leave the rotation.** After ``fail_after`` failed attempts in a row
   (refused or dropped connections, timeouts, 5xx) an endpoint takes no new request; every
   ``probe_every_s`` it is asked for ``/v1/models``, and the first answer brings it back. Both
-  moments are logged. Requests wait while no endpoint has room or every one is out of rotation.
+  moments are logged. Requests wait while no healthy endpoint has room; when every endpoint is out
+  of rotation they go on trying them, so that a request's retries, not a probe, decide its fate.
 
 All of it runs on the backend's event loop (one thread): no locks.
 """
@@ -76,7 +77,13 @@ class Fleet:
             return self.endpoints[(self._turn - 1) % len(self.endpoints)]
         open_ = [e for e in self.endpoints if e.has_room()]
         if not open_:
-            return None
+            if any(e.healthy for e in self.endpoints):
+                return None  # the healthy ones are full: wait for a slot
+            # every endpoint is out of rotation: keep trying them (the request's retries decide when
+            # to give up) rather than wait for a probe that may never answer
+            open_ = [e for e in self.endpoints if e.bound is None or e.in_flight < e.bound]
+            if not open_:
+                return None
         least = min(open_, key=lambda e: e.in_flight)  # the first of the least loaded: deterministic
         if affinity is not None:
             i = self._affinity.get(affinity)
