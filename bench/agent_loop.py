@@ -38,9 +38,9 @@ CORPORA = ROOT.parent / "shared" / "corpora"
 
 def load_questions(n: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
     """``n`` training questions spread over the three datasets, and their passages."""
-    from factory.agent.sampling import sample_questions
     from factory.config import Params
     from factory.corpora import ingest_sources
+    from factory.execution.sampling import sample_questions
 
     params = Params(
         corpora={
@@ -195,9 +195,9 @@ def bench_stage_driver(
     """The trajectories stage's own driver (generate_trajectories: checkpoint, response cache, final file)
     against the mock server, per scheduler; calls/s against the ideal concurrency / mean latency, where
     the mean is over the latencies the server drew for this run's calls."""
-    from factory.agent.generate import generate_trajectories
     from factory.agent.policy import Policy
     from factory.config import Params
+    from factory.execution.generate import generate_trajectories
     from factory.llm.base import Sampling
     from factory.llm.cache import CachedLLM
     from factory.llm.openai_backend import OpenAILLM

@@ -41,7 +41,7 @@ def demo_inputs(params):
 
 def demo_samples(params, questions):
     """(name, questions, sampling) of the demo's round-0 trajectories and its base evaluation (seed 0)."""
-    from factory.agent.sampling import evaluation_sample, round_sample
+    from factory.execution.sampling import evaluation_sample, round_sample
 
     train, sampled = round_sample(params, questions, 0, 0)
     heldout, greedy = evaluation_sample(params, questions, "heldout")
@@ -50,8 +50,8 @@ def demo_samples(params, questions):
 
 def parse_errors_and_em(params, model_dir: Path, versions=VERSIONS) -> list[dict]:
     """(e1): one row per sample x prompt version x constrained."""
-    from factory.agent.generate import generate_trajectories
     from factory.agent.policy import Policy
+    from factory.execution.generate import generate_trajectories
     from factory.llm.local import LocalLLM
 
     questions, passages, retriever = demo_inputs(params)

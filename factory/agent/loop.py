@@ -4,7 +4,7 @@ Each trajectory is a small generator program (``factory.agent.program``): it yie
 it needs next and receives their outcomes. Two drivers run programs. The lockstep
 driver here (``run_trajectories``) gathers the pending calls of *every* active trajectory into one
 ``llm.generate`` batch per tick: the local backend's unit of work, whose batches must be a
-deterministic function of the params. The continuous driver (``factory.agent.scheduler``) sends
+deterministic function of the params. The continuous driver (``factory.execution.scheduler``) sends
 each call as soon as its trajectory needs it, for the openai backend. Both parse the replies,
 re-ask unparseable ones with the parse error (``agent.repair_attempts``), and resume a program once
 all of its calls are settled; both build records with ``Run``, so a trajectory's record depends

@@ -8,7 +8,7 @@ explore -> (sufficient: answer) | pairs -> retrieve + complete per pair -> keep 
 -> repeat up to ``agent.max_iterations``; stop on no new triplet, a parse error after the repairs,
 or an LLM error; a forced final call answers from G when no answer was given.
 
-The drivers are in ``factory.agent.loop`` (lockstep batches) and ``factory.agent.scheduler``
+The drivers are in ``factory.agent.loop`` (lockstep batches) and ``factory.execution.scheduler``
 (continuous); a program never knows which one runs it.
 """
 

@@ -6,7 +6,7 @@ retries), so one bad request cannot lose the other records of a batch. Batching 
 agent runs many trajectories in lockstep on the local backend (one padded forward pass per batch).
 A backend that also has ``submit(request) -> concurrent.futures.Future`` (the openai backend and
 its cached wrapper) takes requests one at a time while others are in flight: the agent's
-continuous scheduler (``factory.agent.scheduler``) uses it to keep a server busy.
+continuous scheduler (``factory.execution.scheduler``) uses it to keep a server busy.
 """
 
 from __future__ import annotations

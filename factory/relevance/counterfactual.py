@@ -14,7 +14,7 @@ by the policy that generated it, greedy, under each condition:
 
 Graphs keep G's creation order. Replies are parsed with the agent's final-step parser and repaired
 like the loop does (``agent.repair_attempts``); identical prompts within a shard are sent once. Work
-runs in checkpointed shards of trajectories (``factory.agent.shards``): a killed run resumes, and the
+runs in checkpointed shards of trajectories (``factory.execution.shards``): a killed run resumes, and the
 final file has the same bytes as an uninterrupted run. One ``schemas.COUNTERFACTUAL`` row per
 trajectory x condition (x random seed).
 """
@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 from factory.agent import prompts
 from factory.agent.format import ParseError
-from factory.agent.sampling import even_quotas
-from factory.agent.shards import fingerprint, run_in_shards
 from factory.config import CONDITIONS
 from factory.errors import FactoryError
+from factory.execution.sampling import even_quotas
+from factory.execution.shards import fingerprint, run_in_shards
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
 from factory.metrics import exact_match, f1
 from factory.splits import unit_hash

@@ -14,12 +14,12 @@ from __future__ import annotations
 import logging
 
 from factory import paths
-from factory.agent.generate import generate_trajectories
-from factory.agent.sampling import round_sample
 from factory.agent.setup import load_inputs, make_policy_llm
-from factory.agent.summary import summarize_file
 from factory.bootstrap.rounds import policy_for, skip_reason
 from factory.config import Params
+from factory.execution.generate import generate_trajectories
+from factory.execution.sampling import round_sample
+from factory.execution.summary import summarize_file
 from factory.io import write_json
 from factory.stages import chain_arguments
 from schemas import write_parquet

@@ -17,11 +17,11 @@ import logging
 
 from factory import paths
 from factory.agent.loop import constrained_decoding
-from factory.agent.sampling import derived_seed
 from factory.agent.setup import make_policy_llm
 from factory.bootstrap.rounds import policy_for, skip_reason
 from factory.config import CONDITIONS, Params
 from factory.errors import FactoryError
+from factory.execution.sampling import derived_seed
 from factory.io import write_json
 from factory.relevance.causal import causal_summary
 from factory.relevance.counterfactual import (

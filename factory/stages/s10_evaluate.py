@@ -14,10 +14,10 @@ from __future__ import annotations
 import logging
 
 from factory import paths
-from factory.agent.evaluate import evaluate_policy
 from factory.agent.policy import BASE
 from factory.bootstrap.rounds import policy_after, skip_reason
 from factory.config import VARIANTS, Params
+from factory.execution.evaluate import evaluate_policy
 from factory.io import write_json
 from factory.stages import chain_arguments
 from schemas import write_parquet

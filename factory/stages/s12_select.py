@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 
 from factory import paths
-from factory.agent.evaluate import evaluate_policy
 from factory.bootstrap.rounds import policy_after
 from factory.config import Params
 from factory.errors import FactoryError
+from factory.execution.evaluate import evaluate_policy
 from factory.io import read_json, write_json
 
 COMMAND = "select"

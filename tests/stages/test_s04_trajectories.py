@@ -51,7 +51,7 @@ def project(tmp_path, monkeypatch, ingested):
 def use_policy(monkeypatch, make):
     """Inject a test policy where generation and evaluation build their LLM (params can only name
     local|openai)."""
-    for where in ("factory.stages.s04_trajectories", "factory.agent.evaluate"):
+    for where in ("factory.stages.s04_trajectories", "factory.execution.evaluate"):
         monkeypatch.setattr(f"{where}.make_policy_llm", lambda params, policy: make())
 
 
@@ -121,7 +121,7 @@ def test_rationalization_adds_hint_free_records_for_all_wrong_questions(project,
 
 
 def test_killed_run_resumes_to_the_same_file(project, monkeypatch, tmp_path, ingested):
-    from factory.agent import generate
+    from factory.execution import generate
     from factory.stages import s04_trajectories
 
     use_policy(monkeypatch, lambda: ScriptedPolicyLLM(project))

@@ -14,17 +14,17 @@ from pathlib import Path
 import pytest
 
 from factory.agent.policy import Policy
-from factory.agent.sampling import sample_questions
 from factory.agent.scripted import ScriptedPolicyLLM
-from factory.agent.shards import shard_folder
 from factory.config import Params
+from factory.execution.sampling import sample_questions
+from factory.execution.shards import shard_folder
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.llm.cache import CachedLLM
 from factory.llm.openai_backend import OpenAILLM
 from factory.llm.responses import ResponseCache
 from factory.retrieval.bm25 import BM25Retriever
 from schemas import read_rows
-from tests.agent.test_shards import generate
+from tests.execution.test_shards import generate
 from tests.mock_openai_server import MockOpenAIServer
 from tests.stages.test_s04_trajectories import make_project, start_chain
 
@@ -140,8 +140,8 @@ def test_journal_resumes_without_loss_or_duplicates_and_drops_a_torn_line(setup,
         reference = _generate(llm, setup, tmp_path / "ref" / "round_0.parquet", params, samples=1)
         records = read_rows(tmp_path / "ref" / "round_0.parquet")
         # a checkpoint as a killed run leaves it: 5 finished records and half of a sixth
-        from factory.agent.generate import plan_fingerprint, record_key
-        from factory.agent.shards import Journal
+        from factory.execution.generate import plan_fingerprint, record_key
+        from factory.execution.shards import Journal
 
         fp = plan_fingerprint(
             params,

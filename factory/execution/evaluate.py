@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from factory.agent.generate import generate_trajectories
 from factory.agent.policy import Policy
-from factory.agent.sampling import evaluation_sample
 from factory.agent.setup import load_inputs, make_policy_llm
-from factory.agent.summary import summarize_file
 from factory.config import Params
+from factory.execution.generate import generate_trajectories
+from factory.execution.sampling import evaluation_sample
+from factory.execution.summary import summarize_file
 
 
 def evaluate_policy(params: Params, policy: Policy, *, split: str, run_id: str, out_path,

@@ -5,7 +5,7 @@ rationalizations for questions whose samples are all wrong, checks that every qu
 left exactly one record, and returns how each ended (the records are on disk). Two schedules, one result:
 
 - a backend that takes single requests (``submit``: the openai backend) runs continuously
-  (``factory.agent.scheduler``): ``llm.concurrency`` calls in flight over a window of
+  (``factory.execution.scheduler``): ``llm.concurrency`` calls in flight over a window of
   ``trajectories.window`` active trajectories, each record journaled the moment it finishes;
 - the local backend runs in checkpointed shards of ``trajectories.shard_size`` questions, each in
   lockstep batches (its bf16 outputs depend on the batch, so batches stay a function of the params).
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from factory.agent.loop import Run, constrained_decoding, run_trajectories
-from factory.agent.shards import Journal, fingerprint, run_in_shards
 from factory.errors import FactoryError
+from factory.execution.shards import Journal, fingerprint, run_in_shards
 from factory.llm.base import LLM, Sampling
 
 
@@ -74,7 +74,7 @@ def generate_trajectories(
 ) -> list[dict]:
     """Trajectories of ``questions`` x ``samples`` (+ rationalizations) written to ``out_path``; the
     ``outcome`` of each record, in the file's order (the records themselves are only on disk:
-    ``factory.agent.summary.summarize_file`` reads them back a row group at a time).
+    ``factory.execution.summary.summarize_file`` reads them back a row group at a time).
     ``on_shard(k)`` runs after shard k is on disk (sharded schedule only; tests use it)."""
     sample_ids = list(range(samples))
     fp = plan_fingerprint(params, llm, policy, sample_ids, sampling, run_id, rationalize)
@@ -173,7 +173,7 @@ def _generate_continuously(
     plan_fp: str,
 ) -> list[dict]:
     """The continuous schedule with a journal; the final file in plan order."""
-    from factory.agent.scheduler import run_continuously
+    from factory.execution.scheduler import run_continuously
     from factory.io import progress
 
     journal = Journal(out_path, plan_fp, [q["question_id"] for q in questions], key=record_key, keep=outcome)

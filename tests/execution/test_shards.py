@@ -6,13 +6,13 @@ from collections import Counter
 
 import pytest
 
-from factory.agent.generate import check_complete, generate_trajectories
 from factory.agent.policy import Policy
-from factory.agent.sampling import derived_seed, even_quotas, sample_questions
 from factory.agent.scripted import ScriptedPolicyLLM
-from factory.agent.shards import run_in_shards, shard_folder
 from factory.config import Params
 from factory.errors import FactoryError
+from factory.execution.generate import check_complete, generate_trajectories
+from factory.execution.sampling import derived_seed, even_quotas, sample_questions
+from factory.execution.shards import run_in_shards, shard_folder
 from factory.llm.base import Sampling
 from factory.retrieval.bm25 import BM25Retriever
 from schemas import num_rows
