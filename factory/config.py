@@ -260,6 +260,34 @@ class TrajectoryParams(Section):
     )
 
 
+class ExecutionParams(Section):
+    engine: Literal["local", "ray"] = Field(
+        "local",
+        description="Where the shards of the maps over questions and trajectories run (trajectories, "
+        "evaluate, backtrace, counterfactual): 'local' in the stage's process; 'ray' as Ray tasks on the "
+        "cluster RAY_ADDRESS names (a local one when unset). Same bytes either way. Needs "
+        "`pip install -e '.[ray]'`.",
+    )
+    shard_size: int = Field(
+        64,
+        ge=1,
+        description="ray: questions (or trajectories) per task. Each task journals on return; a killed "
+        "worker costs one task's retry.",
+    )
+    max_retries: int = Field(
+        3, ge=0, description="ray: retries of a task whose worker died (a raised error is not retried)."
+    )
+    cpus_per_task: float = Field(1.0, gt=0, description="ray: CPUs a task reserves.")
+    gpus_per_task: float = Field(
+        0.0, ge=0, description="ray: GPUs a task reserves (the local backend on GPU workers)."
+    )
+    local_cpus: int | None = Field(
+        None,
+        ge=1,
+        description="ray without RAY_ADDRESS: CPUs of the local cluster started for the stage (None: all).",
+    )
+
+
 class EvaluateParams(Section):
     n_questions: int = Field(
         16, ge=1, description="Questions of the split evaluated (greedy), sampled with the seed."
@@ -625,6 +653,9 @@ class Params(Section):
     agent: AgentParams = Field(default_factory=AgentParams, description="The KnowTrace agent.")
     trajectories: TrajectoryParams = Field(
         default_factory=TrajectoryParams, description="Trajectory generation per round."
+    )
+    execution: ExecutionParams = Field(
+        default_factory=ExecutionParams, description="Where the stages' shards run (local or Ray)."
     )
     evaluate: EvaluateParams = Field(
         default_factory=EvaluateParams, description="Held-out / test evaluation."

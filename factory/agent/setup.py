@@ -27,13 +27,14 @@ AGENT_COLUMNS = [  # what the agent and its records need of a question
 ]
 
 
-def make_policy_llm(params: Params, policy: Policy):
-    """The backend for ``policy`` (its adapter, served under the policy's unique name)."""
+def make_policy_llm(params: Params, policy: Policy, cache=None):
+    """The backend for ``policy`` (its adapter, served under the policy's unique name); ``cache``:
+    the response cache to use instead of the local file (a Ray worker's, ``factory.execution.cluster``)."""
     from factory.llm import make_llm
 
     if policy.adapter is None:
-        return make_llm(params)
-    return make_llm(params, adapter_path=policy.adapter, adapter_name=policy.name)
+        return make_llm(params, cache=cache)
+    return make_llm(params, adapter_path=policy.adapter, adapter_name=policy.name, cache=cache)
 
 
 @dataclass

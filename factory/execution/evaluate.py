@@ -10,8 +10,9 @@ from factory.execution.sampling import evaluation_sample
 from factory.execution.summary import summarize_file
 
 
-def evaluate_policy(params: Params, policy: Policy, *, split: str, run_id: str, out_path,
-                    desc: str = "evaluate") -> tuple[dict, list[dict]]:
+def evaluate_policy(
+    params: Params, policy: Policy, *, split: str, run_id: str, out_path, desc: str = "evaluate"
+) -> tuple[dict, list[dict]]:
     """Greedy inference of ``policy`` on ``evaluate.n_questions`` questions of ``split``, written to
     ``out_path``; returns (metrics, the outcome of each trajectory).
 

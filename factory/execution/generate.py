@@ -10,7 +10,11 @@ left exactly one record, and returns how each ended (the records are on disk). T
 - the local backend runs in checkpointed shards of ``trajectories.shard_size`` questions, each in
   lockstep batches (its bf16 outputs depend on the batch, so batches stay a function of the params).
 
-Either way the final file holds the records in plan order (question, then sample, then its
+Under ``execution.engine: ray`` the shards (``execution.shard_size`` questions; the local backend's
+``trajectories.shard_size``, so its batches stay the same) run as Ray tasks, each scheduled as
+above inside its worker, journaled by the driver as they return (``factory.execution.cluster``).
+
+Every way the final file holds the records in plan order (question, then sample, then its
 rationalization), so a resumed run, an uninterrupted one and the other schedule write the same
 bytes for the same replies (the response cache replays them).
 """
@@ -18,10 +22,11 @@ bytes for the same replies (the response cache replays them).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from factory import paths
 from factory.agent.loop import Run, constrained_decoding, run_trajectories
 from factory.errors import FactoryError
 from factory.execution.shards import Journal, fingerprint, run_in_shards
@@ -75,85 +80,184 @@ def generate_trajectories(
     """Trajectories of ``questions`` x ``samples`` (+ rationalizations) written to ``out_path``; the
     ``outcome`` of each record, in the file's order (the records themselves are only on disk:
     ``factory.execution.summary.summarize_file`` reads them back a row group at a time).
-    ``on_shard(k)`` runs after shard k is on disk (sharded schedule only; tests use it)."""
-    sample_ids = list(range(samples))
-    fp = plan_fingerprint(params, llm, policy, sample_ids, sampling, run_id, rationalize)
-    if hasattr(llm, "submit"):
-        records = _generate_continuously(
-            params,
-            questions,
-            llm,
-            retriever,
-            passages,
-            policy,
-            round_,
-            samples,
-            sampling,
+    ``on_shard(k)`` runs after shard k is on disk (sharded schedules only; tests use it).
+
+    Under ``execution.engine: ray`` the shards run as Ray tasks, each building its own index and
+    backend (``llm`` is then used for its identity alone) and sharing the response cache through
+    the engine; the cache's hits and misses on the cluster are added to ``llm``'s counts."""
+    from factory.execution.engine import LocalEngine, make_engine
+
+    fp = plan_fingerprint(params, llm, policy, list(range(samples)), sampling, run_id, rationalize)
+    with make_engine(params) if hasattr(params, "execution") else LocalEngine() as engine:
+        work = GenerationShards(params, policy, round_, samples, sampling, run_id, rationalize)
+        if engine.remote:
+            work.cache = engine.response_cache()
+            shard_size = (
+                params.trajectories.shard_size if llm.backend == "local" else params.execution.shard_size
+            )
+        elif hasattr(llm, "submit"):
+            records = _generate_continuously(
+                params, questions, llm, retriever, passages, work, out_path, desc, fp
+            )
+            check_complete(records, questions, samples)
+            return records
+        else:
+            work.llm, work.retriever, work.passages = llm, retriever, passages
+            shard_size = params.trajectories.shard_size
+        run_in_shards(
+            list(questions),
+            lambda q: q["question_id"],
+            shard_size,
             out_path,
-            run_id,
-            rationalize,
-            desc,
             fp,
+            work,
+            desc=desc,
+            ticks_per_unit=samples,
+            on_shard=on_shard,
+            engine=engine,
         )
-        check_complete(records, questions, samples)
-        return records
-
-    def work(shard: list[dict], tick: Callable[[int], None]) -> list[dict]:
-        records = run_trajectories(
-            shard,
-            llm,
-            retriever,
-            params,
-            policy,
-            round_,
-            sample_ids,
-            sampling,
-            on_done=lambda _r: tick(1),
-            passages=passages,
-            run_id=run_id,
-        )
-        extra: list[dict] = []
-        if rationalize:
-            wrong = [
-                q
-                for q in shard
-                if not any(r["correct"] for r in records if r["question_id"] == q["question_id"])
-            ]
-            if wrong:
-                extra = run_trajectories(
-                    wrong,
-                    llm,
-                    retriever,
-                    params,
-                    policy,
-                    round_,
-                    [samples],
-                    sampling,
-                    passages=passages,
-                    run_id=run_id,
-                    rationalized=True,
-                )
-        by_question: dict[str, list[dict]] = {}
-        for r in records + extra:
-            by_question.setdefault(r["question_id"], []).append(r)
-        return [r for q in shard for r in by_question.get(q["question_id"], [])]
-
-    run_in_shards(
-        list(questions),
-        lambda q: q["question_id"],
-        params.trajectories.shard_size,
-        out_path,
-        fp,
-        work,
-        desc=desc,
-        total_ticks=len(questions) * samples,
-        on_shard=on_shard,
-    )
+        counts = engine.cache_counts() if engine.remote else None
+        if counts and hasattr(llm, "hits"):  # the workers' cache traffic, for the stage's metrics
+            llm.hits += counts["hits"]
+            llm.misses += counts["misses"]
     from schemas import iter_rows
 
     outcomes = list(iter_rows(out_path, list(OUTCOME_FIELDS)))
     check_complete(outcomes, questions, samples)
     return outcomes
+
+
+@dataclass
+class GenerationShards:
+    """The work of a generation's shards: ``work(shard, tick)`` -> the shard's records in plan order
+    (question, then sample, then its rationalization).
+
+    In this process it runs on the driver's ``llm``, ``retriever`` and ``passages``. Sent to a Ray
+    worker it travels as params and plain data (the backend and the index never travel) and builds
+    them there once per worker process, its backend cached through ``cache`` (the engine's).
+    """
+
+    params: Any
+    policy: Any
+    round_: int
+    samples: int
+    sampling: Sampling
+    run_id: str
+    rationalize: bool
+    cache: Any = None
+    llm: Any = field(default=None, repr=False)
+    retriever: Any = field(default=None, repr=False)
+    passages: Any = field(default=None, repr=False)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "llm": None, "retriever": None, "passages": None}
+
+    def _resources(self) -> tuple[Any, Any, Any]:
+        if self.llm is not None:
+            return self.llm, self.retriever, self.passages
+        from factory.agent.setup import make_policy_llm
+        from factory.execution.engine import worker_resource
+        from factory.retrieval import load_retriever
+
+        key = ("generation", fingerprint(self.params.model_dump(mode="json")), self.policy, repr(self.cache))
+        llm, retriever = worker_resource(
+            key,
+            lambda: (
+                make_policy_llm(self.params, self.policy, cache=self.cache),
+                load_retriever(paths.INDEX_DIR, self.params),
+            ),
+        )
+        return llm, retriever, retriever.store
+
+    def __call__(self, shard: list[dict], tick: Callable[[int], None]) -> list[dict]:
+        llm, retriever, passages = self._resources()
+        try:
+            if hasattr(llm, "submit"):
+                return self._continuously(shard, llm, retriever, passages, tick)
+            return self._in_lockstep(shard, llm, retriever, passages, tick)
+        finally:
+            if self.cache is not None:
+                self.cache.flush()  # the shard's replies are stored before its records count as done
+
+    def run(self, questions: Sequence[dict], llm: Any, retriever: Any, passages: Any) -> Run:
+        return Run(
+            questions,
+            llm,
+            retriever,
+            self.params,
+            self.policy,
+            self.round_,
+            self.sampling,
+            passages=passages,
+            run_id=self.run_id,
+        )
+
+    def rationalization(self, done: Mapping, question: dict) -> list[tuple[dict, int, bool]]:
+        """The hint run of ``question`` once all its samples are in ``done`` and wrong (and it has none)."""
+        qid = question["question_id"]
+        if not self.rationalize or (qid, self.samples, True) in done:
+            return []
+        mine = [done.get((qid, s, False)) for s in range(self.samples)]
+        if any(r is None for r in mine) or any(r["correct"] for r in mine):
+            return []
+        return [(question, self.samples, True)]
+
+    def _continuously(self, shard, llm, retriever, passages, tick) -> list[dict]:
+        from factory.execution.scheduler import run_continuously
+
+        by_id = {q["question_id"]: q for q in shard}
+        done: dict[tuple[str, int, bool], dict] = {}
+
+        def on_done(record: dict) -> list[tuple[dict, int, bool]]:
+            key = record_key(record)
+            done[key] = record
+            if key[2]:
+                return []
+            tick(1)
+            return self.rationalization(done, by_id[key[0]])
+
+        todo = [(q, s, False) for q in shard for s in range(self.samples)]
+        window = self.params.trajectories.window or 8 * self.params.llm.concurrency
+        run_continuously(self.run(shard, llm, retriever, passages), todo, window, on_done)
+        return [done[key] for key in plan_keys(shard, self.samples) if key in done]
+
+    def _in_lockstep(self, shard, llm, retriever, passages, tick) -> list[dict]:
+        def batch(
+            questions: list[dict], sample_ids: list[int], rationalized: bool, on_done=None
+        ) -> list[dict]:
+            return run_trajectories(
+                questions,
+                llm,
+                retriever,
+                self.params,
+                self.policy,
+                self.round_,
+                sample_ids,
+                self.sampling,
+                on_done=on_done,
+                passages=passages,
+                run_id=self.run_id,
+                rationalized=rationalized,
+            )
+
+        records = batch(shard, list(range(self.samples)), False, on_done=lambda _r: tick(1))
+        if self.rationalize:
+            done = {record_key(r): r for r in records}
+            wrong = [q for q in shard if self.rationalization(done, q)]
+            if wrong:
+                records += batch(wrong, [self.samples], True)
+        by_key = {record_key(r): r for r in records}
+        return [by_key[key] for key in plan_keys(shard, self.samples) if key in by_key]
+
+
+def plan_keys(questions: Sequence[dict], samples: int) -> list[tuple[str, int, bool]]:
+    """Every record's place in the plan, in plan order: question, then sample, then rationalization."""
+    return [
+        key
+        for q in questions
+        for key in [(q["question_id"], s, False) for s in range(samples)]
+        + [(q["question_id"], samples, True)]
+    ]
 
 
 def _generate_continuously(
@@ -162,44 +266,28 @@ def _generate_continuously(
     llm: LLM,
     retriever: Any,
     passages: Mapping[str, Mapping] | None,
-    policy: Any,
-    round_: int,
-    samples: int,
-    sampling: Sampling,
+    work: GenerationShards,
     out_path: str | Path,
-    run_id: str,
-    rationalize: bool,
     desc: str,
     plan_fp: str,
 ) -> list[dict]:
-    """The continuous schedule with a journal; the final file in plan order."""
+    """The continuous schedule over the whole plan (one window across all questions) with a journal;
+    the final file in plan order."""
     from factory.execution.scheduler import run_continuously
     from factory.io import progress
 
+    samples = work.samples
     journal = Journal(out_path, plan_fp, [q["question_id"] for q in questions], key=record_key, keep=outcome)
     try:
         done: dict[tuple[str, int, bool], dict] = dict(journal.kept)
         by_id = {q["question_id"]: q for q in questions}
-
-        def rationalization(qid: str) -> list[tuple[dict, int, bool]]:
-            """The hint run of a question once all its samples are in and wrong (and it has none yet)."""
-            if not rationalize or (qid, samples, True) in done:
-                return []
-            mine = [done.get((qid, s, False)) for s in range(samples)]
-            if any(r is None for r in mine) or any(r["correct"] for r in mine):
-                return []
-            return [(by_id[qid], samples, True)]
-
         todo = [
             (q, s, False)
             for q in questions
             for s in range(samples)
             if (q["question_id"], s, False) not in done
         ]
-        todo = [u for q in questions for u in rationalization(q["question_id"])] + todo
-        run = Run(
-            questions, llm, retriever, params, policy, round_, sampling, passages=passages, run_id=run_id
-        )
+        todo = [u for q in questions for u in work.rationalization(done, q)] + todo
         window = params.trajectories.window or 8 * params.llm.concurrency
         initial = sum(1 for (_, _, rat) in done if not rat)
         with progress(total=len(questions) * samples, desc=desc, unit="traj", initial=initial) as bar:
@@ -211,16 +299,10 @@ def _generate_continuously(
                 if key[2]:
                     return []
                 bar.update(1)
-                return rationalization(key[0])
+                return work.rationalization(done, by_id[key[0]])
 
-            run_continuously(run, todo, window, on_done)
-        ordered = [
-            key
-            for q in questions
-            for key in [(q["question_id"], s, False) for s in range(samples)]
-            + [(q["question_id"], samples, True)]
-            if key in done
-        ]
+            run_continuously(work.run(questions, llm, retriever, passages), todo, window, on_done)
+        ordered = [key for key in plan_keys(questions, samples) if key in done]
         journal.finish(ordered)
         return [done[key] for key in ordered]
     finally:

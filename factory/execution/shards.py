@@ -57,17 +57,24 @@ def run_in_shards(
     *,
     artifact: str = "trajectory",
     desc: str = "",
-    total_ticks: int | None = None,
     ticks_per_unit: int = 1,
     on_shard: Callable[[int], None] | None = None,
+    engine: Any = None,
 ) -> int:
-    """Run ``work(shard_units, tick)`` shard by shard with a checkpoint; write the final file from the
-    shard files (streamed, in shard order) and return its row count.
+    """Run ``work(shard_units, tick)`` over the shards not yet on disk, on ``engine`` (default: this
+    process, shard after shard; ``factory.execution.engine``), checkpointing each shard as it
+    returns; write the final file from the shard files (streamed, in shard order) and return its
+    row count.
 
     ``work`` returns the shard's records (validated against ``artifact``) and may call ``tick(n)``
-    to advance the progress bar (total ``total_ticks``, default one per unit). ``on_shard(k)`` runs
-    after shard k is safely on disk (tests use it to simulate a crash).
+    to advance the progress bar (``ticks_per_unit`` per unit; a remote engine ticks a shard's units
+    when it returns). ``on_shard(k)`` runs after shard k is safely on disk (tests use it to
+    simulate a crash).
     """
+    if engine is None:
+        from factory.execution.engine import LocalEngine
+
+        engine = LocalEngine()
     final_path = Path(final_path)
     folder = shard_folder(final_path)
     shards = [list(units[i : i + shard_size]) for i in range(0, len(units), shard_size)]
@@ -90,14 +97,13 @@ def run_in_shards(
     done = [p.exists() for p in paths]
     if any(done):
         log.info("resuming from %s: %d of %d shards already done", folder, sum(done), len(shards))
-    total = total_ticks if total_ticks is not None else len(units) * ticks_per_unit
     initial = sum(len(s) for s, d in zip(shards, done) if d) * ticks_per_unit
-    with progress(total=total, desc=desc, unit="traj", initial=initial) as bar:
-        for k, (shard, path, is_done) in enumerate(zip(shards, paths, done)):
-            if is_done:
-                continue
-            rows = work(shard, bar.update)
-            write_parquet(rows, path, artifact)
+    todo = [(k, shard) for k, (shard, is_done) in enumerate(zip(shards, done)) if not is_done]
+    with progress(total=len(units) * ticks_per_unit, desc=desc, unit="traj", initial=initial) as bar:
+        for k, rows in engine.map(work, todo, bar.update):
+            write_parquet(rows, paths[k], artifact)
+            if engine.remote:
+                bar.update(len(shards[k]) * ticks_per_unit)
             if on_shard is not None:
                 on_shard(k)
     schema = ARTIFACTS[artifact]

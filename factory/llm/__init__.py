@@ -38,13 +38,17 @@ def server_adapter_path(adapter_path: str | Path, prefix: str | None) -> str:
     return f"{prefix.rstrip('/')}/{rest.as_posix()}"
 
 
-def make_llm(params: Params, adapter_path: str | Path | None = None, adapter_name: str | None = None) -> LLM:
+def make_llm(
+    params: Params, adapter_path: str | Path | None = None, adapter_name: str | None = None, cache=None
+) -> LLM:
     """The backend named by ``params.llm.backend`` (with an optional LoRA adapter), cached when ``llm.cache``.
 
     ``local`` loads ``llm.model`` (a folder) plus ``adapter_path`` in-process. ``openai`` talks to
     ``llm.base_urls``; with ``adapter_name`` it serves the adapter as ``<adapter_name>-<weights
     hash>`` (logged; never re-used for other weights): registered on the servers when
-    ``llm.load_lora``, else expected among the servers' models (``--lora-modules``).
+    ``llm.load_lora``, else expected among the servers' models (``--lora-modules``). With
+    ``llm.cache`` the replies go through ``cache`` (a ``ResponseCache``-like object) when given,
+    else through the project's SQLite file.
     """
     cfg = params.llm
     if adapter_path is not None and not Path(adapter_path).is_dir():
@@ -72,7 +76,9 @@ def make_llm(params: Params, adapter_path: str | Path | None = None, adapter_nam
         from factory.llm.cache import CachedLLM
         from factory.llm.responses import ResponseCache
 
-        llm = CachedLLM(llm, ResponseCache(paths.CACHE_DIR / "responses.sqlite"))
+        llm = CachedLLM(
+            llm, cache if cache is not None else ResponseCache(paths.CACHE_DIR / "responses.sqlite")
+        )
     return llm
 
 
