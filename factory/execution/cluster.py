@@ -129,6 +129,9 @@ class RemoteCache:
     def __reduce__(self):  # travels as its actor handle alone
         return RemoteCache, (self.actor,)
 
+    def __repr__(self) -> str:  # the same for every copy: a worker's resources are keyed by it
+        return f"RemoteCache({self.actor!r})"
+
 
 class RayEngine:
     """Shards as Ray tasks; results as they return. See the module docstring."""

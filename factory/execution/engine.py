@@ -76,6 +76,19 @@ class LocalEngine:
         self.close()
 
 
+def preflight(params: Any) -> None:
+    """Fail now, in one line, if the engine the params name cannot run: a stage calls this before it
+    reads or calls anything (Ray missing, or RAY_ADDRESS naming a cluster that does not answer)."""
+    if params.execution.engine == "ray":
+        import os
+
+        from factory.execution.cluster import _ray, check_reachable
+
+        _ray()
+        if os.environ.get("RAY_ADDRESS"):
+            check_reachable(os.environ["RAY_ADDRESS"])
+
+
 def make_engine(params: Any):
     """The engine ``params.execution.engine`` names (Ray: connected to its cluster, or failing with
     a one-line error naming RAY_ADDRESS before any work starts)."""

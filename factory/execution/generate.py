@@ -159,7 +159,15 @@ class GenerationShards:
         from factory.execution.engine import worker_resource
         from factory.retrieval import load_retriever
 
-        key = ("generation", fingerprint(self.params.model_dump(mode="json")), self.policy, repr(self.cache))
+        index = Path(paths.INDEX_DIR).resolve()  # a worker may serve several projects and index builds
+        key = (
+            "generation",
+            fingerprint(self.params.model_dump(mode="json")),
+            self.policy,
+            repr(self.cache),
+            str(index),
+            index.stat().st_mtime_ns if index.exists() else None,
+        )
         llm, retriever = worker_resource(
             key,
             lambda: (

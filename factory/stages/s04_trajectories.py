@@ -17,6 +17,7 @@ from factory import paths
 from factory.agent.setup import load_inputs, make_policy_llm
 from factory.bootstrap.rounds import policy_for, skip_reason
 from factory.config import Params
+from factory.execution.engine import preflight
 from factory.execution.generate import generate_trajectories
 from factory.execution.sampling import round_sample
 from factory.execution.summary import summarize_file
@@ -34,6 +35,7 @@ def add_arguments(parser) -> None:
 
 
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
+    preflight(params)  # a Ray cluster that cannot be reached fails here, before any work
     out = paths.trajectories(variant, round_, seed)
     metrics_path = paths.stage_metrics("trajectories", variant, round_, seed)
     head = {"variant": variant, "round": round_, "seed": seed}

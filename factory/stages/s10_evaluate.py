@@ -17,6 +17,7 @@ from factory import paths
 from factory.agent.policy import BASE
 from factory.bootstrap.rounds import policy_after, skip_reason
 from factory.config import VARIANTS, Params
+from factory.execution.engine import preflight
 from factory.execution.evaluate import evaluate_policy
 from factory.io import write_json
 from factory.stages import chain_arguments
@@ -24,9 +25,9 @@ from schemas import write_parquet
 
 COMMAND = "evaluate"
 HELP = (
-           "greedy inference of the policy after a round on the held-out or test split (EM/F1 by dataset, "
-           "type, route)"
-       )
+    "greedy inference of the policy after a round on the held-out or test split (EM/F1 by dataset, "
+    "type, route)"
+)
 log = logging.getLogger(__name__)
 
 
@@ -48,6 +49,7 @@ def output_paths(variant: str, round_: int, split: str, seed: int):
 
 
 def run(params: Params, variant: str, round_: int = 0, split: str = "heldout", seed: int = 0) -> dict:
+    preflight(params)  # a Ray cluster that cannot be reached fails here, before any work
     data_path, metrics_path = output_paths(variant, round_, split, seed)
     head = {"variant": variant, "round": round_ if variant != BASE else None, "seed": seed, "split": split}
     reason = skip_reason(variant, round_, seed) if variant != BASE else None

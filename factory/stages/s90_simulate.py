@@ -18,9 +18,9 @@ from schemas import iter_rows, read_rows, write_parquet
 
 COMMAND = "simulate"
 HELP = (
-           "simulate trajectories with known labels from gold facts, add noise, and measure backtracing "
-           "precision/recall"
-       )
+    "simulate trajectories with known labels from gold facts, add noise, and measure backtracing "
+    "precision/recall"
+)
 log = logging.getLogger(__name__)
 
 
