@@ -35,15 +35,20 @@ def iter_batches(
     columns: list[str] | None = None,
     where: Where | None = None,
     batch_rows: int = ROW_GROUP_SIZE,
+    row_groups: list[int] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The file's rows in batches of at most ``batch_rows``, ``columns`` only, filtered by ``where``."""
+    """The file's rows in batches of at most ``batch_rows``, ``columns`` only, filtered by ``where``
+    (``row_groups``: those row groups alone)."""
     where = dict(where or {})
     wanted = None if columns is None else list(columns)
     read = None if wanted is None else wanted + [c for c in where if c not in wanted]
     parquet = pq.ParquetFile(path)
     types = parquet.schema_arrow
     sets = {column: pa.array(list(values), type=types.field(column).type) for column, values in where.items()}
-    for batch in parquet.iter_batches(batch_size=batch_rows, columns=read, use_threads=False):
+    batches = parquet.iter_batches(
+        batch_size=batch_rows, row_groups=row_groups, columns=read, use_threads=False
+    )
+    for batch in batches:
         if sets:
             mask = None
             for column, values in sets.items():

@@ -54,8 +54,9 @@ def parents(name: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
-def closure(path: Path) -> set[Path]:
-    """Every first-party file that runs when ``path`` runs: its imports, recursively, with their packages."""
+def closure(path: Path, leaves: frozenset[Path] = frozenset()) -> set[Path]:
+    """Every first-party file that runs when ``path`` runs: its imports, recursively, with their packages
+    (the imports of ``leaves`` are not followed)."""
     seen: set[Path] = set()
     todo = [path]
     while todo:
@@ -63,6 +64,8 @@ def closure(path: Path) -> set[Path]:
         if current in seen:
             continue
         seen.add(current)
+        if current in leaves:
+            continue
         for name in imports_of(current) | set(parents(module_name(current))):
             file = module_file(name)
             if file is not None and file not in seen:

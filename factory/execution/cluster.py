@@ -27,7 +27,8 @@ from typing import Any
 
 from factory import paths
 from factory.errors import FactoryError
-from factory.execution.engine import ShardWork
+
+ShardWork = Callable[[Any, Callable[[int], None]], Any]  # as factory.execution.engine names it
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,9 @@ by dataset and by route. Token counts use the policy's tokenizer (``llm.model``,
 ``backtrace.answer_passage`` the sentences of the grounding passages come from the passage store
 (data/index/passages; missing: the rule is off, said in the metrics). The trajectories are read a
 row group at a time, without their prompts. A skipped round (empty trajectory file) writes an empty
-labels file and status ``skipped``. Gated by ``validators.labels`` (Great Expectations).
+labels file and status ``skipped``. Gated by ``validators.labels`` (Great Expectations). The
+labelling runs in tasks (``factory.backtrace.tasks``) on ``execution.engine``: in this process, or
+as Ray tasks on a cluster; the sorted output is the same bytes either way.
 """
 
 from __future__ import annotations
@@ -19,28 +21,16 @@ import logging
 import pyarrow as pa
 
 from factory import paths
-from factory.backtrace.checks import BadTrajectory
-from factory.backtrace.labels import backtrace_modes
-from factory.backtrace.options import backtrace_options, load_token_counter
+from factory.backtrace.options import load_token_counter
 from factory.backtrace.summary import LabelSummary
-from factory.backtrace.tokens import TokenCounter
+from factory.backtrace.tasks import LabelTasks, passage_store, plan_tasks
 from factory.bootstrap.rounds import skip_reason
 from factory.config import Params
 from factory.errors import FactoryError
+from factory.execution.engine import make_engine, preflight
 from factory.io import progress, write_json
-from factory.retrieval.store import PassageStore
 from factory.stages import chain_arguments
-from schemas import (
-    LABELS,
-    ROW_GROUP_SIZE,
-    TRAJECTORY,
-    columns_except,
-    iter_batches,
-    num_rows,
-    require,
-    to_table,
-    write_parquet,
-)
+from schemas import ROW_GROUP_SIZE, num_rows, require, write_parquet
 
 COMMAND = "backtrace"
 HELP = "label a round's trajectories by knowledge backtracing (every mode x target mode), with FA ratios"
@@ -51,53 +41,13 @@ def add_arguments(parser) -> None:
     chain_arguments(parser, "bootstrapping round whose trajectories are labelled")
 
 
-# A trajectory without its prompts: labels never read the messages, which are most of its bytes.
-COLUMNS = columns_except(TRAJECTORY, "steps", ["messages"])
-
-
-def passage_store(params: Params) -> tuple[PassageStore | None, str | None]:
-    """(the passage store, None) for the answer-passage rule; (None, why) when it is off or missing."""
-    if not params.backtrace.answer_passage:
-        return None, "backtrace.answer_passage is false"
-    try:
-        return PassageStore.open(paths.INDEX_DIR), None
-    except FactoryError as exc:
-        return None, str(exc)
-
-
-def grounding_passages(trajectories: list[dict], store: PassageStore | None) -> dict | None:
-    """pid -> sentences of every passage that grounds a triplet of ``trajectories`` (None: rule off)."""
-    if store is None:
-        return None
-    wanted = {x.get("source_pid") for t in trajectories for x in t.get("triplets") or []} - {None}
-    return {pid: list(p["sentences"] or []) for pid, p in store.get_many(sorted(wanted)).items()}
-
-
-def label_all(
-    trajectories: list[dict], params: Params, counter: TokenCounter, passages: dict | None = None
-) -> list[dict]:
-    """Labels rows of every trajectory x params.backtrace.modes x target_modes."""
-    bp = params.backtrace
-    options = backtrace_options(params)
-    rows = []
-    for t in trajectories:
-        try:
-            rows.extend(
-                backtrace_modes(t, bp.modes, bp.target_modes, tokenizer=counter, passages=passages, **options)
-            )
-        except BadTrajectory:
-            raise
-        except FactoryError as exc:
-            raise FactoryError(f"trajectory {t.get('trajectory_id')!r}: {exc}") from None
-    return rows
-
-
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     import pandas as pd
 
     from validators import run_suites
-    from validators.labels import labels_frame, labels_suite
+    from validators.labels import labels_suite
 
+    preflight(params)  # a Ray cluster that cannot be reached fails here, before any work
     bp = params.backtrace
     src = paths.trajectories(variant, round_, seed)
     out = paths.labels(variant, round_, seed)
@@ -133,20 +83,22 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     store, passages_off = passage_store(params)
     if passages_off and bp.answer_passage:
         log.warning("backtrace: answer-passage rule off: %s", passages_off)
-    # A row group of trajectories at a time: its labels go to Arrow (compact), its gate columns to a frame.
-    tables, frames, meta = [], [], {}
-    correct = 0
-    with progress(total=total, desc="backtrace", unit="traj") as bar:
-        for batch in iter_batches(src, COLUMNS):
-            trajectories = batch.to_pylist()
-            labels = label_all(trajectories, params, counter, grounding_passages(trajectories, store))
-            tables.append(to_table(labels, LABELS, "labels"))
-            frames.append(labels_frame(trajectories, labels))
-            for t in trajectories:
-                meta[t["trajectory_id"]] = (t["dataset"], t["route"], len(t["triplets"]))
-                correct += 1 if t["correct"] else 0
-            bar.update(len(trajectories))
-    table = pa.concat_tables(tables).sort_by(
+    # Tasks of at most a row group's slice; their labels go to Arrow (compact), their gate columns
+    # to a frame; on Ray each worker loads its own counter and store.
+    tasks = plan_tasks(src)
+    results: list = [None] * len(tasks)
+    with make_engine(params) as engine, progress(total=total, desc="backtrace", unit="traj") as bar:
+        work = LabelTasks(params, str(src))
+        if not engine.remote:
+            work.counter, work.store = counter, store
+        for k, result in engine.map(work, list(enumerate(tasks)), bar.update):
+            results[k] = result
+            if engine.remote:
+                bar.update(len(result.meta))
+    meta = {tid: (dataset, route, n) for r in results for tid, dataset, route, n in r.meta}
+    correct = sum(r.correct for r in results)
+    frames = [r.frame for r in results]
+    table = pa.concat_tables([r.labels for r in results]).sort_by(
         [("trajectory_id", "ascending"), ("mode", "ascending"), ("target_mode", "ascending")]
     )
     gate = run_suites(

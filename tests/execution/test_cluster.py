@@ -18,6 +18,7 @@ import pytest
 from factory import paths
 from factory.agent.scripted import ScriptedPolicyLLM
 from factory.cli import main
+from factory.config import Params
 from factory.execution.shards import shard_folder
 from schemas import read_rows
 from tests.execution.test_scheduler import scripted_script
@@ -107,6 +108,26 @@ def test_ray_writes_the_bytes_of_local_and_a_repeated_run_makes_no_call(cluster,
         assert server.state.completions == 2 * sent
     check_complete(out)
     assert not shard_folder(out).exists()
+
+
+def test_backtrace_on_ray_writes_the_labels_of_local(cluster, project, tmp_path, monkeypatch):
+    import factory.backtrace.tasks
+
+    out = tmp_path / paths.trajectories("backtrace", 0)
+    with MockOpenAIServer(script=scripted_script(ScriptedPolicyLLM(project)), record=False) as server:
+        assert main(argv(server.base_url, "local")) == 0
+    check_complete(out)
+    monkeypatch.setattr(factory.backtrace.tasks, "TASK_ROWS", 5)  # 10 tasks over the cluster's 2 CPUs
+    labels = tmp_path / paths.labels("backtrace", 0)
+    bt = ["backtrace", "--variant", "backtrace", "--round", "0"]
+    assert main(bt) == 0
+    local = labels.read_bytes()
+    labels.unlink()
+    assert main([*bt, "--set", 'execution.engine="ray"']) == 0
+    assert labels.read_bytes() == local
+    assert len(read_rows(labels, ["trajectory_id"])) == 2 * N * len(Params().backtrace.modes) * len(
+        Params().backtrace.target_modes
+    )
 
 
 def _shard_workers() -> list[int]:

