@@ -58,7 +58,9 @@ test-integration: setup $(LLAMA_STAMP)
 
 # bench/trajectories.py (b) and bench/constrained.py run the local model: models/base first (the DVC stage).
 # bench/scale.py runs a round at 2% and 8% of the full corpora (`python bench/scale.py --full`: 25% and
-# 100%, about half an hour); bench/cache.py fills a response cache of 5.4M entries (~1.6 GB of disk).
+# 100%, about half an hour); bench/cache.py fills a response cache of 5.4M entries (~1.6 GB of disk);
+# bench/fleet.py runs the trajectories driver against three mock endpoints, one killed and restarted, under
+# both llm.routing values (~2 minutes).
 bench: setup
 	$(BIN)/dvc repro prepare_model
 	$(BIN)/python bench/ingest.py
@@ -66,6 +68,7 @@ bench: setup
 	$(BIN)/python bench/real_graphs.py
 	$(BIN)/python bench/trajectories.py
 	$(BIN)/python bench/constrained.py
+	$(BIN)/python bench/fleet.py
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/cache.py
 

@@ -91,12 +91,18 @@ def mock_reply(messages: list[dict]) -> str:
     return fmt.render_explore("I need more facts.", [(entity, "connection")])
 
 
-def serve(port: int) -> None:
+def serve(port: int, latency_s: float = 0.0, capacity: int | None = None) -> None:
+    """The mock policy server (its own process); bench/fleet.py gives it a latency and a capacity."""
     import uvicorn
 
     from tests.mock_openai_server import MockState, make_app
 
-    state = MockState(script=lambda messages, model: mock_reply(messages), record=False)
+    state = MockState(
+        script=lambda messages, model: mock_reply(messages),
+        record=False,
+        latency_s=latency_s,
+        capacity=capacity,
+    )
     uvicorn.run(
         make_app(state), host="127.0.0.1", port=port, log_level="warning", backlog=2048, access_log=False
     )
@@ -368,9 +374,11 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the corpora and runs under --out")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON here")
     parser.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--latency", type=float, default=0.0, help=argparse.SUPPRESS)  # with --serve
+    parser.add_argument("--capacity", type=int, help=argparse.SUPPRESS)  # with --serve
     args = parser.parse_args()
     if args.serve:
-        serve(args.serve)
+        serve(args.serve, args.latency, args.capacity)
         return
     sizes = [0.25, 1.0] if args.full else sorted(args.sizes)
     args.out.mkdir(parents=True, exist_ok=True)

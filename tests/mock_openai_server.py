@@ -6,7 +6,9 @@ Endpoints: ``POST /v1/chat/completions``, ``GET /v1/models`` (with vLLM's ``root
 latencies drawn, for the benchmark's ideal rate). Replies come from ``script(messages, model) -> text``.
 
 Latency: ``latency_s`` per call, or with ``latency_sigma`` > 0 a lognormal draw with median
-``latency_s`` (sigma 1: p99 about ten times the median), deterministic per request key.
+``latency_s`` (sigma 1: p99 about ten times the median), deterministic per request key. With
+``capacity`` C, at most C calls sleep their latency at once and the others queue (a server of C
+slots: C / latency calls/s at most).
 
 Structured outputs: a request may carry vLLM/OpenAI ``response_format`` (json_schema),
 ``structured_outputs`` (json | regex | grammar | choice) or llama.cpp ``grammar``; a malformed one is
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import math
@@ -95,6 +98,7 @@ class MockState:
     faults: FaultPlan = field(default_factory=FaultPlan)
     latency_s: float = 0.0
     latency_sigma: float = 0.0  # > 0: lognormal latency with median latency_s
+    capacity: int | None = None  # calls served at once (the others queue); None: no bound
     base_model: str = "mock-model"
     model_root: str | None = None  # what /v1/models reports as the weights (vLLM's 'root')
     max_model_len: int | None = None
@@ -108,6 +112,15 @@ class MockState:
     completions: int = 0  # chat requests received (all attempts)
     latency_total_s: float = 0.0  # latency drawn over all chat requests
     lock: threading.Lock = field(default_factory=threading.Lock)
+    _slots: asyncio.Semaphore | None = field(default=None, repr=False)
+
+    def slots(self) -> asyncio.Semaphore | contextlib.nullcontext:
+        """What a call holds while it is served: one of ``capacity`` slots, or nothing."""
+        if self.capacity is None:
+            return contextlib.nullcontext()
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.capacity)
+        return self._slots
 
 
 def request_key(body: dict) -> str:
@@ -195,7 +208,8 @@ def make_app(state: MockState) -> FastAPI:
             state.latency_total_s += latency
         try:
             if latency:
-                await asyncio.sleep(latency)
+                async with state.slots():
+                    await asyncio.sleep(latency)
             if problem is not None:
                 return JSONResponse(
                     {"error": {"message": problem, "type": "BadRequestError"}}, status_code=400

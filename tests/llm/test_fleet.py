@@ -111,3 +111,21 @@ def test_the_backend_routes_around_a_dead_endpoint_and_takes_it_back(tmp_path, c
         llm.close()
     assert any("out of rotation" in r.getMessage() for r in caplog.records)
     assert any("back in rotation" in r.getMessage() for r in caplog.records)
+
+
+def test_the_mock_server_serves_at_most_its_capacity_at_once(tmp_path):
+    """The mock's ``capacity`` (bench/fleet.py's endpoints): C calls served at once, the others queue."""
+    with MockOpenAIServer(latency_s=0.1, capacity=2) as server:
+        llm = OpenAILLM(
+            [server.base_url],
+            "mock-model",
+            api_key_env="FACTORY_TEST_FLEET_KEY",
+            concurrency=6,
+            registry_path=tmp_path / "lora_names.json",
+        )
+        start = time.perf_counter()
+        out = llm.generate(_requests(6))
+        wall = time.perf_counter() - start
+        llm.close()
+    assert all(r.ok for r in out)
+    assert wall >= 0.3  # three rounds of two calls; without the bound all six take 0.1 s together
