@@ -95,9 +95,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return EXIT_USAGE
-    logging.basicConfig(
-        level=logging.DEBUG if args.debug else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
-    )
+    # Under torchrun / accelerate launch every process runs this: only rank 0 logs progress (the
+    # others would repeat each line once per process); warnings and errors come from every rank.
+    replica = int(os.environ.get("RANK", "0")) != 0
+    level = logging.DEBUG if args.debug else logging.WARNING if replica else logging.INFO
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     for noisy in (
         "httpx",
         "urllib3",

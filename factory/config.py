@@ -521,7 +521,8 @@ class TrainParams(Section):
     max_steps: int = Field(
         200,
         ge=1,
-        description="Optimizer steps per round under budget: steps (of batch_size x grad_accum examples).",
+        description="Optimizer steps per round under budget: steps (of batch_size x grad_accum x processes "
+        "examples: under torchrun / accelerate launch every process takes its own batch).",
     )
     batch_size: int = Field(8, ge=1, description="Examples per device per step.")
     grad_accum: int = Field(1, ge=1, description="Gradient accumulation steps.")
