@@ -60,6 +60,7 @@ def run_in_shards(
     ticks_per_unit: int = 1,
     on_shard: Callable[[int], None] | None = None,
     engine: Any = None,
+    counts: dict[str, int] | None = None,
 ) -> int:
     """Run ``work(shard_units, tick)`` over the shards not yet on disk, on ``engine`` (default: this
     process, shard after shard; ``factory.execution.engine``), checkpointing each shard as it
@@ -69,7 +70,8 @@ def run_in_shards(
     ``work`` returns the shard's records (validated against ``artifact``) and may call ``tick(n)``
     to advance the progress bar (``ticks_per_unit`` per unit; a remote engine ticks a shard's units
     when it returns). ``on_shard(k)`` runs after shard k is safely on disk (tests use it to
-    simulate a crash).
+    simulate a crash). A work may return ``(records, shard_counts)``: the counts (e.g. calls sent)
+    are added into ``counts`` as each shard returns.
     """
     if engine is None:
         from factory.execution.engine import LocalEngine
@@ -101,6 +103,11 @@ def run_in_shards(
     todo = [(k, shard) for k, (shard, is_done) in enumerate(zip(shards, done)) if not is_done]
     with progress(total=len(units) * ticks_per_unit, desc=desc, unit="traj", initial=initial) as bar:
         for k, rows in engine.map(work, todo, bar.update):
+            if isinstance(rows, tuple):
+                rows, shard_counts = rows
+                for name, n in shard_counts.items():
+                    if counts is not None:
+                        counts[name] = counts.get(name, 0) + n
             write_parquet(rows, paths[k], artifact)
             if engine.remote:
                 bar.update(len(shards[k]) * ticks_per_unit)

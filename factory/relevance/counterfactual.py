@@ -25,6 +25,7 @@ import hashlib
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from factory.agent import prompts
 from factory.agent.format import ParseError
@@ -344,12 +345,16 @@ def counterfactual_round(
     desc: str = "counterfactual",
     on_shard: Callable[[int], None] | None = None,
     correct: int | None = None,
+    params: Any = None,
+    policy: Any = None,
 ) -> RoundResult:
     """Re-ask the selected correct trajectories under every condition; rows written to ``out_path``.
 
     ``sq_by_tid``: S_q (kept triplet ids) of every correct trajectory; a missing one is an error.
     ``trajectories`` may be the selection already (``select_trajectories`` of the round's ids, the
     stage reads only those); ``correct`` is then the round's number of correct trajectories.
+    With ``params`` (and the ``policy`` that ``llm`` serves) the shards run on
+    ``execution.engine``: under Ray each worker builds the policy's backend itself.
     """
     selected = select_trajectories(trajectories, max_trajectories, sample_seed)
     missing = [t["trajectory_id"] for t in selected if t["trajectory_id"] not in sq_by_tid]
@@ -358,14 +363,77 @@ def counterfactual_round(
             f"trajectory {missing[0]!r} is correct but has no backtrace labels for {plan.mode} x "
             f"{plan.target_mode} ({len(missing)} such): run `factory backtrace` for this round"
         )
-    seeds = list(plan.random_seeds)
-    sent = 0
+    plan_fp = fingerprint(
+        {
+            "plan": plan.__dict__,
+            "backend": llm.backend,
+            "model": llm.identity,
+            "inputs": _inputs_digest(selected, sq_by_tid),
+        }
+    )
+    from factory.execution.engine import LocalEngine, make_engine
 
-    def work(shard: list[dict], tick: Callable[[int], None]) -> list[dict]:
-        nonlocal sent
+    counts = {"sent": 0}
+    with make_engine(params) if params is not None else LocalEngine() as engine:
+        work = ReaskShards(plan, dict(sq_by_tid), params, policy)
+        if engine.remote:
+            work.cache = engine.response_cache()
+        else:
+            work.llm = llm
+        run_in_shards(
+            list(selected),
+            lambda t: t["trajectory_id"],
+            shard_size,
+            out_path,
+            plan_fp,
+            work,
+            artifact="counterfactual",
+            desc=desc,
+            on_shard=on_shard,
+            engine=engine,
+            counts=counts,
+        )
+        cluster_cache = engine.cache_counts() if engine.remote else None
+        if cluster_cache and hasattr(llm, "hits"):  # the workers' cache traffic, for the stage's metrics
+            llm.hits += cluster_cache["hits"]
+            llm.misses += cluster_cache["misses"]
+    if correct is None:
+        correct = sum(1 for t in trajectories if t.get("correct"))
+    return RoundResult(read_rows(out_path), len(selected), correct, counts["sent"])
+
+
+@dataclass
+class ReaskShards:
+    """The re-asks of a shard of trajectories: ``work(shard, tick)`` -> (its rows, {"sent": calls}).
+    In this process it asks the driver's ``llm``; on a Ray worker it builds the policy's backend
+    there (once per worker), cached through ``cache``."""
+
+    plan: Plan
+    sq_by_tid: dict[str, Sequence[str]]
+    params: Any = None
+    policy: Any = None
+    cache: Any = None
+    llm: Any = field(default=None, repr=False)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "llm": None}
+
+    def _llm(self) -> LLM:
+        if self.llm is not None:
+            return self.llm
+        from factory.agent.setup import make_policy_llm
+        from factory.execution.engine import worker_resource
+
+        key = ("reask", self.params.model_dump_json(), self.policy, repr(self.cache))
+        return worker_resource(key, lambda: make_policy_llm(self.params, self.policy, cache=self.cache))
+
+    def __call__(self, shard: list[dict], tick: Callable[[int], None]) -> tuple[list[dict], dict]:
+        plan, llm = self.plan, self._llm()
         shown_of, asks = [], []
         for t in shard:
-            shown = condition_graphs(t, sq_by_tid[t["trajectory_id"]], plan.conditions, seeds)
+            shown = condition_graphs(
+                t, self.sq_by_tid[t["trajectory_id"]], plan.conditions, list(plan.random_seeds)
+            )
             by_id = {x["triplet_id"]: (x["subject"], x["relation"], x["object"]) for x in t["triplets"]}
             shown_of.append(shown)
             asks += [
@@ -377,46 +445,31 @@ def counterfactual_round(
                 )
                 for s in shown
             ]
-        replies, n = reask(
-            llm,
-            asks,
-            max_new_tokens=plan.max_new_tokens,
-            seed=plan.sampling_seed,
-            repair_attempts=plan.repair_attempts,
-            constrained_pairs=plan.constrained_pairs,
-        )
-        sent += n
+        try:
+            replies, n = reask(
+                llm,
+                asks,
+                max_new_tokens=plan.max_new_tokens,
+                seed=plan.sampling_seed,
+                repair_attempts=plan.repair_attempts,
+                constrained_pairs=plan.constrained_pairs,
+            )
+        finally:
+            if self.cache is not None:
+                self.cache.flush()
         tick(len(shard))  # the bar counts trajectories; its label carries the calls (the stage's desc)
         rows, k = [], 0
         for t, shown in zip(shard, shown_of):
             rows += trajectory_rows(
-                t, sq_by_tid[t["trajectory_id"]], shown, replies[k : k + len(shown)], plan, str(llm.identity)
+                t,
+                self.sq_by_tid[t["trajectory_id"]],
+                shown,
+                replies[k : k + len(shown)],
+                plan,
+                str(llm.identity),
             )
             k += len(shown)
-        return rows
-
-    plan_fp = fingerprint(
-        {
-            "plan": plan.__dict__,
-            "backend": llm.backend,
-            "model": llm.identity,
-            "inputs": _inputs_digest(selected, sq_by_tid),
-        }
-    )
-    run_in_shards(
-        list(selected),
-        lambda t: t["trajectory_id"],
-        shard_size,
-        out_path,
-        plan_fp,
-        work,
-        artifact="counterfactual",
-        desc=desc,
-        on_shard=on_shard,
-    )
-    if correct is None:
-        correct = sum(1 for t in trajectories if t.get("correct"))
-    return RoundResult(read_rows(out_path), len(selected), correct, sent)
+        return rows, {"sent": n}
 
 
 def parametric_ids(rows: Iterable[Mapping]) -> set[str]:

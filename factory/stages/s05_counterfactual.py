@@ -21,6 +21,7 @@ from factory.agent.setup import make_policy_llm
 from factory.bootstrap.rounds import policy_for, skip_reason
 from factory.config import CONDITIONS, Params
 from factory.errors import FactoryError
+from factory.execution.engine import preflight
 from factory.execution.sampling import derived_seed
 from factory.io import write_json
 from factory.relevance.causal import causal_summary
@@ -69,6 +70,7 @@ def _skip_reason(variant: str, round_: int, seed: int) -> str:
 
 
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
+    preflight(params)  # a Ray cluster that cannot be reached fails here, before any work
     cp, bp = params.counterfactual, params.backtrace
     src, labels_path = paths.trajectories(variant, round_, seed), paths.labels(variant, round_, seed)
     out = paths.counterfactual(variant, round_, seed)
@@ -143,6 +145,8 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
             out_path=out,
             desc=f"counterfactual {variant} r{round_} ({planned} calls)",
             correct=correct,
+            params=params,
+            policy=policy,
         )
         cache = {"hits": int(getattr(llm, "hits", 0)), "misses": int(getattr(llm, "misses", 0))}
         identity = llm.identity
