@@ -110,14 +110,23 @@ def test_ray_writes_the_bytes_of_local_and_a_repeated_run_makes_no_call(cluster,
     assert not shard_folder(out).exists()
 
 
-def test_backtrace_on_ray_writes_the_labels_of_local(cluster, project, tmp_path, monkeypatch):
+def test_backtrace_and_counterfactual_on_ray_write_the_bytes_of_local(
+    cluster, project, tmp_path, monkeypatch
+):
     import factory.backtrace.tasks
 
     out = tmp_path / paths.trajectories("backtrace", 0)
-    with MockOpenAIServer(script=scripted_script(ScriptedPolicyLLM(project)), record=False) as server:
+    server = MockOpenAIServer(script=scripted_script(ScriptedPolicyLLM(project)), record=False).__enter__()
+    try:
         assert main(argv(server.base_url, "local")) == 0
-    check_complete(out)
-    monkeypatch.setattr(factory.backtrace.tasks, "TASK_ROWS", 5)  # 10 tasks over the cluster's 2 CPUs
+        check_complete(out)
+        _labels_and_counterfactual(tmp_path, monkeypatch, factory.backtrace.tasks, server)
+    finally:
+        server.__exit__(None, None, None)
+
+
+def _labels_and_counterfactual(tmp_path, monkeypatch, tasks, server):
+    monkeypatch.setattr(tasks, "TASK_ROWS", 5)  # 10 tasks over the cluster's 2 CPUs
     labels = tmp_path / paths.labels("backtrace", 0)
     bt = ["backtrace", "--variant", "backtrace", "--round", "0"]
     assert main(bt) == 0
@@ -128,6 +137,15 @@ def test_backtrace_on_ray_writes_the_labels_of_local(cluster, project, tmp_path,
     assert len(read_rows(labels, ["trajectory_id"])) == 2 * N * len(Params().backtrace.modes) * len(
         Params().backtrace.target_modes
     )
+    rows = tmp_path / paths.counterfactual("backtrace", 0)
+    cf = ["counterfactual", "--variant", "backtrace", "--round", "0", *argv(server.base_url, "local")[5:]]
+    cf += ["--set", "counterfactual.shard_size=3"]
+    assert main(cf) == 0
+    local, sent = rows.read_bytes(), server.state.completions
+    assert len(read_rows(rows, ["trajectory_id"])) > 0
+    rows.unlink()
+    assert main([*cf, "--set", 'execution.engine="ray"']) == 0
+    assert rows.read_bytes() == local and server.state.completions == sent  # every reply from the cache
 
 
 def _shard_workers() -> list[int]:
