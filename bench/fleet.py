@@ -138,9 +138,9 @@ class DirectMock:
 
 
 def generate(params, questions, retriever, llm, samples: int, out_path: Path, run_id: str) -> None:
-    from factory.agent.generate import generate_trajectories
     from factory.agent.policy import Policy
     from factory.errors import FactoryError
+    from factory.execution.generate import generate_trajectories
     from factory.llm.base import Sampling
 
     try:

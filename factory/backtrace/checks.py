@@ -65,5 +65,3 @@ def check_trajectory(trajectory: Any) -> str:
         if trajectory.get(key) is not None and not isinstance(trajectory[key], str):
             raise BadTrajectory(tid, key, "not a string")
     return tid
-
-

@@ -1,9 +1,13 @@
 """The backtrace stage's metrics: label statistics per mode x target mode, overall, by dataset and by
 route. They accumulate a labels row at a time (``LabelSummary.add``), so the stage never holds the
-rows as dicts."""
+rows as dicts, and summaries of parts of a round merge (``LabelSummary.merge``): the stage's tasks
+summarize their own rows. The FA ratios are summed exactly (``math.fsum`` of every value), so a
+mean does not depend on the order in which rows or parts arrive."""
 
 from __future__ import annotations
 
+import math
+from array import array
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,7 +16,7 @@ class _Stats:
     def __init__(self) -> None:
         self.n = self.correct = self.no_path = self.no_path_correct = self.admin = 0
         self.kept = self.triplets = self.filtered = self.total = 0
-        self.fa = 0.0
+        self.fa = array("d")  # every FA ratio of a correct trajectory, summed exactly at the end
 
     def add(self, r: Mapping, triplets: int) -> None:
         self.n += 1
@@ -22,10 +26,16 @@ class _Stats:
         self.admin += r["admin_dropped"]
         if r["correct"]:
             self.correct += 1
-            self.fa += r["fa_ratio"]
+            self.fa.append(r["fa_ratio"])
             self.no_path_correct += 0 if r["path_found"] else 1
             self.filtered += r["filtered_tokens"]
             self.total += r["total_tokens"]
+
+    def merge(self, other: _Stats) -> None:
+        for name in ("n", "correct", "no_path", "no_path_correct", "admin", "kept", "triplets", "filtered"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.total += other.total
+        self.fa.extend(other.fa)
 
     def result(self) -> dict[str, Any]:
         def mean(total: float, count: int) -> float | None:
@@ -34,7 +44,7 @@ class _Stats:
         return {
             "trajectories": self.n,
             "correct": self.correct,
-            "mean_fa_ratio_correct": mean(self.fa, self.correct),
+            "mean_fa_ratio_correct": mean(math.fsum(self.fa), self.correct),
             "no_path_share": mean(float(self.no_path), self.n),
             "no_path_share_correct": mean(float(self.no_path_correct), self.correct),
             "mean_kept_triplets": mean(float(self.kept), self.n),
@@ -60,6 +70,15 @@ class LabelSummary:
         overall.add(r, triplets)
         by_dataset.setdefault(dataset, _Stats()).add(r, triplets)
         by_route.setdefault(route, _Stats()).add(r, triplets)
+
+    def merge(self, other: LabelSummary) -> None:
+        """Add the counts of ``other`` (a summary of other trajectories) to these."""
+        for key, (overall, by_dataset, by_route) in other.groups.items():
+            mine = self.groups.setdefault(key, (_Stats(), {}, {}))
+            mine[0].merge(overall)
+            for theirs, ours in ((by_dataset, mine[1]), (by_route, mine[2])):
+                for name, stats in theirs.items():
+                    ours.setdefault(name, _Stats()).merge(stats)
 
     def result(self) -> dict[str, Any]:
         return {

@@ -2,9 +2,9 @@
 
 A task is a slice of one row group of the trajectory file (``TASK_ROWS`` trajectories at most), read
 without the prompts. ``LabelTasks(params, src)(task, tick)`` labels it under every mode x target mode
-and returns what the stage assembles: the labels (Arrow), the gate's columns (a frame), and per
-trajectory its dataset, route and triplet count. In the stage's process it uses the driver's token
-counter and passage store; on a Ray worker it loads them there, once per worker
+and returns what the stage assembles: the labels (Arrow), the gate's columns (a frame) and the
+metrics of its rows (a ``LabelSummary``, merged by the stage). In the stage's process it uses the
+driver's token counter and passage store; on a Ray worker it loads them there, once per worker
 (``factory.execution.engine.worker_resource``). Results depend on the trajectories alone, so the
 stage's sorted output is the same bytes on every engine.
 """
@@ -21,6 +21,7 @@ from factory import paths
 from factory.backtrace.checks import BadTrajectory
 from factory.backtrace.labels import backtrace_modes
 from factory.backtrace.options import backtrace_options, load_token_counter
+from factory.backtrace.summary import LabelSummary
 from factory.backtrace.tokens import TokenCounter
 from factory.config import Params
 from factory.errors import FactoryError
@@ -83,7 +84,8 @@ def label_all(
 class TaskResult:
     labels: Any  # pyarrow.Table of schemas.LABELS
     frame: Any  # validators.labels.labels_frame of the task's rows
-    meta: list[tuple[str, str, str, int]]  # (trajectory id, dataset, route, triplets)
+    summary: LabelSummary  # the stage's metrics of the task's rows (merged by the stage)
+    trajectory_ids: list[str]
     correct: int
 
 
@@ -119,10 +121,16 @@ class LabelTasks:
         batch = next(iter_batches(self.src, COLUMNS, row_groups=[group]))
         trajectories = batch.slice(start, end - start).to_pylist()
         labels = label_all(trajectories, self.params, counter, grounding_passages(trajectories, store))
+        summary = LabelSummary(
+            {t["trajectory_id"]: (t["dataset"], t["route"], len(t["triplets"])) for t in trajectories}
+        )
+        for row in labels:
+            summary.add(row)
         tick(len(trajectories))
         return TaskResult(
             to_table(labels, LABELS, "labels"),
             labels_frame(trajectories, labels),
-            [(t["trajectory_id"], t["dataset"], t["route"], len(t["triplets"])) for t in trajectories],
+            summary,
+            [t["trajectory_id"] for t in trajectories],
             sum(1 for t in trajectories if t["correct"]),
         )

@@ -38,5 +38,3 @@ class TokenCounter:
 
 def _whitespace_count(text: str) -> int:
     return len(text.split())
-
-

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import socket
@@ -67,6 +68,9 @@ def _run_shard(project_dir: str, work: ShardWork, shard: Any) -> Any:
     """A task: the shard work in the driver's project folder (relative data paths resolve the same)."""
     if os.getcwd() != project_dir:
         os.chdir(project_dir)
+    # A Ray worker holds Ray's own objects (hundreds of thousands): frozen out of the cyclic
+    # collector, its collections traverse the shard's objects only
+    gc.freeze()
     return work(shard, lambda n: None)
 
 
@@ -164,7 +168,13 @@ class RayEngine:
             except Exception as exc:  # Ray raises ConnectionError, RuntimeError, ValueError...
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 where = f"RAY_ADDRESS={address}" if address else "a local Ray cluster (RAY_ADDRESS unset)"
-                raise FactoryError(f"{where}: cannot connect: {first}") from None
+                hint = ""
+                if address and not os.environ.get("RAY_AUTH_MODE"):
+                    hint = (
+                        " (a cluster started by `ray start` asks for its token: export RAY_AUTH_MODE=token, "
+                        "with the token in ~/.ray/auth_token or RAY_AUTH_TOKEN)"
+                    )
+                raise FactoryError(f"{where}: cannot connect: {first}{hint}") from None
         resources = ray.cluster_resources()
         log.info(
             "execution on Ray (%s): %s CPUs, %s GPUs",

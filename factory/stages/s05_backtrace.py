@@ -16,7 +16,9 @@ as Ray tasks on a cluster; the sorted output is the same bytes either way.
 
 from __future__ import annotations
 
+import importlib
 import logging
+import threading
 
 import pyarrow as pa
 
@@ -30,7 +32,7 @@ from factory.errors import FactoryError
 from factory.execution.engine import make_engine, preflight
 from factory.io import progress, write_json
 from factory.stages import chain_arguments
-from schemas import ROW_GROUP_SIZE, num_rows, require, write_parquet
+from schemas import num_rows, require, write_parquet
 
 COMMAND = "backtrace"
 HELP = "label a round's trajectories by knowledge backtracing (every mode x target mode), with FA ratios"
@@ -85,6 +87,10 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         log.warning("backtrace: answer-passage rule off: %s", passages_off)
     # Tasks of at most a row group's slice; their labels go to Arrow (compact), their gate columns
     # to a frame; on Ray each worker loads its own counter and store.
+    # Great Expectations takes seconds to import: done beside the labelling (on Ray this process
+    # only waits), not after it
+    gx = threading.Thread(target=importlib.import_module, args=("great_expectations",), daemon=True)
+    gx.start()
     tasks = plan_tasks(src)
     results: list = [None] * len(tasks)
     with make_engine(params) as engine, progress(total=total, desc="backtrace", unit="traj") as bar:
@@ -94,23 +100,24 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         for k, result in engine.map(work, list(enumerate(tasks)), bar.update):
             results[k] = result
             if engine.remote:
-                bar.update(len(result.meta))
-    meta = {tid: (dataset, route, n) for r in results for tid, dataset, route, n in r.meta}
+                bar.update(len(result.trajectory_ids))
+    trajectories = len({tid for r in results for tid in r.trajectory_ids})
     correct = sum(r.correct for r in results)
-    frames = [r.frame for r in results]
+    summary = LabelSummary({})
+    for r in results:
+        summary.merge(r.summary)
     table = pa.concat_tables([r.labels for r in results]).sort_by(
         [("trajectory_id", "ascending"), ("mode", "ascending"), ("target_mode", "ascending")]
     )
+    gx.join()
     gate = run_suites(
         f"backtrace-{variant}-seed_{seed}-round_{round_}",
-        labels_suite(pd.concat(frames, ignore_index=True), len(meta), bp.modes, bp.target_modes),
+        labels_suite(
+            pd.concat([r.frame for r in results], ignore_index=True), trajectories, bp.modes, bp.target_modes
+        ),
         docs_dir=paths.GX_DOCS,
     )
     write_parquet(table, out, "labels")
-    summary = LabelSummary(meta)
-    for chunk in table.to_batches(max_chunksize=ROW_GROUP_SIZE):
-        for row in chunk.to_pylist():
-            summary.add(row)
     metrics = {
         **head,
         "status": "ok",
