@@ -102,10 +102,12 @@ def test_ray_writes_the_bytes_of_local_and_a_repeated_run_makes_no_call(cluster,
         shutil.rmtree(tmp_path / paths.CACHE_DIR)
         out.unlink()
         assert main(argv(server.base_url, "ray")) == 0  # a fresh cache: the workers call and store
-        assert server.state.completions == 2 * sent
+        # (a shard retried after its worker died may ask again what was in flight when it died)
+        after_ray = server.state.completions
+        assert after_ray >= 2 * sent
         out.unlink()
         assert main(argv(server.base_url, "local")) == 0  # ... and the driver's file holds their replies
-        assert server.state.completions == 2 * sent
+        assert server.state.completions == after_ray
     check_complete(out)
     assert not shard_folder(out).exists()
 
