@@ -73,8 +73,7 @@ class CachedLLM:
 
     With an inner backend that can ``submit`` single requests, so can this wrapper: a hit is a
     finished future, a miss goes to ``inner.submit`` and is stored as soon as it succeeds (so a
-    killed run loses at most the replies of the writer's last 50 ms: ``responses.GROUP_S``), and a
-    request already in flight is not sent twice.
+    killed run loses no paid-for reply), and a request already in flight is not sent twice.
     """
 
     def __init__(self, inner: LLM, cache: ResponseCache):

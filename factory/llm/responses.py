@@ -28,8 +28,6 @@ from factory.llm.base import ChatResponse
 log = logging.getLogger(__name__)
 DEFAULT_PATH = paths.CACHE_DIR / "responses.sqlite"
 _CHUNK = 500  # SQLite host-parameter budget per query
-GROUP_S = 0.05  # the writer gathers replies this long into one commit (a killed run re-asks at most these)
-GROUP_ROWS = 1024
 _RECORD = msgspec.json.Encoder(order="sorted").encode  # a response as stored (read back with json)
 
 
@@ -212,16 +210,11 @@ class ResponseCache:
     def _write_loop(self) -> None:
         while True:
             batches = [self._queue.get()]
-            # Group commit: what comes within GROUP_S (or up to GROUP_ROWS rows) goes into the same
-            # transaction; a commit per reply costs more CPU than the reply's own work
-            deadline = time.monotonic() + GROUP_S
-            rows_in = len(batches[0] or ())
-            while batches[-1] is not None and rows_in < GROUP_ROWS:
+            while True:  # everything queued meanwhile goes into the same commit
                 try:
-                    batches.append(self._queue.get(timeout=max(0.0, deadline - time.monotonic())))
+                    batches.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
-                rows_in += len(batches[-1] or ())
             stop = any(b is None for b in batches)
             rows = [(blob, b, i, r, time.time()) for batch in batches if batch for blob, b, i, r in batch]
             if rows:
