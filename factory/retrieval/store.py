@@ -56,8 +56,6 @@ class PassageStore(Mapping):
         )
         self._mappings = mappings or Mappings()
         self._recent = functools.lru_cache(maxsize=1 << 14)(self._read_passage)
-        # where a pid is: a run asks again for the pids it keeps retrieving and grounding against
-        self._located = functools.lru_cache(maxsize=1 << 16)(self._search_one)
         self._pid_columns = {ds: t.column("pid") for ds, t in tables.items()}
         # a table's record batches and where each starts: a lookup reads its own batch only (Arrow's
         # take over a whole chunked table would first concatenate it, reading every page of the file)
@@ -223,9 +221,6 @@ class PassageStore(Mapping):
         return {p: out[p] for p in pids if p in out}
 
     def _locate_one(self, pid: str) -> tuple[int, int] | None:
-        return self._located(pid)
-
-    def _search_one(self, pid: str) -> tuple[int, int] | None:
         self._mappings.touched()
         key = pid.encode()
         at = int(np.searchsorted(self._keys, key))
