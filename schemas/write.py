@@ -98,6 +98,8 @@ class ParquetStream:
                 self._flush(self._buffered)
             if self._pending is not None:
                 self._pending.result()
+            if not self.rows:  # an empty artifact holds one empty row group, as pq.write_table writes it
+                self._writer.write_table(self.schema.empty_table())
             self._writer.close()
             self._thread.shutdown()
         except BaseException as exc:
