@@ -89,9 +89,21 @@ def preflight(params: Any) -> None:
             check_reachable(os.environ["RAY_ADDRESS"])
 
 
+def count_cluster_cache(engine: Any, llm: Any) -> None:
+    """Add the response-cache hits and misses of the engine's workers to ``llm``'s own counts (the
+    stage's metrics read them there); nothing on the local engine, whose ``llm`` counted them."""
+    counts = engine.cache_counts() if engine.remote else None
+    if counts and hasattr(llm, "hits"):
+        llm.hits += counts["hits"]
+        llm.misses += counts["misses"]
+
+
 def make_engine(params: Any):
     """The engine ``params.execution.engine`` names (Ray: connected to its cluster, or failing with
-    a one-line error naming RAY_ADDRESS before any work starts)."""
+    a one-line error naming RAY_ADDRESS before any work starts); the local engine for a caller
+    without params (or with params that have no ``execution`` section)."""
+    if getattr(params, "execution", None) is None:
+        return LocalEngine()
     engine = params.execution.engine
     if engine == "local":
         return LocalEngine()

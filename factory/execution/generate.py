@@ -85,10 +85,10 @@ def generate_trajectories(
     Under ``execution.engine: ray`` the shards run as Ray tasks, each building its own index and
     backend (``llm`` is then used for its identity alone) and sharing the response cache through
     the engine; the cache's hits and misses on the cluster are added to ``llm``'s counts."""
-    from factory.execution.engine import LocalEngine, make_engine
+    from factory.execution.engine import count_cluster_cache, make_engine
 
     fp = plan_fingerprint(params, llm, policy, list(range(samples)), sampling, run_id, rationalize)
-    with make_engine(params) if hasattr(params, "execution") else LocalEngine() as engine:
+    with make_engine(params) as engine:
         work = GenerationShards(params, policy, round_, samples, sampling, run_id, rationalize)
         if engine.remote:
             work.cache = engine.response_cache()
@@ -116,10 +116,7 @@ def generate_trajectories(
             on_shard=on_shard,
             engine=engine,
         )
-        counts = engine.cache_counts() if engine.remote else None
-        if counts and hasattr(llm, "hits"):  # the workers' cache traffic, for the stage's metrics
-            llm.hits += counts["hits"]
-            llm.misses += counts["misses"]
+        count_cluster_cache(engine, llm)
     from schemas import iter_rows
 
     outcomes = list(iter_rows(out_path, list(OUTCOME_FIELDS)))

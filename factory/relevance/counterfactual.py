@@ -371,10 +371,10 @@ def counterfactual_round(
             "inputs": _inputs_digest(selected, sq_by_tid),
         }
     )
-    from factory.execution.engine import LocalEngine, make_engine
+    from factory.execution.engine import count_cluster_cache, make_engine
 
     counts = {"sent": 0}
-    with make_engine(params) if params is not None else LocalEngine() as engine:
+    with make_engine(params) as engine:
         work = ReaskShards(plan, dict(sq_by_tid), params, policy)
         if engine.remote:
             work.cache = engine.response_cache()
@@ -393,10 +393,7 @@ def counterfactual_round(
             engine=engine,
             counts=counts,
         )
-        cluster_cache = engine.cache_counts() if engine.remote else None
-        if cluster_cache and hasattr(llm, "hits"):  # the workers' cache traffic, for the stage's metrics
-            llm.hits += cluster_cache["hits"]
-            llm.misses += cluster_cache["misses"]
+        count_cluster_cache(engine, llm)
     if correct is None:
         correct = sum(1 for t in trajectories if t.get("correct"))
     return RoundResult(read_rows(out_path), len(selected), correct, counts["sent"])
