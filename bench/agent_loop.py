@@ -134,7 +134,7 @@ def serve(port: int, latency_s: float, n: int, seed: int, latency_sigma: float =
 
 
 class Lockstep:
-    """The lockstep baseline: the same backend without ``submit``, so the stage's driver falls back to
+    """The lockstep baseline: the same backend without ``acomplete``, so the stage's driver falls back to
     today's shards of ``trajectories.shard_size`` questions, each run in lockstep ticks."""
 
     def __init__(self, inner):

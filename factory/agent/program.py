@@ -94,7 +94,6 @@ class Job:
     tally: Tally
     rationalized: bool = False
     calls: list[Call] = field(default_factory=list)
-    pending: int = 0  # calls of ``calls`` not settled yet (continuous driver)
 
     def request(self, call: Call, sampling: Sampling) -> ChatRequest:
         return ChatRequest.of(call.current_sent, sampling, self.sample, call.constraint, affinity=self.tid)

@@ -4,7 +4,7 @@
 rationalizations for questions whose samples are all wrong, checks that every question x sample
 left exactly one record, and returns how each ended (the records are on disk). Two schedules, one result:
 
-- a backend that takes single requests (``submit``: the openai backend) runs continuously
+- a backend that takes single requests (``acomplete``: the openai backend) runs continuously
   (``factory.execution.scheduler``): ``llm.concurrency`` calls in flight over a window of
   ``trajectories.window`` active trajectories, each record journaled the moment it finishes;
 - the local backend runs in checkpointed shards of ``trajectories.shard_size`` questions, each in
@@ -21,6 +21,7 @@ bytes for the same replies (the response cache replays them).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -95,7 +96,7 @@ def generate_trajectories(
             shard_size = (
                 params.trajectories.shard_size if llm.backend == "local" else params.execution.shard_size
             )
-        elif hasattr(llm, "submit"):
+        elif hasattr(llm, "acomplete"):
             records = _generate_continuously(
                 params, questions, llm, retriever, passages, work, out_path, desc, fp
             )
@@ -177,7 +178,7 @@ class GenerationShards:
     def __call__(self, shard: list[dict], tick: Callable[[int], None]) -> list[dict]:
         llm, retriever, passages = self._resources()
         try:
-            if hasattr(llm, "submit"):
+            if hasattr(llm, "acomplete"):
                 return self._continuously(shard, llm, retriever, passages, tick)
             return self._in_lockstep(shard, llm, retriever, passages, tick)
         finally:
@@ -295,18 +296,26 @@ def _generate_continuously(
         todo = [u for q in questions for u in work.rationalization(done, q)] + todo
         window = params.trajectories.window or 8 * params.llm.concurrency
         initial = sum(1 for (_, _, rat) in done if not rat)
+        # a record is journaled once its replies are committed to the response cache (a re-run of a
+        # killed run is then answered from the cache for every record the journal holds)
+        cache = getattr(llm, "cache", None)
+        after_replies = getattr(cache, "then", None) or (lambda action: action())
         with progress(total=len(questions) * samples, desc=desc, unit="traj", initial=initial) as bar:
 
             def on_done(record: dict) -> list[tuple[dict, int, bool]]:
                 key = record_key(record)
-                journal.append(record)
+                after_replies(functools.partial(journal.append, record))
                 done[key] = outcome(record)
                 if key[2]:
                     return []
                 bar.update(1)
                 return work.rationalization(done, by_id[key[0]])
 
-            run_continuously(work.run(questions, llm, retriever, passages), todo, window, on_done)
+            try:
+                run_continuously(work.run(questions, llm, retriever, passages), todo, window, on_done)
+            finally:
+                if cache is not None:
+                    cache.flush()  # every journal line written (or its error raised) before going on
         ordered = [key for key in plan_keys(questions, samples) if key in done]
         journal.finish(ordered)
         return [done[key] for key in ordered]

@@ -4,9 +4,10 @@ Callers hand a backend a *batch* of chat requests and get one response per reque
 A backend never raises for a single failed call: the response carries ``error`` (after its own
 retries), so one bad request cannot lose the other records of a batch. Batching is how the
 agent runs many trajectories in lockstep on the local backend (one padded forward pass per batch).
-A backend that also has ``submit(request) -> concurrent.futures.Future`` (the openai backend and
-its cached wrapper) takes requests one at a time while others are in flight: the agent's
-continuous scheduler (``factory.execution.scheduler``) uses it to keep a server busy.
+A backend that also has ``async acomplete(request) -> ChatResponse`` and ``run(coroutine)`` (the
+openai backend and its cached wrapper: ``run`` runs a coroutine on the backend's event loop, where
+``acomplete`` answers) takes requests one at a time while others are in flight: the agent's
+continuous scheduler (``factory.execution.scheduler``) runs there to keep a server busy.
 """
 
 from __future__ import annotations

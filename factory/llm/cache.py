@@ -12,12 +12,11 @@ of the full protocol (5.4M entries).
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import hashlib
 import json
-import threading
-from concurrent.futures import Future
 
 import msgspec
 
@@ -71,9 +70,10 @@ def _constraint_key(c, via: str) -> dict:
 class CachedLLM:
     """An LLM that answers from the cache and sends only the misses to ``inner`` (in one batch).
 
-    With an inner backend that can ``submit`` single requests, so can this wrapper: a hit is a
-    finished future, a miss goes to ``inner.submit`` and is stored as soon as it succeeds (so a
-    killed run loses no paid-for reply), and a request already in flight is not sent twice.
+    With an inner backend that answers single requests on its loop (``acomplete``/``run``), so does
+    this wrapper: a hit is answered at once, a miss is asked of ``inner`` and stored as soon as it
+    succeeds (so a killed run loses no paid-for reply but those of the cache's last commit window),
+    and a request already in flight is not sent twice.
     """
 
     def __init__(self, inner: LLM, cache: ResponseCache):
@@ -81,10 +81,9 @@ class CachedLLM:
         self.cache = cache
         self.hits = 0
         self.misses = 0
-        self._in_flight: dict[str, Future] = {}
-        self._lock = threading.Lock()
-        if hasattr(inner, "submit"):
-            self.submit = self._submit  # only a streaming inner backend makes this one streaming
+        self._in_flight: dict[str, asyncio.Future] = {}  # touched on inner's loop only
+        if hasattr(inner, "acomplete"):  # only a streaming inner backend makes this one streaming
+            self.acomplete, self.run = self._acomplete, inner.run
 
     def _key(self, request: ChatRequest) -> str:
         return cache_key(
@@ -123,32 +122,32 @@ class CachedLLM:
                 out.append(dataclasses.replace(fresh[key]))
         return out
 
-    def _submit(self, request: ChatRequest) -> Future:
-        """A future of the response: from the cache, from the same request in flight, or from ``inner``."""
+    async def _acomplete(self, request: ChatRequest) -> ChatResponse:
+        """The response: from the cache, from the same request in flight, or from ``inner`` (a copy
+        each: every caller owns its response object)."""
         key = self._key(request)
         found = self.cache.get(key)
         if found is not None:
             self.hits += 1
-            done: Future = Future()
-            done.set_result(found)
-            return done
+            return found
         self.misses += 1
-        with self._lock:
-            shared = self._in_flight.get(key)
-            if shared is not None:
-                return _copy_of(shared)
-            backend, identity = self.inner.backend, self.inner.identity
-            inner = self.inner.submit(request)
-            self._in_flight[key] = inner
-
-        def store(f: Future) -> None:
-            with self._lock:
-                self._in_flight.pop(key, None)
-            if not f.cancelled() and f.exception() is None and f.result().ok:
-                self.cache.put_many([(key, backend, identity, f.result())])
-
-        inner.add_done_callback(store)
-        return _copy_of(inner)
+        shared = self._in_flight.get(key)
+        if shared is not None:
+            return dataclasses.replace(await asyncio.shield(shared))
+        # the others asking the same meanwhile wait for this one's reply (no Task of its own: cheaper)
+        self._in_flight[key] = shared = asyncio.get_running_loop().create_future()
+        backend, identity = self.inner.backend, self.inner.identity
+        try:
+            response = await self.inner.acomplete(request)
+        except BaseException:
+            shared.cancel()
+            raise
+        finally:
+            del self._in_flight[key]
+        shared.set_result(response)
+        if response.ok:  # stored the moment it arrives
+            self.cache.put_many([(key, backend, identity, response)])
+        return response
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
@@ -161,16 +160,3 @@ class CachedLLM:
         self.inner.close()
         self.cache.close()
 
-
-def _copy_of(source: Future) -> Future:
-    """A future resolved with a copy of ``source``'s response (each caller owns its response object)."""
-    out: Future = Future()
-
-    def relay(f: Future) -> None:
-        if f.exception() is not None:
-            out.set_exception(f.exception())
-        else:
-            out.set_result(dataclasses.replace(f.result()))
-
-    source.add_done_callback(relay)
-    return out

@@ -12,9 +12,10 @@ had a transient fault: the same request is sent again, never a repair prompt), g
 over ``base_urls`` so a retry can land on another server. Other 4xx are final. A request that
 still has no reply becomes an error response saying why ("HTTP 500 after 5 retries: ...").
 
-Besides the batch ``generate``, ``submit(request)`` returns a ``concurrent.futures.Future``: the
-agent's continuous scheduler keeps ``concurrency`` requests in flight with it. Both share one
-bound on requests in flight.
+Besides the batch ``generate``, ``await acomplete(request)`` answers one request inside a coroutine
+that ``run(coroutine)`` runs on the backend's loop: the agent's continuous scheduler runs there,
+so its work and the HTTP share one thread (handing every reply across threads cost more CPU than
+the reply itself). Both share one bound on requests in flight.
 
 Constrained decoding: a request's ``Constraint`` travels in the field ``constraint_field`` names:
 ``response_format`` (``{type: json_schema, json_schema: {name, schema}}``: vLLM, SGLang, llama.cpp's
@@ -41,7 +42,6 @@ import re
 import threading
 import time
 from collections.abc import Coroutine
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +131,7 @@ class OpenAILLM(ServedModels):
         self._warned_no_key = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._slots: asyncio.Semaphore | None = None  # requests in flight, for generate and submit alike
+        self._slots: asyncio.Semaphore | None = None  # requests in flight, for generate and acomplete alike
         self._tokenizer = None
         if tokenizer_path is not None and Path(tokenizer_path).is_dir():
             from transformers import AutoTokenizer
@@ -144,13 +144,32 @@ class OpenAILLM(ServedModels):
         if not requests:
             return []
         key = self._api_key()
-        return self._run(self._generate(requests, key))
+        return self.run(self._generate(requests, key))
 
-    def submit(self, request: ChatRequest) -> Future:
-        """Send one request now (within the bound on requests in flight); a future of its response."""
-        key = self._api_key()
+    async def acomplete(self, request: ChatRequest) -> ChatResponse:
+        """The response to one request (within the bound on requests in flight); only inside ``run``."""
+        return await self._one(request, self._slots, self._api_key())
+
+    def run(self, coroutine: Coroutine) -> Any:
+        """Run ``coroutine`` on the backend's event loop and return its result (or raise its error).
+        Interrupted (Ctrl-C), it cancels the coroutine and waits until it has stopped, so nothing of
+        it runs on after the caller's clean-up."""
         self._ensure_loop()
-        return asyncio.run_coroutine_threadsafe(self._submitted(request, key), self._loop)
+        stopped = threading.Event()
+
+        async def guarded():
+            try:
+                return await coroutine
+            finally:
+                stopped.set()
+
+        future = asyncio.run_coroutine_threadsafe(guarded(), self._loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            stopped.wait(timeout=60)
+            raise
 
     def count_tokens(self, text: str) -> int:
         """Tokens under ``tokenizer_path`` when given; else an approximation (words + punctuation)."""
@@ -162,7 +181,7 @@ class OpenAILLM(ServedModels):
         """Close the HTTP clients and stop the private event loop."""
         if self._loop is None:
             return
-        self._run(self._close_clients())
+        self.run(self._close_clients())
         self._loop.call_soon_threadsafe(self._loop.stop)
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -206,10 +225,6 @@ class OpenAILLM(ServedModels):
             )
             self._thread.start()
 
-    def _run(self, coro: Coroutine) -> Any:
-        self._ensure_loop()
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
-
     async def _answers_models(self, url: str) -> bool:
         """Whether an endpoint out of rotation answers ``GET /models`` again (the fleet's probe)."""
         import aiohttp
@@ -239,9 +254,6 @@ class OpenAILLM(ServedModels):
 
     async def _generate(self, requests: list[ChatRequest], key: str) -> list[ChatResponse]:
         return list(await asyncio.gather(*(self._one(r, self._slots, key) for r in requests)))
-
-    async def _submitted(self, request: ChatRequest, key: str) -> ChatResponse:
-        return await self._one(request, self._slots, key)
 
     async def _post(self, url: str, body: bytes, key: str) -> tuple[int, bytes]:
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}

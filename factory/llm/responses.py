@@ -1,8 +1,8 @@
 """The response cache's store: successful responses by key in one SQLite file, safe across processes.
 
 A lookup is one indexed read (a B-tree of 32-byte keys: its depth grows with the log of the
-entries, 3 to 4 pages at millions); an insert is queued and committed by a writer thread in group
-commits. Entries of the first layout (hex keys in table ``responses``) are moved over on open. A
+entries, 3 to 4 pages at millions); an insert is queued and committed by a writer thread, one
+commit per window of ``commit_window_s`` (20 ms) for everything queued in it. Entries of the first layout (hex keys in table ``responses``) are moved over on open. A
 damaged file is set aside and replaced by a fresh one. ``bench/cache.py`` measures it at the size
 of the full protocol (5.4M entries).
 """
@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -35,18 +36,22 @@ class ResponseCache:
     """Successful responses by cache key, in one SQLite file (WAL; safe across processes).
 
     A lookup is one indexed read (a B-tree of 32-byte keys: its depth grows with the log of the
-    entries, 3 to 4 pages at millions); an insert is queued and committed by a writer thread in
-    group commits (every reply queued while the last commit ran goes in the next), so the caller
-    never waits for the disk. A reply is on disk within a commit of arriving; ``flush`` and
-    ``close`` wait for the queue. Replies queued but not committed are answered from memory.
+    entries, 3 to 4 pages at millions); an insert is queued and committed by a writer thread, so
+    the caller never waits for the disk. The writer commits once per ``commit_window_s`` whatever
+    was queued in it: replies come one at a time, and a commit per reply (with the writer's wake-up
+    and GIL hand-off) cost more CPU than the rest of a call. A reply is on disk within a window of
+    arriving, so a killed run loses at most its last window's replies; what must not be on disk
+    ahead of them waits with ``then``. ``flush`` and ``close`` wait for the queue. Replies queued but
+    not committed are answered from memory.
 
     A damaged file (a crash on a full disk, a truncated copy) is set aside as
     ``<name>.corrupt-<UTC time>`` with a warning naming it, and the run goes on with a fresh cache:
     the cache is not a DVC output, only a saving.
     """
 
-    def __init__(self, path: str | Path = DEFAULT_PATH):
+    def __init__(self, path: str | Path = DEFAULT_PATH, commit_window_s: float = 0.02):
         self.path = Path(path)
+        self.commit_window_s = commit_window_s  # a reply is committed at most this long after it came
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # one lock per connection, and one for the replies in the writer's queue: a lookup never waits
         # for a commit (WAL lets the two connections work at once); a recovery takes both (write first)
@@ -59,6 +64,7 @@ class ResponseCache:
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._done = threading.Condition()
         self._queued = self._committed = 0
+        self._action_error: BaseException | None = None  # the first failed ``then`` action
         self._identities: dict[tuple[str, str], int] = {}
         self._open()
         self._writer = threading.Thread(target=self._write_loop, name="response-cache-writer", daemon=True)
@@ -207,18 +213,41 @@ class ResponseCache:
             self._queued += 1
         self._queue.put(rows)
 
+    def then(self, action: Callable[[], None]) -> None:
+        """Run ``action`` (on the writer's thread) once every response queued before it is committed:
+        what must never be on disk ahead of its replies (a journaled record) waits for them. An
+        error of ``action`` is raised by the next ``flush``."""
+        with self._done:
+            self._queued += 1
+        self._queue.put(action)
+
     def _write_loop(self) -> None:
         while True:
             batches = [self._queue.get()]
+            if batches[0] is not None:
+                # the window: replies arrive one at a time, and a commit (and the thread's wake-up)
+                # per reply cost ~5x the CPU of the commit itself; a sleep is not woken by puts
+                time.sleep(self.commit_window_s)
             while True:  # everything queued meanwhile goes into the same commit
                 try:
                     batches.append(self._queue.get_nowait())
                 except queue.Empty:
                     break
             stop = any(b is None for b in batches)
-            rows = [(blob, b, i, r, time.time()) for batch in batches if batch for blob, b, i, r in batch]
+            rows = [
+                (blob, b, i, r, time.time())
+                for batch in batches
+                if isinstance(batch, list)
+                for blob, b, i, r in batch
+            ]
             if rows:
                 self._commit(rows)
+            for action in batches:
+                if callable(action) and self._action_error is None:
+                    try:
+                        action()
+                    except BaseException as exc:  # noqa: BLE001 — raised by flush, in the caller's thread
+                        self._action_error = exc
             with self._done:
                 self._committed += sum(1 for b in batches if b is not None)
                 self._done.notify_all()
@@ -269,6 +298,9 @@ class ResponseCache:
         with self._done:
             target = self._queued
             self._done.wait_for(lambda: self._committed >= target)
+        if self._action_error is not None:
+            error, self._action_error = self._action_error, None
+            raise error
 
     def __len__(self) -> int:
         self.flush()

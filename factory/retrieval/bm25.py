@@ -228,6 +228,7 @@ class DatasetIndex:
         """Exact float32 scores of ``docs`` (unique), summed in query-token order as bm25s sums them:
         each document is looked up in each token's list (binary search, the lists ascend)."""
         scores = np.zeros(len(docs), dtype=np.float32)
+        docs = np.asarray(docs, dtype=self.indices.dtype)  # else every search converts a whole list
         for token in ids:
             idx, val = self.postings(token)
             if not len(idx):

@@ -5,9 +5,12 @@ first): a round takes the next best documents of every query token and scores th
 a document not taken scores at most the sum of the lists' next values, so once that bound is below
 the k-th best score taken, the top k is complete. Otherwise that k-th score is a threshold for
 MaxScore: the tokens whose lists' maxima sum below it cannot lift a document on their own, so only
-the other tokens' lists are read through, and the first ones are looked up for the documents those
-lists name. Scores are exact (``DatasetIndex.scores_of``: float32, query-token order), so the result
-is what scoring every passage gives.
+the other ("essential") tokens' lists can hold the top k. The shortest essential list is scored
+whole, which raises the threshold and often makes the long lists of common words non-essential
+(a query of one rare name and a few common words reads the name's list, never the words'); what
+is still essential past ``WHOLE_LIST_MAX`` documents is read through, the other tokens looked up
+for the documents those lists name. Scores are exact (``DatasetIndex.scores_of``: float32,
+query-token order), so the result is what scoring every passage gives.
 """
 
 from __future__ import annotations
@@ -15,6 +18,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+# an essential list up to this long is scored document by document (a binary search per query token);
+# a longer one costs less read through, its scores added into a row of the dataset
+WHOLE_LIST_MAX = 16384
+_MARGIN = 1 + 1e-4  # float32 rounding of summed scores: a bound must clear the threshold by this
 
 
 def top(index, ids: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -25,41 +33,64 @@ def top(index, ids: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
     documents of every query token (8, then 32) and scores the new ones exactly; a document not
     taken scores at most the sum of the lists' next values (each token times its repeats), so
     when that bound falls below the k-th best score taken, the top ``k`` is complete. Otherwise
-    that k-th score is a threshold for MaxScore: the tokens whose whole lists' maxima sum below
-    it cannot lift a document on their own, so only the other tokens' lists are read through,
-    and the first ones are looked up for the documents those lists name."""
+    MaxScore with that k-th score as the threshold: tokens whose whole lists' maxima sum below it
+    cannot lift a document on their own; of the others (essential), the shortest list is scored
+    whole while it is short, raising the threshold, until no essential list is left unscored or
+    the shortest is long; those are then read through and the other tokens looked up."""
     unique, repeats = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
     starts = np.asarray(index.indptr[unique], dtype=np.int64)
     ends = np.asarray(index.indptr[unique + 1], dtype=np.int64)
     taken = starts.copy()
-    docs = np.empty(0, dtype=np.int64)
+    docs = np.empty(0, dtype=index.indices.dtype)  # the lists' own dtype: a search never converts them
     scores = np.empty(0, dtype=np.float32)
-    theta = 0.0
     for block in (8, 32):
         fresh = [index.impact_indices[a : min(a + block, b)] for a, b in zip(taken.tolist(), ends.tolist())]
         taken = np.minimum(taken + block, ends)
-        new = _distinct(np.concatenate(fresh)).astype(np.int64)
-        if len(docs):
-            new = new[~np.isin(new, docs, assume_unique=True)]
-        docs = np.concatenate([docs, new])
-        scores = np.concatenate([scores, index.scores_of(ids, new)])
+        docs, scores = _add(index, ids, docs, scores, np.concatenate(fresh))
         left = taken < ends
         if not left.any():
             return docs, scores
-        if len(docs) >= k:
-            theta = float(np.partition(scores, len(docs) - k)[len(docs) - k])
-            bound = float(
-                np.sum(repeats[left] * np.asarray(index.impact_data[taken[left]], dtype=np.float64))
-            )
-            if bound * (1 + 1e-4) < theta:  # margin: float32 rounding of the summed scores
-                return docs, scores
+        bound = float(np.sum(repeats[left] * np.asarray(index.impact_data[taken[left]], dtype=np.float64)))
+        if len(docs) >= k and bound * _MARGIN < _kth(scores, k):
+            return docs, scores
     maxima = repeats * np.asarray(index.impact_data[starts], dtype=np.float64)
     by_max = np.argsort(maxima, kind="stable")
-    minor = np.zeros(len(unique), dtype=bool)
-    minor[by_max] = np.cumsum(maxima[by_max]) * (1 + 1e-4) < theta
+    lengths = ends - starts
+    whole = taken >= ends  # lists whose every document is scored
+    while True:
+        minor = np.zeros(len(unique), dtype=bool)
+        if len(docs) >= k:
+            minor[by_max] = np.cumsum(maxima[by_max]) * _MARGIN < _kth(scores, k)
+        essential = ~minor & ~whole
+        if not essential.any():
+            return docs, scores
+        shortest = int(np.flatnonzero(essential)[np.argmin(lengths[essential])])
+        if lengths[shortest] > WHOLE_LIST_MAX:
+            break
+        listed = index.indices[starts[shortest] : ends[shortest]]
+        docs, scores = _add(index, ids, docs, scores, np.asarray(listed), distinct=True)
+        whole[shortest] = True
     major = {int(t) for t in unique[~minor]}
-    docs = _distinct(np.concatenate([index.indices[a:b] for a, b, m in zip(starts, ends, minor) if not m]))
+    listed = [index.indices[a:b] for a, b, m in zip(starts, ends, minor) if not m]
+    docs = _distinct(np.concatenate(listed))
     return docs, _scores_read_through(index, ids, docs, major)
+
+
+def _add(
+    index, ids, docs: np.ndarray, scores: np.ndarray, new: np.ndarray, distinct: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """``docs`` and ``scores`` with the documents of ``new`` (``distinct``: sorted and distinct
+    already, as a list is) not among them yet, exactly scored."""
+    if not distinct:
+        new = _distinct(new)
+    if len(docs):
+        new = new[~np.isin(new, docs, assume_unique=True)]
+    return np.concatenate([docs, new]), np.concatenate([scores, index.scores_of(ids, new)])
+
+
+def _kth(scores: np.ndarray, k: int) -> float:
+    """The k-th best of ``scores`` (at least k of them)."""
+    return float(np.partition(scores, len(scores) - k)[len(scores) - k])
 
 
 def _scores_read_through(index, ids: Sequence[int], docs: np.ndarray, major: set[int]) -> np.ndarray:

@@ -49,7 +49,7 @@ class WrongUnlessHinted(ScriptedPolicyLLM):
 
 
 class Lockstep:
-    """The same backend without ``submit``: generate_trajectories then runs today's shards in lockstep."""
+    """The same backend without ``acomplete``: generate_trajectories then runs shards in lockstep."""
 
     def __init__(self, inner):
         self.inner, self.backend = inner, inner.backend
