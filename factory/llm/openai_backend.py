@@ -128,6 +128,7 @@ class OpenAILLM(ServedModels):
         self.concurrency_per_url, self.routing = concurrency_per_url, routing
         self._fleet: Any = None  # made on the event loop (factory.llm.fleet)
         self._session = None  # aiohttp.ClientSession, created on the loop
+        self._chat_urls: dict[str, Any] = {}  # endpoint -> its parsed chat completions URL
         self._warned_no_key = False
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -257,7 +258,12 @@ class OpenAILLM(ServedModels):
 
     async def _post(self, url: str, body: bytes, key: str) -> tuple[int, bytes]:
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
-        async with self._ensure_session().post(f"{url}/chat/completions", data=body, headers=headers) as resp:
+        target = self._chat_urls.get(url)
+        if target is None:  # parsed once per endpoint, not on every request
+            import yarl
+
+            target = self._chat_urls[url] = yarl.URL(f"{url}/chat/completions")
+        async with self._ensure_session().post(target, data=body, headers=headers) as resp:
             return resp.status, await resp.read()
 
     def constraint_fields(self, request: ChatRequest) -> dict[str, Any]:

@@ -291,7 +291,13 @@ class ResponseCache:
                 ).fetchone()[0]
                 self._identities[(backend, identity)] = ident
             values.append((blob, ident, record, created))
-        self._write.executemany("INSERT OR IGNORE INTO entries VALUES (?, ?, ?, ?)", values)
+        # one statement per chunk, not one step per row: each step hands the GIL to another thread
+        for start in range(0, len(values), _CHUNK // 4):
+            chunk = values[start : start + _CHUNK // 4]
+            marks = ",".join(["(?, ?, ?, ?)"] * len(chunk))
+            self._write.execute(
+                f"INSERT OR IGNORE INTO entries VALUES {marks}", [v for row in chunk for v in row]
+            )
 
     def flush(self) -> None:
         """Wait until every queued response is committed."""
