@@ -286,3 +286,66 @@ def test_cache_keys_are_the_canonical_json_of_the_request():
         assert cache_key("openai", f"m{text[:5]}", request, "openai:grammar") == documented(
             "openai", f"m{text[:5]}", request, "openai:grammar"
         )
+
+
+def test_then_runs_once_the_replies_before_it_are_committed(tmp_path):
+    """What must not reach the disk ahead of its replies (a journaled record) waits for their commit;
+    a failed action is raised by the next flush, not lost on the writer's thread."""
+    import sqlite3
+
+    def _count(path) -> int:  # what another process sees on disk
+        with sqlite3.connect(path) as db:
+            return db.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path, commit_window_s=0.05)
+    seen: list[int] = []
+    reply = ChatResponse(text="a", finish_reason="stop")
+    for i in range(3):
+        cache.put_many([(cache_key("fake", "fake:1", _requests(i + 1)[i]), "fake", "fake:1", reply)])
+        cache.then(lambda: seen.append(_count(path)))
+    cache.flush()
+    assert len(seen) == 3 and all(n >= i + 1 for i, n in enumerate(seen))  # each after its replies
+
+    def fails():
+        raise OSError("disk full")
+
+    cache.then(fails)
+    try:
+        cache.flush()
+    except OSError as exc:
+        assert "disk full" in str(exc)
+    else:
+        raise AssertionError("the action's error was lost")
+    cache.close()
+
+
+def test_streaming_wrapper_answers_hits_at_once_and_sends_a_request_in_flight_once(tmp_path):
+    import asyncio
+
+    class Streaming(Counting):
+        def __init__(self):
+            super().__init__()
+            self.loop = asyncio.new_event_loop()
+
+        async def acomplete(self, request):
+            await asyncio.sleep(0.01)
+            return self.generate([request])[0]
+
+        def run(self, coroutine):
+            return self.loop.run_until_complete(coroutine)
+
+    inner = Streaming()
+    llm = CachedLLM(inner, ResponseCache(tmp_path / "c.sqlite"))
+    q0, q1 = _requests(2)
+
+    async def ask(requests):
+        return await asyncio.gather(*(llm.acomplete(r) for r in requests))
+
+    first = llm.run(ask([q0, q1, q0]))
+    assert [len(b) for b in inner.batches] == [1, 1]  # q0 twice at once: sent once
+    assert [r.text for r in first] == ["q0#0", "q1#0", "q0#0"] and first[0] is not first[2]
+    again = llm.run(ask([q0, q1]))
+    assert len(inner.batches) == 2 and all(r.cached for r in again) and (llm.hits, llm.misses) == (2, 3)
+    llm.close()
+    inner.loop.close()

@@ -94,3 +94,40 @@ def test_store_looks_passages_up_by_pid(saved, ingested):
     assert list(found) == [p["pid"] for p in sample] and "hotpotqa:missing" not in store
     with pytest.raises(KeyError):
         store["hotpotqa:missing"]
+
+
+@pytest.mark.parametrize("whole_list_max", [0, 64, 1 << 20])
+def test_every_path_of_the_top_k_is_exact(monkeypatch, whole_list_max):
+    """Queries of common and rare words on a corpus shaped like the copied full-size corpora (a few
+    words in most passages, names in a few): whether the threshold algorithm ends early, the shortest
+    essential lists are scored whole (raising the threshold) or the lists are read through, the top
+    k is what scoring every passage gives, ties by position."""
+    from factory.retrieval import topk
+    from factory.retrieval.bm25 import BM25Builder
+
+    monkeypatch.setattr(topk, "WHOLE_LIST_MAX", whole_list_max)
+    rng = random.Random(7)
+    common = ["film", "director", "river", "album", "born", "city"]
+    names = [f"name{i}" for i in range(40)]
+    texts = []
+    for _ in range(3000):
+        words = rng.choices(common, k=rng.randint(3, 12)) + rng.choices(names, k=rng.randint(0, 2))
+        words += [f"w{rng.randrange(500)}" for _ in range(rng.randint(0, 5))]
+        texts.append(" ".join(words))
+    builder = BM25Builder()
+    builder.add(texts)
+    index = builder.finish()
+    model = bm25s.BM25(k1=1.5, b=0.75)
+    model.index(bm25s.tokenize(texts, stopwords="en", show_progress=False), show_progress=False)
+    for _ in range(300):
+        words = rng.choices(common, k=rng.randint(1, 3)) + rng.choices(names, k=rng.randint(0, 2))
+        query = " ".join(words + [f"w{rng.randrange(500)}"] * rng.randint(0, 1))
+        k = rng.choice([1, 2, 5])
+        ids = index.token_ids(query)
+        docs, scores = index.top(ids, k)
+        tokens = [t for t in tokenize(query) if t in model.vocab_dict]
+        every = model.get_scores(tokens)
+        want = sorted(range(len(texts)), key=lambda d: (-float(every[d]), d))[:k]
+        got = sorted(zip(docs.tolist(), scores.tolist()), key=lambda x: (-x[1], x[0]))[:k]
+        assert [d for d, _ in got] == want, query
+        assert np.array_equal(np.asarray([s for _, s in got], dtype=np.float32), every[want]), query
