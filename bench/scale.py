@@ -221,6 +221,16 @@ def rows_written(folder: Path, stage: str) -> int:
     return sum(pq.ParquetFile(folder / p).metadata.num_rows for p in outputs if (folder / p).exists())
 
 
+def reference_cpu_s() -> float:
+    """CPU seconds of a fixed pure-Python loop: how fast this machine runs right now. On a shared VM
+    it drifts by tens of percent within an hour, so every stage records it beside its own CPU time
+    and the report compares stages measured at different speeds by it."""
+    start, total = time.process_time(), 0
+    for i in range(3_000_000):
+        total += i % 7
+    return time.process_time() - start
+
+
 def run_stage(folder: Path, args: list[str], log_path: Path) -> dict:
     env = {
         **os.environ,
@@ -230,6 +240,7 @@ def run_stage(folder: Path, args: list[str], log_path: Path) -> dict:
         "TOKENIZERS_PARALLELISM": "false",
         "GX_ANALYTICS_ENABLED": "false",
     }
+    reference = reference_cpu_s()
     start = time.perf_counter()
     with log_path.open("w") as log:
         proc = subprocess.Popen(
@@ -252,6 +263,7 @@ def run_stage(folder: Path, args: list[str], log_path: Path) -> dict:
         "peak_rss": max(peak, usage.ru_maxrss * 1024),
         "peak_anon": peak_anon,
         "cpu_s": usage.ru_utime + usage.ru_stime,
+        "reference_s": (reference + reference_cpu_s()) / 2,  # before and after the stage
     }
 
 
@@ -300,6 +312,7 @@ def run_size(fraction: float, out: Path, base_url: str) -> dict:
         r["work"], r["unit"] = work_of(folder, stage, r["rows"])
         results[stage] = r
         per_call = f"{1000 * r['cpu_s'] / r['calls']:.2f} ms CPU/call" if r["calls"] else ""
+        per_call += f"  (machine reference {r['reference_s']:.3f} s)"
         print(
             f"  {stage:<16} {r['wall_s']:8.1f} s  {r['peak_rss'] / GB:5.2f} GB "
             f"({r['peak_anon'] / GB:4.2f} anon)  {r['cpu_s']:8.1f} s CPU  {r['rows']:>10,} rows  "
@@ -359,6 +372,16 @@ def report(small: dict, large: dict) -> None:
         f"  factory CPU per LLM call (trajectories, {traj['calls']:,} calls): "
         f"{1000 * traj['cpu_s'] / max(traj['calls'], 1):.2f} ms (target <= 1 ms)"
     )
+    drift = large["stages"]["trajectories"]["reference_s"] / small["stages"]["trajectories"]["reference_s"]
+    print(
+        f"  machine reference at the two sizes' trajectories stages: {drift:.2f}x as slow at the larger "
+        "(a CPU exponent divided out by it: log(CPU ratio / drift) / log(work ratio))"
+    )
+    cpu, _ = exponent(small, large, "trajectories", "cpu_s")
+    a, b = small["stages"]["trajectories"]["work"], large["stages"]["trajectories"]["work"]
+    if cpu is not None and a and b and b != a:
+        same_speed = cpu - math.log(drift) / math.log(b / a)
+        print(f"  trajectories CPU exponent at the same machine speed: {same_speed:.2f}")
     print(f"  largest peak RSS: {worst / GB:.2f} GB (target <= 4 GB)")
 
 

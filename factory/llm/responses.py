@@ -2,8 +2,9 @@
 
 A lookup is one indexed read (a B-tree of 32-byte keys: its depth grows with the log of the
 entries, 3 to 4 pages at millions); an insert is queued and committed by a writer thread, one
-commit per window of ``commit_window_s`` (20 ms) for everything queued in it. Entries of the first layout (hex keys in table ``responses``) are moved over on open. A
-damaged file is set aside and replaced by a fresh one. ``bench/cache.py`` measures it at the size
+commit per window of ``commit_window_s`` (20 ms) for everything queued in it. Entries of the first
+layout (hex keys in table ``responses``) are moved over on open. A damaged file is set aside and
+replaced by a fresh one. ``bench/cache.py`` measures it at the size
 of the full protocol (5.4M entries).
 """
 
