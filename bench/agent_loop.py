@@ -196,6 +196,9 @@ def bench_stage_driver(
     """The trajectories stage's own driver (generate_trajectories: checkpoint, response cache, final file)
     against the mock server, per scheduler; calls/s against the ideal concurrency / mean latency, where
     the mean is over the latencies the server drew for this run's calls."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     from factory.agent.policy import Policy
     from factory.config import Params
     from factory.execution.generate import generate_trajectories
@@ -243,9 +246,11 @@ def bench_stage_driver(
                 cpu = time.process_time() - cpu
                 after = _server_stats(base_url)
                 llm.close()
+                # the records are on disk (generate_trajectories returns how each ended)
+                steps_column = pq.read_table(Path(tmp) / "round_0.parquet", columns=["steps"])["steps"]
+                steps = int(pc.sum(pc.list_value_length(steps_column)).as_py())
             calls = after["completions"] - before["completions"]
             mean_latency = (after["latency_total_s"] - before["latency_total_s"]) / calls
-            steps = sum(len(r["steps"]) for r in records)
             out[scheduler] = {
                 "trajectories": len(records),
                 "ok": sum(r["status"] == "ok" for r in records),
