@@ -236,12 +236,13 @@ def program_for(
             hits = ctx.retriever.search(query, q["dataset"], ctx.params.retrieval.top_n, pool)
             retrieved = []
             for hit in hits:
-                passage = ctx.passages.get(hit.pid)
-                if passage is None:
+                try:  # not .get: a ChainMap's get looks the pid up twice (`in`, then `[]`)
+                    passage = ctx.passages[hit.pid]
+                except KeyError:
                     raise FactoryError(
                         f"question {q['question_id']!r}: retrieved passage {hit.pid!r} is not among the "
                         "passages given to the agent"
-                    )
+                    ) from None
                 retrieved.append(passage)
             shown.append(retrieved)
             msgs = prompts.complete_messages(
