@@ -67,9 +67,15 @@ def top(index, ids: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
         shortest = int(np.flatnonzero(essential)[np.argmin(lengths[essential])])
         if lengths[shortest] > WHOLE_LIST_MAX:
             break
-        listed = index.indices[starts[shortest] : ends[shortest]]
-        docs, scores = _add(index, ids, docs, scores, np.asarray(listed), distinct=True)
-        whole[shortest] = True
+        if len(docs) >= k:
+            fresh, fresh_scores = _list_reaching(
+                index, ids, shortest, unique, repeats, starts, ends, maxima, docs, _kth(scores, k)
+            )
+            docs, scores = np.concatenate([docs, fresh]), np.concatenate([scores, fresh_scores])
+        else:
+            listed = index.indices[starts[shortest] : ends[shortest]]
+            docs, scores = _add(index, ids, docs, scores, np.asarray(listed), distinct=True)
+        whole[shortest] = True  # every document of it that can reach the top k is scored
     major = {int(t) for t in unique[~minor]}
     listed = [index.indices[a:b] for a, b, m in zip(starts, ends, minor) if not m]
     docs = _distinct(np.concatenate(listed))
@@ -86,6 +92,45 @@ def _add(
     if len(docs):
         new = new[~np.isin(new, docs, assume_unique=True)]
     return np.concatenate([docs, new]), np.concatenate([scores, index.scores_of(ids, new)])
+
+
+def _list_reaching(
+    index, ids, t: int, unique, repeats, starts, ends, maxima, docs: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The documents of token ``t``'s list not in ``docs`` whose exact score can reach ``threshold``
+    (the k-th best so far), with those scores (float32, summed in query-token order as ``scores_of``
+    sums them).
+
+    The list's own scores are read off it; the other tokens are looked up shortest list first, and
+    after each a document whose score so far plus the maxima of the tokens still to look up falls
+    below the threshold leaves the running: the long lists of common words are searched for the few
+    documents left, not for the whole list (on a large corpus that list is long)."""
+    a, b = int(starts[t]), int(ends[t])
+    listed = np.asarray(index.indices[a:b])
+    new = ~np.isin(listed, docs, assume_unique=True)
+    cand = listed[new]
+    values = {int(unique[t]): np.asarray(index.data[a:b])[new]}  # token -> its score of each candidate
+    bound = values[int(unique[t])].astype(np.float64) * float(repeats[t])
+    left = float(maxima.sum() - maxima[t])
+    alive = np.flatnonzero((bound + left) * _MARGIN >= threshold)
+    for j in np.argsort(ends - starts, kind="stable").tolist():
+        if j == t:
+            continue
+        left -= float(maxima[j])
+        here = np.zeros(len(cand), dtype=np.float32)
+        c, d = int(starts[j]), int(ends[j])
+        if d > c and len(alive):
+            idx, wanted = index.indices[c:d], cand[alive]
+            at = np.minimum(np.searchsorted(idx, wanted), d - c - 1)
+            hit = idx[at] == wanted
+            here[alive[hit]] = index.data[c:d][at[hit]]
+            bound[alive] += here[alive] * float(repeats[j])
+            alive = alive[(bound[alive] + left) * _MARGIN >= threshold]
+        values[int(unique[j])] = here
+    scores = np.zeros(len(alive), dtype=np.float32)
+    for token in ids:  # query order, repeats included
+        scores += values[int(token)][alive]
+    return cand[alive], scores
 
 
 def _kth(scores: np.ndarray, k: int) -> float:
