@@ -6,11 +6,13 @@ a document not taken scores at most the sum of the lists' next values, so once t
 the k-th best score taken, the top k is complete. Otherwise that k-th score is a threshold for
 MaxScore: the tokens whose lists' maxima sum below it cannot lift a document on their own, so only
 the other ("essential") tokens' lists can hold the top k. The shortest essential list is scored
-whole, which raises the threshold and often makes the long lists of common words non-essential
-(a query of one rare name and a few common words reads the name's list, never the words'); what
-is still essential past ``WHOLE_LIST_MAX`` documents is read through, the other tokens looked up
-for the documents those lists name. Scores are exact (``DatasetIndex.scores_of``: float32,
-query-token order), so the result is what scoring every passage gives.
+whole (those of its documents that can still reach the threshold: the other lists are searched
+shortest first, and a document leaves once its bound falls below it), which raises the threshold
+and often makes the long lists of common words non-essential (a query of one rare name and a few
+common words reads the name's list, never the words'); what is still essential past
+``WHOLE_LIST_MAX`` documents is read through, the other tokens looked up for the documents those
+lists name. Scores are exact (``DatasetIndex.scores_of``: float32, query-token order), so the
+result is what scoring every passage gives.
 """
 
 from __future__ import annotations
@@ -35,8 +37,8 @@ def top(index, ids: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
     when that bound falls below the k-th best score taken, the top ``k`` is complete. Otherwise
     MaxScore with that k-th score as the threshold: tokens whose whole lists' maxima sum below it
     cannot lift a document on their own; of the others (essential), the shortest list is scored
-    whole while it is short, raising the threshold, until no essential list is left unscored or
-    the shortest is long; those are then read through and the other tokens looked up."""
+    whole (``_list_reaching``) while it is short, raising the threshold, until no essential list
+    is left unscored or the shortest is long; those are then read through and the other tokens looked up."""
     unique, repeats = np.unique(np.asarray(ids, dtype=np.int64), return_counts=True)
     starts = np.asarray(index.indptr[unique], dtype=np.int64)
     ends = np.asarray(index.indptr[unique + 1], dtype=np.int64)
