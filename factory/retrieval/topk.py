@@ -60,23 +60,20 @@ def top(index, ids: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
     lengths = ends - starts
     whole = taken >= ends  # lists whose every document is scored
     while True:
+        threshold = _kth(scores, k) if len(docs) >= k else 0.0  # 0: every document can reach it
         minor = np.zeros(len(unique), dtype=bool)
         if len(docs) >= k:
-            minor[by_max] = np.cumsum(maxima[by_max]) * _MARGIN < _kth(scores, k)
+            minor[by_max] = np.cumsum(maxima[by_max]) * _MARGIN < threshold
         essential = ~minor & ~whole
         if not essential.any():
             return docs, scores
         shortest = int(np.flatnonzero(essential)[np.argmin(lengths[essential])])
         if lengths[shortest] > WHOLE_LIST_MAX:
             break
-        if len(docs) >= k:
-            fresh, fresh_scores = _list_reaching(
-                index, ids, shortest, unique, repeats, starts, ends, maxima, docs, _kth(scores, k)
-            )
-            docs, scores = np.concatenate([docs, fresh]), np.concatenate([scores, fresh_scores])
-        else:
-            listed = index.indices[starts[shortest] : ends[shortest]]
-            docs, scores = _add(index, ids, docs, scores, np.asarray(listed), distinct=True)
+        fresh, fresh_scores = _list_reaching(
+            index, ids, shortest, unique, repeats, starts, ends, maxima, docs, threshold
+        )
+        docs, scores = np.concatenate([docs, fresh]), np.concatenate([scores, fresh_scores])
         whole[shortest] = True  # every document of it that can reach the top k is scored
     major = {int(t) for t in unique[~minor]}
     listed = [index.indices[a:b] for a, b, m in zip(starts, ends, minor) if not m]
@@ -84,13 +81,9 @@ def top(index, ids: Sequence[int], k: int) -> tuple[np.ndarray, np.ndarray]:
     return docs, _scores_read_through(index, ids, docs, major)
 
 
-def _add(
-    index, ids, docs: np.ndarray, scores: np.ndarray, new: np.ndarray, distinct: bool = False
-) -> tuple[np.ndarray, np.ndarray]:
-    """``docs`` and ``scores`` with the documents of ``new`` (``distinct``: sorted and distinct
-    already, as a list is) not among them yet, exactly scored."""
-    if not distinct:
-        new = _distinct(new)
+def _add(index, ids, docs: np.ndarray, scores: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``docs`` and ``scores`` with the documents of ``new`` not among them yet, exactly scored."""
+    new = _distinct(new)
     if len(docs):
         new = new[~np.isin(new, docs, assume_unique=True)]
     return np.concatenate([docs, new]), np.concatenate([scores, index.scores_of(ids, new)])
