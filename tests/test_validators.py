@@ -100,6 +100,7 @@ def test_ingest_frames_flag_broken_cross_references():
             "answers": ["a"],
             "passages": [entry],
             "supporting": supporting,
+            "source_file": "h.json",
         }
 
     rows = [

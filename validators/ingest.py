@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from factory.config import DATASETS
 from factory.corpora.pool import PassagePool
+from factory.corpora.question import MAX_HOPS, MIN_HOPS
 from validators.leakage import train_text_of_eval_question
 
 EXPECTATIONS = "validators.ingest:ingest_expectations"
@@ -95,7 +96,7 @@ class IngestChecks:
     against its own pool; ``frames`` then adds the checks that need the whole run (the pools against
     the written passages table, leakage across splits)."""
 
-    QUESTION_COLUMNS = ("question_id", "dataset", "split", "route", "question", "hops")
+    QUESTION_COLUMNS = ("question_id", "dataset", "split", "route", "question", "hops", "source_file")
 
     def __init__(self) -> None:
         self.questions: dict[str, list] = {
@@ -165,7 +166,7 @@ def ingest_expectations(E) -> dict[str, list]:
         E.ExpectColumnValuesToBeInSet(column="dataset", value_set=list(DATASETS)),
         E.ExpectColumnValuesToBeInSet(column="split", value_set=["train", "heldout", "test"]),
         E.ExpectColumnValuesToBeInSet(column="route", value_set=["chain", "parallel"]),
-        E.ExpectColumnValuesToBeBetween(column="hops", min_value=2, max_value=10),
+        E.ExpectColumnValuesToBeBetween(column="hops", min_value=MIN_HOPS, max_value=MAX_HOPS),
         E.ExpectColumnValuesToBeBetween(column="n_answers", min_value=1),
         E.ExpectColumnValuesToBeInSet(column="answer_nonempty", value_set=[True]),
         E.ExpectColumnValuesToBeBetween(column="n_passages", min_value=1),

@@ -9,6 +9,7 @@ collects the same into memory. ``read = ingested + quarantined + capped`` per da
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -20,12 +21,14 @@ import pyarrow as pa
 
 from factory.config import Params
 from factory.corpora import hotpotqa, musique, twowiki
-from factory.corpora.base import read_json_records
+from factory.corpora.files import Unreadable, empty_reason, read_json_records
 from factory.corpora.pool import PassagePool
 from factory.corpora.table import questions_table
 from factory.errors import BadRecord, FactoryError
 from factory.splits import assign_splits
 from schemas import ROW_GROUP_SIZE
+
+log = logging.getLogger(__name__)
 
 BUILDERS: dict[str, Callable[..., dict]] = {
     hotpotqa.DATASET: hotpotqa.build,
@@ -97,6 +100,7 @@ class Ingest:
         for dataset, source, records in _sources(params):
             build = BUILDERS[dataset]
             source_name = Path(source).name if not source.startswith("hf:") else source
+            before = tally.read[dataset]
             for where, record in records:
                 tally.read[dataset] += 1
                 qtype = record.get("type") if isinstance(record, dict) else getattr(record, "type", None)
@@ -104,6 +108,8 @@ class Ingest:
                     qtype = str(record.get("id", "")).split("__", 1)[0] or None
                 tally.read_by_type[dataset][str(qtype)] += 1
                 try:
+                    if isinstance(record, Unreadable):  # bytes that decode to no record
+                        raise BadRecord(dataset, record.record_id, record.field, record.reason, where)
                     row = build(record, where, source_name, pool)
                     if row["question_id"] in seen_ids:
                         raise BadRecord(
@@ -134,8 +140,11 @@ class Ingest:
                 if len(rows) == ROW_GROUP_SIZE:
                     yield chunk()
                     pool, rows, quarantine = PassagePool(), [], []
+            if tally.read[dataset] == before:
+                tally.empty_file(dataset, source)
         if rows or quarantine:
             yield chunk()
+        _check_every_dataset_read(params, tally)
         if not seen_ids:
             raise FactoryError(
                 "no question was ingested: check corpora.* in params.yaml and data/interim/quarantine.jsonl"
@@ -173,6 +182,18 @@ def ingest_sources(params: Params, progress: Callable | None = None) -> IngestRe
     return IngestResult(pa.concat_tables(questions), pa.concat_tables(passages), quarantine, run.counts)
 
 
+def _check_every_dataset_read(params: Params, tally: _Tally) -> None:
+    """A configured dataset whose every file is empty would drop out of the run unnoticed: an error."""
+    configured = dict.fromkeys([*params.corpora, *(src.dataset for src in params.ingest.hf)])
+    lost = [dataset for dataset in configured if not tally.read[dataset]]
+    if lost:
+        files = "; ".join(f"{source}: {why}" for d in lost for source, why in tally.empty_files[d].items())
+        raise FactoryError(
+            f"{', '.join(f'corpora.{d}' for d in lost)}: no file holds a record ({files}), so the dataset "
+            "would drop out of the run. Restore the file, or remove the dataset from corpora in params.yaml"
+        )
+
+
 def _generic(reason: str) -> str:
     """'sentence index 13 is out of range for 'X' (10 sentences)' -> a countable reason kind."""
     return re.sub(r"'[^']*'|\"[^\"]*\"|\d+", "_", reason)
@@ -193,6 +214,11 @@ class _Tally:
         self.quarantined_by_type: dict[str, Counter] = defaultdict(Counter)
         self.reasons: dict[str, Counter] = defaultdict(Counter)
         self.passages: Counter = Counter()
+        self.empty_files: dict[str, dict[str, str]] = defaultdict(dict)  # dataset -> file -> why empty
+
+    def empty_file(self, dataset: str, source: str) -> None:
+        why = self.empty_files[dataset][source] = empty_reason(source)
+        log.warning("ingest: %s corpus file %s is empty (%s): nothing read from it", dataset, source, why)
 
     def kept(self, row: dict) -> None:
         dataset = row["dataset"]
@@ -228,6 +254,8 @@ class _Tally:
                 "by_route": dict(sorted(self.by_route[dataset].items())),
                 "quarantine_reasons": dict(sorted(self.reasons[dataset].items())),
             }
+            if self.empty_files[dataset]:  # only then: the metrics of a run without one keep their bytes
+                per[dataset]["empty_files"] = dict(sorted(self.empty_files[dataset].items()))
         keys = ("read", "ingested", "quarantined", "capped", "passages")
         total = {k: sum(v[k] for v in per.values()) for k in keys}
         return {"datasets": per, "total": total}

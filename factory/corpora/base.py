@@ -1,4 +1,5 @@
-"""What every dataset builder shares: reading official files, field checks, passage ids, routes.
+"""What every dataset builder shares: field checks, passage ids, sentence splits (files are read by
+``factory.corpora.files``).
 
 A builder turns one raw record into a Question row (DESIGN §8, assembled by
 ``factory.corpora.question.make_question``) whose passages are entries of a ``PassagePool``, or raises
@@ -9,90 +10,12 @@ text), so the same paragraph gets the same pid in every question and every run.
 from __future__ import annotations
 
 import hashlib
-import mmap
 import re
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import msgspec
+from factory.errors import BadRecord
 
-from factory.errors import BadRecord, FactoryError
-
-_NON_SPACE = re.compile(rb"\S")
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"'(\[])")
-
-
-def read_json_records(path: str | Path, record_type: type | None = None) -> Iterator[tuple[str, Any]]:
-    """Yield (location, record) from a JSON list or a JSONL file, with clear errors for bad files.
-
-    A JSON list is mapped, not read, and split into its records' raw bytes in one C pass (msgspec
-    ``Raw``: views into the mapping, no objects built); each record is then decoded alone, so memory
-    holds one record at a time, and the mapping's pages are given back as the records are consumed
-    (a 566 MB HotpotQA file does not sit in memory). With ``record_type`` (a ``msgspec.Struct`` of
-    the official format) a record is decoded typed, every field's type checked in C; a record that
-    does not fit the type is decoded untyped, and the builder checks it field by field and names
-    what is wrong. A JSONL file is read line by line.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FactoryError(f"corpus file {path} does not exist (check corpora.* in params.yaml)")
-    if path.stat().st_size == 0:
-        return
-    with path.open("rb") as fh:
-        head = fh.read(1 << 16)
-    first = _NON_SPACE.search(head)
-    if first and head[first.start() : first.start() + 1] == b"[":
-        yield from _json_list(path, record_type)
-        return
-    with path.open("rb") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                record = msgspec.json.decode(line)
-            except msgspec.DecodeError as exc:
-                raise FactoryError(f"{path}: line {lineno} is not valid JSON ({exc})") from None
-            yield f"{path.name}:{lineno}", record
-
-
-_RELEASE_EVERY = 4096  # records between giving the mapping's pages back
-
-
-def _json_list(path: Path, record_type: type | None) -> Iterator[tuple[str, Any]]:
-    with path.open("rb") as fh:  # the mapping outlives fh
-        data = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
-    try:
-        raws = msgspec.json.decode(data, type=list[msgspec.Raw])
-    except msgspec.DecodeError as exc:
-        raise FactoryError(f"{path}: not valid JSON: {_locate(exc, data)}") from None
-    except msgspec.ValidationError as exc:
-        raise FactoryError(f"{path}: expected a JSON list of records ({exc})") from None
-    release = getattr(mmap, "MADV_DONTNEED", None)
-    typed = msgspec.json.Decoder(record_type) if record_type is not None else None
-    for i, raw in enumerate(raws):
-        if release is not None and i % _RELEASE_EVERY == 0:
-            data.madvise(release)  # clean file pages: dropped from this process, re-read from the page cache
-        record = None
-        if typed is not None:
-            try:
-                record = typed.decode(raw)
-            except msgspec.ValidationError:
-                pass  # a malformed record: the untyped path below lets the builder name what is wrong
-        if record is None:
-            record = msgspec.json.decode(raw)
-        raws[i] = None  # the record's bytes are no longer needed
-        yield f"{path.name}[{i}]", record
-
-
-def _locate(exc: msgspec.DecodeError, data: bytes | mmap.mmap) -> str:
-    match = re.search(r"byte (\d+)", str(exc))
-    if not match:
-        return str(exc)
-    offset = int(match.group(1))
-    line = data[:offset].count(b"\n") + 1
-    col = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
-    return f"{exc} (line {line}, column {col}, byte offset {offset})"
 
 
 def pid_for(dataset: str, title: str, text: str) -> str:

@@ -73,4 +73,6 @@ def build(record: dict, where: str, source_file: str, pool: PassagePool) -> dict
         supporting_idx=support_idx,
         decomposition=decomposition,
         source_file=source_file,
+        paragraph_field="paragraphs[{}].paragraph_text",
+        hops_field="question_decomposition",
     )

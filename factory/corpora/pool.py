@@ -36,6 +36,7 @@ class PassagePool:
         self.titles: list[str] = []
         self.texts: list[str] = []
         self.sentences: list[list[str]] = []
+        self.blank: set[int] = set()  # entries without text or sentences (their records are quarantined)
         self._keys: dict[str, dict] = {}  # dataset -> content key -> entry index
         # dataset -> title -> raw sentences and entry of the first paragraph seen with that title
         self._raw_by_title: dict[str, dict[str, msgspec.Raw]] = {}
@@ -50,6 +51,8 @@ class PassagePool:
         self.titles.append(title)
         self.texts.append(text)
         self.sentences.append(sentences)
+        if not text or not sentences:
+            self.blank.add(len(self.pids) - 1)
         return len(self.pids) - 1
 
     def raw(self, ref: RecordRef, titles: Sequence[str], sentences: Sequence[msgspec.Raw]) -> list[int]:

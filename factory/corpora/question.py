@@ -6,6 +6,10 @@ from factory.corpora.base import RecordRef
 from factory.corpora.pool import PassagePool
 from factory.text import normalize_question
 
+# What a question may have (the ingest gate asserts the same, validators.ingest): a record outside is
+# quarantined where it is read.
+MIN_HOPS, MAX_HOPS = 2, 10
+
 
 def make_question(
     reader: RecordRef,
@@ -23,15 +27,23 @@ def make_question(
     evidences: list[dict] | None = None,
     decomposition: list[dict] | None = None,
     source_file: str,
+    paragraph_field: str = "context[{}]",
+    hops_field: str = "supporting_facts",
 ) -> dict:
     """Assemble a Question row whose ``passages`` are the ``entries`` of its paragraphs in ``pool``
     (``factory.corpora.table`` turns them into the contract's column); checks answers and
     supporting facts.
 
     ``supporting`` gives (title, sentence index) facts; ``supporting_idx`` gives supporting
-    paragraph positions instead (MuSiQue, recorded with sent_idx = -1).
+    paragraph positions instead (MuSiQue, recorded with sent_idx = -1). ``paragraph_field`` (a format
+    string of the paragraph's position) and ``hops_field`` name the fields in the record's own format.
     """
     dataset = reader.dataset
+    if pool.blank and not pool.blank.isdisjoint(entries):
+        i = next(i for i, e in enumerate(entries) if e in pool.blank)
+        reader.fail(paragraph_field.format(i), f"paragraph {pool.titles[entries[i]]!r} has no text")
+    if not MIN_HOPS <= hops <= MAX_HOPS:
+        reader.fail(hops_field, f"{hops} hops: a question has between {MIN_HOPS} and {MAX_HOPS}")
     answers = [a for a in answers if isinstance(a, str)]
     if not answers or not answers[0].strip():
         reader.fail("answer", "empty answer")
