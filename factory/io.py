@@ -1,4 +1,5 @@
-"""Small file helpers: atomic writes of files and folders, deterministic JSON/JSONL, progress bars."""
+"""Small file helpers: atomic writes of files and folders, a stage's outputs published together,
+deterministic JSON/JSONL, progress bars."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,39 +27,149 @@ def _round_floats(value: Any, digits: int = 6) -> Any:
     return value
 
 
-def _remove(path: Path) -> None:
+def remove(path: Path) -> None:
+    """Remove a file or a folder, if it is there."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
 
 
+class _Outputs:
+    """What one stage run has written so far: each output's finished temporary, by its path."""
+
+    def __init__(self) -> None:
+        self.pending: dict[Path, Path] = {}  # absolute output path -> its temporary, in write order
+        self.temporaries: set[Path] = set()  # every temporary held (being written or pending)
+        self.after: list[tuple[Callable, tuple]] = []
+
+    def inside_temporary(self, path: Path) -> bool:
+        return any(tmp == path or tmp in path.parents for tmp in self.temporaries)
+
+    def commit(self) -> None:
+        done: list[str] = []
+        for path, tmp in self.pending.items():
+            try:
+                _publish(tmp, path)
+            except OSError as exc:
+                self.discard()
+                raise OSError(
+                    exc.errno,
+                    f"{exc.strerror} (publishing the stage's outputs: {len(done)} published, "
+                    f"{len(self.pending) - len(done)} not)",
+                    str(path),
+                ) from None
+            done.append(str(path))
+        self.pending.clear()
+        for action, args in self.after:
+            action(*args)
+
+    def discard(self) -> None:
+        for tmp in self.temporaries:
+            remove(tmp)
+        self.pending.clear()
+
+
+_current: _Outputs | None = None  # the stage run being written (one per process: stages run one at a time)
+_immediate = 0  # > 0: writes of work state (checkpoints), published at once even inside a stage run
+
+
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """A hidden temporary path next to ``path`` (``.<name>.tmp-<pid>``) to write a file or a folder
-    into; when the block ends without an error it takes the place of ``path`` by rename, and on an
-    error it is removed. A process killed at any moment therefore leaves the old output or none,
-    never a partial one under the real name; the temporaries a killed writer left are removed here,
-    on the next write of the same path. A folder replaces an old one in two renames (old aside, new
-    in): killed between them, the path is missing, never half-written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for kind in ("tmp", "old"):
-        for stale in path.parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
-            _remove(stale)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+def outputs_together() -> Iterator[None]:
+    """Every output written inside (through ``atomic_path``: ``write_json``, ``write_parquet``, ...)
+    is published when the block ends without an error, all together, and none of them when it ends
+    with one: a stage's data, metrics and plots change together or not at all. Until then each output
+    waits under its temporary name, and reading it back (``schemas.read``, ``read_json``) reads that
+    (``pending``). A nested block joins the outer one. Used as ``@outputs_together()`` on every
+    stage's ``run``."""
+    global _current
+    if _current is not None:
+        yield
+        return
+    _current = outputs = _Outputs()
     try:
-        yield tmp
+        yield
     except BaseException:
-        _remove(tmp)
+        _current = None
+        outputs.discard()
         raise
+    _current = None
+    outputs.commit()
+
+
+@contextmanager
+def immediate() -> Iterator[None]:
+    """Writes inside are published at once, also inside ``outputs_together``: for checkpoints, the
+    work state a re-run resumes from, which must be on disk whatever happens to the run."""
+    global _immediate
+    _immediate += 1
+    try:
+        yield
+    finally:
+        _immediate -= 1
+
+
+def after_publishing(action: Callable, *args) -> None:
+    """``action(*args)`` once the outputs are published (at once outside ``outputs_together``;
+    never if the run fails): e.g. removing the checkpoint an output was assembled from."""
+    if _current is None:
+        action(*args)
+    else:
+        _current.after.append((action, args))
+
+
+def pending(path: str | Path) -> Path:
+    """Where ``path`` can be read now: its temporary while it waits to be published with the rest of
+    the stage's outputs, else the path itself."""
+    if _current is None or not _current.pending:
+        return Path(path)
+    return _current.pending.get(Path(path).absolute(), Path(path))
+
+
+def _publish(tmp: Path, path: Path) -> None:
+    """``tmp`` takes the place of ``path``; a folder replaces an old one in two renames (old aside,
+    new in): killed between them, the path is missing, never half-written."""
     if tmp.is_dir() and path.is_dir():
         old = path.with_name(f".{path.name}.old-{os.getpid()}")
         os.replace(path, old)
         os.replace(tmp, path)
-        _remove(old)
+        remove(old)
     else:
         os.replace(tmp, path)
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A hidden temporary path next to ``path`` (``.<name>.tmp-<pid>``) to write a file or a folder
+    into; when the block ends without an error it takes the place of ``path`` by rename (inside
+    ``outputs_together``: when the stage's outputs are published), and on an error it is removed. A
+    process killed at any moment therefore leaves the old output or none, never a partial one under
+    the real name; the temporaries a killed writer left are removed here, on the next write of the
+    same path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for kind in ("tmp", "old"):
+        for stale in path.parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
+            remove(stale)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    outputs = _current
+    # inside another output's temporary (a folder being built), or work state: published at once
+    if outputs is not None and (_immediate or outputs.inside_temporary(path.absolute())):
+        outputs = None
+    if outputs is not None:
+        outputs.temporaries.add(tmp.absolute())
+    try:
+        yield tmp
+    except BaseException:
+        remove(tmp)
+        if outputs is not None:
+            outputs.temporaries.discard(tmp.absolute())
+        raise
+    if outputs is None:
+        _publish(tmp, path)
+    else:
+        outputs.pending.pop(path.absolute(), None)  # written twice: the last one counts, in its place
+        outputs.pending[path.absolute()] = tmp.absolute()
 
 
 def write_text(path: str | Path, text: str) -> Path:
@@ -89,11 +200,11 @@ def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(Path(path).read_text(encoding="utf-8"))
+    return json.loads(pending(path).read_text(encoding="utf-8"))
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict]:
-    with open(path, encoding="utf-8") as fh:
+    with open(pending(path), encoding="utf-8") as fh:
         for line in fh:
             if line.strip():
                 yield json.loads(line)

@@ -91,11 +91,17 @@ def test_a_failed_gate_publishes_nothing(tmp_path, corpora, monkeypatch):
 
     monkeypatch.setattr(validators.ingest.IngestChecks, "frames", with_duplicate_ids)
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(GateFailed, match=r"questions\.question_id: expect_column_values_to_be_unique"):
+    with pytest.raises(
+        GateFailed,
+        match=r"questions\.question_id \(data/interim/questions\.parquet\): expect_column_values_to_be_"
+        r"unique failed \(839 unexpected; first: hotpotqa/\w+ \(dev_sample\.json\)",
+    ):
         s01_ingest.run(params_for({"hotpotqa": [corpora / "hotpotqa" / "dev_sample.json"]}))
     interim = tmp_path / "data" / "interim"
     assert not (interim / "questions.parquet").exists() and not (interim / "passages.parquet").exists()
     assert not list(interim.glob(".*"))  # no staged or temporary file left behind
+    assert not (tmp_path / "metrics").exists() and not (tmp_path / "reports/gx/ingest").exists()
+    assert (tmp_path / "reports/gx/ingest.failed/index.html").exists()  # the failed run's docs, aside
 
 
 def test_ingest_killed_mid_write_leaves_the_old_outputs_or_none(tmp_path, corpora):
