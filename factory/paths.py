@@ -6,6 +6,7 @@ Bootstrapping artifacts are organised per *chain*: a variant repeated under one 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 INTERIM = Path("data/interim")
@@ -104,3 +105,59 @@ def decision(variant: str, round_: int, seed: int = 0) -> Path:
 def init_decision(variant: str, seed: int = 0) -> Path:
     """A chain's first decision (base model's held-out EM; round 0 may run)."""
     return METRICS / "bootstrap" / chain(variant, seed) / "init.json"
+
+
+# Which contract (schemas.ARTIFACTS) an artifact follows and the command that rewrites it, by where it
+# lives: an artifact that does not match its contract is named with the command that restores it.
+_CHAIN = r"(?P<variant>[^/]+)/seed_(?P<seed>\d+)/round_(?P<round>\d+)"
+_ROUND = "--variant {variant} --round {round} --seed {seed}"
+_PRODUCERS: list[tuple[str, str | None, str]] = [
+    (r"data/interim/questions\.parquet", "question", "factory ingest"),
+    (r"data/interim/passages\.parquet", "passage", "factory ingest"),
+    (r"data/interim/quarantine\.jsonl", None, "factory ingest"),
+    (r"data/interim/routes_predicted\.parquet", "route_predictions", "factory classify-routes"),
+    (rf"data/trajectories/{_CHAIN}\.parquet", "trajectory", f"factory trajectories {_ROUND}"),
+    (rf"data/labels/{_CHAIN}\.parquet", "labels", f"factory backtrace {_ROUND}"),
+    (rf"data/counterfactual/{_CHAIN}\.parquet", "counterfactual", f"factory counterfactual {_ROUND}"),
+    (rf"data/supervision/{_CHAIN}/train\.parquet", "supervision", f"factory variants {_ROUND}"),
+    (rf"data/trace/{_CHAIN}/sft\.parquet", "trace_sft", f"factory export-trace {_ROUND}"),
+    (rf"data/trace/{_CHAIN}/rl\.parquet", "trace_rl", f"factory export-trace {_ROUND}"),
+    (
+        r"data/eval/base/(?P<split>\w+)\.parquet",
+        "trajectory",
+        "factory evaluate --variant base --split {split}",
+    ),
+    (
+        rf"data/eval/{_CHAIN}_(?P<split>\w+)\.parquet",
+        "trajectory",
+        f"factory evaluate {_ROUND} --split {{split}}",
+    ),
+    (
+        r"data/eval/(?P<variant>[^/]+)/selected/seed_\d+_test\.parquet",
+        "trajectory",
+        "factory select --variant {variant}",
+    ),
+    (r"data/relevance/entailment\.parquet", "entailment", "factory validate-labels"),
+    (r"data/simulated/trajectories\.parquet", "trajectory", "factory simulate"),
+    (r"metrics/eval/base/(?P<split>\w+)\.json", None, "factory evaluate --variant base --split {split}"),
+    (rf"metrics/eval/{_CHAIN}_(?P<split>\w+)\.json", None, f"factory evaluate {_ROUND} --split {{split}}"),
+    (rf"metrics/bootstrap/{_CHAIN}\.json", None, f"factory bootstrap {_ROUND}"),
+    (
+        r"metrics/bootstrap/(?P<variant>[^/]+)/seed_(?P<seed>\d+)/init\.json",
+        None,
+        "factory bootstrap --variant {variant} --seed {seed}",
+    ),
+    (r"metrics/summary\.json", None, "factory report"),
+    (r"metrics/relevance\.json", None, "factory validate-labels"),
+    (rf"models/{_CHAIN}/status\.json", None, f"factory train {_ROUND}"),
+]
+
+
+def producer(path: str | Path) -> tuple[str | None, str | None]:
+    """(the contract ``path`` follows, or None; the command that rewrites it, or None) of an artifact."""
+    text = Path(path).as_posix()
+    for pattern, artifact, command in _PRODUCERS:
+        match = re.search(rf"(^|/){pattern}$", text)
+        if match:
+            return artifact, command.format(**match.groupdict())
+    return None, None

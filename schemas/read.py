@@ -12,6 +12,13 @@ This is how a stage reads a table:
 struct is then read with that field alone. ``where`` keeps the rows whose column value is in a
 set; it is applied to each row group as it is read, so memory is one row group plus the matches.
 Passages are looked up by pid through ``factory.retrieval.store.PassageStore``, not read here.
+
+Every read opens the file through ``open_parquet``: an artifact of the pipeline (known by where it
+lives, ``factory.paths.producer``) is checked against its contract first, from its footer (and, for a
+file written by other code, the null counts of its required columns), so a hand-edited artifact is
+refused with the column at fault and the command that rewrites it, before a stage computes (or
+writes) anything from it. An output of the running stage not yet published is read from its
+temporary (``factory.io.pending``).
 """
 
 from __future__ import annotations
@@ -25,6 +32,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from factory.errors import FactoryError
+from factory.io import pending
+from factory.paths import producer
+from schemas.contracts import ARTIFACTS
+from schemas.validate import contract_problems
 from schemas.write import ROW_GROUP_SIZE
 
 Where = Mapping[str, Collection[Any]]
@@ -42,7 +53,7 @@ def iter_batches(
     where = dict(where or {})
     wanted = None if columns is None else list(columns)
     read = None if wanted is None else wanted + [c for c in where if c not in wanted]
-    parquet = pq.ParquetFile(path)
+    parquet = open_parquet(path)
     types = parquet.schema_arrow
     sets = {column: pa.array(list(values), type=types.field(column).type) for column, values in where.items()}
     batches = parquet.iter_batches(
@@ -81,17 +92,17 @@ def _whole(columns: list[str] | None, where: Where | None) -> bool:
 def read_table(path: str | Path, columns: list[str] | None = None, where: Where | None = None) -> pa.Table:
     """The matching rows as one Arrow table."""
     if _whole(columns, where):
-        return pq.read_table(path, columns=columns)
+        return open_parquet(path).read(columns=columns)
     batches = list(iter_batches(path, columns, where))
     if not batches:  # a file without rows
-        return pq.read_table(path, columns=sorted(_top(columns)) if columns else None)
+        return open_parquet(path).read(columns=sorted(_top(columns)) if columns else None)
     return pa.Table.from_batches(batches)
 
 
 def read_rows(path: str | Path, columns: list[str] | None = None, where: Where | None = None) -> list[dict]:
     """The matching rows as plain dicts, in file order."""
     if _whole(columns, where):
-        return pq.read_table(path, columns=columns).to_pylist()
+        return open_parquet(path).read(columns=columns).to_pylist()
     return [row for batch in iter_batches(path, columns, where) for row in batch.to_pylist()]
 
 
@@ -110,7 +121,32 @@ def columns_except(schema: pa.Schema, column: str, fields: Collection[str]) -> l
 
 def num_rows(path: str | Path) -> int:
     """Rows in a parquet artifact, from its footer (nothing else is read)."""
-    return pq.ParquetFile(path).metadata.num_rows
+    return open_parquet(path).metadata.num_rows
+
+
+def open_parquet(path: str | Path) -> pq.ParquetFile:
+    """The parquet file at ``path`` (its temporary while the running stage has yet to publish it),
+    checked against its contract when it is an artifact of the pipeline; a ``FactoryError`` naming
+    the file, the column and the command that rewrites it otherwise."""
+    artifact, command = producer(path)
+    redo = f"`{command}` rewrites it" if command else "write it again"
+    try:
+        parquet = pq.ParquetFile(pending(path))
+    except FileNotFoundError:
+        raise FactoryError(f"{path} is missing: {redo}") from None
+    except IsADirectoryError:
+        raise FactoryError(f"{path} is a folder, not a parquet file: {redo}") from None
+    except (pa.ArrowException, OSError) as exc:  # not parquet, cut short, unreadable
+        raise FactoryError(f"{path} is not a readable parquet file ({exc}): {redo}") from None
+    if artifact is not None:
+        problems = contract_problems(parquet, ARTIFACTS[artifact])
+        if problems:
+            raise FactoryError(
+                f"{path} does not match the {artifact!r} contract (schemas/contracts.py): "
+                f"{'; '.join(problems)}. It was edited or written by other code: {redo} (`dvc repro` "
+                "restores it)"
+            )
+    return parquet
 
 
 def read_round_input(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from factory.errors import FactoryError
 
@@ -105,3 +106,60 @@ def validate_table(table: pa.Table, schema: pa.Schema, artifact: str) -> pa.Tabl
         except ValueError as exc:
             raise SchemaError(f"{artifact}: column {field.name!r}: {exc}") from None
     return table
+
+
+def _loose(typ: pa.DataType) -> pa.DataType:
+    """A type with every field nullable, list items unnamed, large variants as the plain ones and
+    integers (floats) of any width as one: what two files of the same contract can differ in (a
+    table round-tripped through pandas widens its integers) without holding other values."""
+    if pa.types.is_large_string(typ):
+        return pa.string()
+    if pa.types.is_integer(typ):
+        return pa.int64()
+    if pa.types.is_floating(typ):
+        return pa.float64()
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ):
+        return pa.list_(_loose(typ.value_type))
+    if pa.types.is_struct(typ):
+        return pa.struct([pa.field(f.name, _loose(f.type)) for f in typ])
+    return typ
+
+
+def _looser(found: pa.Field, wanted: pa.Field) -> bool:
+    """Whether the file allows nulls somewhere the contract requires a value."""
+    if found.nullable and not wanted.nullable:
+        return True
+    if pa.types.is_struct(wanted.type):
+        return any(_looser(found.type.field(f.name), f) for f in wanted.type)
+    if pa.types.is_list(wanted.type):
+        return _looser(found.type.value_field, wanted.type.value_field)
+    return False
+
+
+def contract_problems(parquet: pq.ParquetFile, schema: pa.Schema) -> list[str]:
+    """What keeps a parquet file from matching ``schema``: missing and extra columns, other types,
+    nulls in required fields (counted only where the file's own schema allows them: a file the
+    factory wrote never needs its data read)."""
+    found = parquet.schema_arrow
+    problems = [f"column {name!r} is missing" for name in schema.names if name not in found.names]
+    problems += [
+        f"column {name!r} is not in the contract" for name in found.names if name not in schema.names
+    ]
+    for wanted in schema:
+        if wanted.name not in found.names:
+            continue
+        field = found.field(wanted.name)
+        if not _loose(field.type).equals(_loose(wanted.type)):
+            problems.append(f"column {wanted.name!r} is {field.type}, not {wanted.type}")
+        elif _looser(field, wanted):
+            column = parquet.read(columns=[wanted.name]).column(0)
+            if not wanted.nullable and column.null_count:
+                nulls = f"{column.null_count} null{'s' if column.null_count > 1 else ''}"
+                problems.append(f"column {wanted.name!r} has {nulls} but is required")
+                continue
+            try:
+                for chunk in column.cast(wanted.type).chunks:
+                    _check_nested_nulls(chunk, wanted.type, wanted.name)
+            except (ValueError, pa.ArrowException) as exc:
+                problems.append(f"column {wanted.name!r}: {exc}")
+    return problems

@@ -24,13 +24,12 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from factory.errors import FactoryError
 from factory.io import atomic_path
 from factory.retrieval.mapped import Mappings
 from factory.text import join_sentences
-from schemas import PASSAGE
+from schemas import PASSAGE, open_parquet
 
 FOLDER = "passages"
 BATCH_ROWS = 4096
@@ -71,7 +70,7 @@ class PassageStore(Mapping):
         time; ``on_batch(dataset, table)`` sees each dataset's rows in file order (the index stage
         tokenizes them for BM25). Returns the passages per dataset."""
         folder = Path(index_dir) / FOLDER
-        source = pq.ParquetFile(passages_parquet)
+        source = open_parquet(passages_parquet)  # checked against the passage contract
         writers: dict[str, pa.ipc.RecordBatchFileWriter] = {}
         counts: dict[str, int] = {}
         pieces: list[tuple[str, int, np.ndarray]] = []  # (dataset, first position, pids as bytes)
