@@ -183,7 +183,7 @@ def test_invalid_utf8_in_a_jsonl_line_quarantines_that_line(tmp_path, corpora):
     [
         (b"_id,question\n1,who?\n", r"not a corpus file: it starts with b'_' at byte offset 0"),
         (b"\xff\xfe[\x00]\x00", r"is UTF-16 text \(it starts with a UTF-16 byte-order mark\)"),
-        (b"{\n  \"_id\": \"a\",\n  \"question\": oops\n}\n", r"neither JSON Lines \(line 1 is not valid JSON"),
+        (b'{\n  "_id": "a",\n  "question": oops\n}\n', r"neither JSON Lines \(line 1 is not valid JSON"),
         (gzip.compress(b"[1, 2, 3]")[:-12], r"the gzip data is corrupt or cut short"),
     ],
     ids=["csv", "utf-16", "broken object", "truncated gzip"],
