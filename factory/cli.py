@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from factory.config import load_params, render_params_yaml
-from factory.errors import FactoryError
+from factory.errors import FactoryError, os_error_message
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -62,7 +62,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override one parameter, value parsed as YAML (repeatable), e.g. --set "
-             "trajectories.n_questions=8",
+        "trajectories.n_questions=8",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
 
@@ -150,6 +150,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"factory {args.command}: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as exc:  # a full disk, a permission, a missing or misplaced path: said in words
+        if args.debug:
+            traceback.print_exc()
+        print(
+            f"factory {args.command}: {os_error_message(exc)}. The stage's outputs are as they were.",
+            file=sys.stderr,
+        )
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"factory {args.command}: interrupted; re-run the same command to resume.", file=sys.stderr)

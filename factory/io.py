@@ -16,6 +16,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from factory.errors import FactoryError, os_error_message
+
 
 def _round_floats(value: Any, digits: int = 6) -> Any:
     if isinstance(value, float):
@@ -47,19 +49,17 @@ class _Outputs:
         return any(tmp == path or tmp in path.parents for tmp in self.temporaries)
 
     def commit(self) -> None:
-        done: list[str] = []
+        done = 0
         for path, tmp in self.pending.items():
             try:
                 _publish(tmp, path)
             except OSError as exc:
                 self.discard()
-                raise OSError(
-                    exc.errno,
-                    f"{exc.strerror} (publishing the stage's outputs: {len(done)} published, "
-                    f"{len(self.pending) - len(done)} not)",
-                    str(path),
+                raise FactoryError(
+                    f"publishing the stage's outputs failed at {os_error_message(exc)}; {done} of "
+                    f"{len(self.pending)} were published before it, the others not: re-run the stage"
                 ) from None
-            done.append(str(path))
+            done += 1
         self.pending.clear()
         for action, args in self.after:
             action(*args)
@@ -126,6 +126,31 @@ def pending(path: str | Path) -> Path:
     return _current.pending.get(Path(path).absolute(), Path(path))
 
 
+def output_folder(path: str | Path) -> Path:
+    """A new temporary folder for the output folder ``path``, for code that writes where it is told
+    (a trainer, DVCLive): inside ``outputs_together`` it is published with the stage's other outputs
+    (or removed with them); outside, ``path`` itself is emptied and returned."""
+    path = Path(path)
+    if _current is None:
+        remove(path)
+        path.mkdir(parents=True)
+        return path
+    tmp = _temporary(path)
+    tmp.mkdir()
+    _current.temporaries.add(tmp.absolute())
+    _current.pending[path.absolute()] = tmp.absolute()
+    return tmp
+
+
+def _temporary(path: Path) -> Path:
+    """``.<name>.tmp-<pid>`` next to ``path``, once what earlier (killed) writers left there is gone."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for kind in ("tmp", "old"):
+        for stale in path.parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
+            remove(stale)
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
 def _publish(tmp: Path, path: Path) -> None:
     """``tmp`` takes the place of ``path``; a folder replaces an old one in two renames (old aside,
     new in): killed between them, the path is missing, never half-written."""
@@ -147,11 +172,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     the real name; the temporaries a killed writer left are removed here, on the next write of the
     same path."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    for kind in ("tmp", "old"):
-        for stale in path.parent.glob(f".{glob.escape(path.name)}.{kind}-*"):
-            remove(stale)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = _temporary(path)
     outputs = _current
     # inside another output's temporary (a folder being built), or work state: published at once
     if outputs is not None and (_immediate or outputs.inside_temporary(path.absolute())):
@@ -172,9 +193,21 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         outputs.pending[path.absolute()] = tmp.absolute()
 
 
+@contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """An ``OSError`` raised inside that names no file (a write on a full disk, Arrow's errors) gets
+    ``path``, the output being written, so that the message can say which."""
+    try:
+        yield
+    except OSError as exc:
+        if not exc.filename:
+            exc.filename = str(path)
+        raise
+
+
 def write_text(path: str | Path, text: str) -> Path:
     """Write atomically (tmp + rename), creating parent folders."""
-    with atomic_path(path) as tmp:
+    with atomic_path(path) as tmp, naming(path):
         tmp.write_text(text, encoding="utf-8")
     return Path(path)
 
@@ -193,7 +226,7 @@ def jsonl_line(row: dict) -> str:
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
     """One JSON object per line, streamed to the temporary file and renamed when whole."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_path(path) as tmp, naming(path), open(tmp, "w", encoding="utf-8") as fh:
         for r in rows:
             fh.write(jsonl_line(r))
     return Path(path)

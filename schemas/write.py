@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from factory.io import atomic_path
+from factory.io import atomic_path, naming
 from schemas.contracts import ARTIFACTS
 from schemas.validate import to_table, validate_table
 
@@ -85,7 +85,8 @@ class ParquetStream:
         self._buffer = [rest] if rest.num_rows else []
         self._buffered = rest.num_rows
         if self._pending is not None:
-            self._pending.result()
+            with naming(self.path):  # the writer thread's error: a full disk, a file too large
+                self._pending.result()
         self._pending = self._thread.submit(self._writer.write_table, group, row_group_size=n)
         self.rows += n
 
@@ -94,13 +95,14 @@ class ParquetStream:
         if not self._open:
             return self.rows
         try:
-            if self._buffered:
-                self._flush(self._buffered)
-            if self._pending is not None:
-                self._pending.result()
-            if not self.rows:  # an empty artifact holds one empty row group, as pq.write_table writes it
-                self._writer.write_table(self.schema.empty_table())
-            self._writer.close()
+            with naming(self.path):
+                if self._buffered:
+                    self._flush(self._buffered)
+                if self._pending is not None:
+                    self._pending.result()
+                if not self.rows:  # an empty artifact holds one empty row group, as pq.write_table writes it
+                    self._writer.write_table(self.schema.empty_table())
+                self._writer.close()
             self._thread.shutdown()
         except BaseException as exc:
             self._open = False
