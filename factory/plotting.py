@@ -76,9 +76,12 @@ def nothing_to_plot(ax, why: str) -> None:
 
 
 def save(fig, path: str | Path, dpi: int = 110) -> Path:
+    """Write the figure to ``path`` (atomically, with the stage's other outputs: ``factory.io``)."""
+    from factory.io import atomic_path
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi, metadata={"Software": None})
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi, format=path.suffix.lstrip("."), metadata={"Software": None})
     pyplot().close(fig)
     return path
 

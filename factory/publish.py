@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -24,6 +23,7 @@ import yaml
 
 from factory import paths
 from factory.errors import FactoryError
+from factory.io import atomic_path
 from schemas import SUPERVISION, read_rows, to_table
 
 LICENSES = {"hotpotqa": "cc-by-sa-4.0", "2wikimultihopqa": "apache-2.0", "musique": "cc-by-4.0"}
@@ -226,8 +226,22 @@ def publish_variant(variant: str, out_dir: str | Path, info: dict, selected: dic
     that chain's selected round, -1 = the base model); returns its counts."""
     if not selected:
         raise FactoryError(f"nothing to publish for {variant}: no protocol seed given")
-    out = Path(out_dir)
-    shutil.rmtree(out, ignore_errors=True)
+    with atomic_path(Path(out_dir)) as out:  # the whole folder at once, with the stage's other outputs
+        chains, results = _write_seeds(variant, out, selected)
+        policies = sorted({e["policy"] for c in chains for e in c["examples"]})
+        (out / "README.md").write_text(
+            _card(variant, chains, {**info, "policies": policies}), encoding="utf-8"
+        )
+    return {
+        "variant": variant,
+        "examples": sum(r["examples"] for r in results.values()),
+        "seeds": results,
+        "path": str(Path(out_dir)),
+    }
+
+
+def _write_seeds(variant: str, out: Path, selected: dict[int, int]) -> tuple[list[dict], dict]:
+    """Each seed's config (parquet shards under ``data/seed_<s>``): the chains for the card, the counts."""
     chains, results = [], {}
     for seed, round_ in selected.items():
         examples, ran = final_examples(variant, seed, round_)
@@ -245,14 +259,7 @@ def publish_variant(variant: str, out_dir: str | Path, info: dict, selected: dic
             "examples": table.num_rows,
             "shards": shards,
         }
-    policies = sorted({e["policy"] for c in chains for e in c["examples"]})
-    (out / "README.md").write_text(_card(variant, chains, {**info, "policies": policies}), encoding="utf-8")
-    return {
-        "variant": variant,
-        "examples": sum(r["examples"] for r in results.values()),
-        "seeds": results,
-        "path": str(out),
-    }
+    return chains, results
 
 
 HF_TOKEN = "HF_TOKEN"

@@ -6,7 +6,8 @@ fingerprint of everything that decides their content (params, model identity, se
 with the same plan skips the shards already on disk; a different plan discards them. The final
 file is always assembled from the shard files in shard order, so an interrupted-and-resumed run
 and an uninterrupted one write the same bytes. The shard folder is removed once the final file
-is in place.
+is published (with the stage's other outputs, ``factory.io.outputs_together``); the checkpoints
+themselves are written at once (``factory.io.immediate``), whatever the stage does after.
 
 ``Journal`` is the checkpoint of the continuous scheduler: records are appended as they finish, in
 any order, and the final file is assembled in plan order from them. Either way the final file is
@@ -27,7 +28,7 @@ from typing import Any
 import msgspec
 import pyarrow.parquet as pq
 
-from factory.io import progress, read_json, write_json
+from factory.io import after_publishing, immediate, progress, read_json, remove, write_json
 from schemas import ARTIFACTS, ROW_GROUP_SIZE, ParquetStream, write_parquet, write_parquet_batches
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,8 @@ def run_in_shards(
             shutil.rmtree(folder)
     if not folder.exists():
         folder.mkdir(parents=True)
-        write_json(manifest, plan)
+        with immediate():
+            write_json(manifest, plan)
     paths = [folder / f"shard_{k:05d}.parquet" for k in range(len(shards))]
     done = [p.exists() for p in paths]
     if any(done):
@@ -108,14 +110,15 @@ def run_in_shards(
                 for name, n in shard_counts.items():
                     if counts is not None:
                         counts[name] = counts.get(name, 0) + n
-            write_parquet(rows, paths[k], artifact)
+            with immediate():
+                write_parquet(rows, paths[k], artifact)
             if engine.remote:
                 bar.update(len(shards[k]) * ticks_per_unit)
             if on_shard is not None:
                 on_shard(k)
     schema = ARTIFACTS[artifact]
     rows = write_parquet_batches((pq.read_table(p, schema=schema) for p in paths), final_path, artifact)
-    shutil.rmtree(folder)
+    after_publishing(remove, folder)
     return rows
 
 
@@ -166,7 +169,8 @@ class Journal:
                 shutil.rmtree(self.folder)
         if not self.folder.exists():
             self.folder.mkdir(parents=True)
-            write_json(manifest, plan)
+            with immediate():
+                write_json(manifest, plan)
         self.path = self.folder / self.NAME
         self.places: dict[Any, tuple[int, int]] = {}  # key -> (offset, length) of its line
         self.kept: dict[Any, Any] = {}  # key -> keep(record) of the records read back
@@ -218,7 +222,7 @@ class Journal:
             for start in range(0, len(ordered), ROW_GROUP_SIZE):
                 out.write_rows([self.record(k) for k in ordered[start : start + ROW_GROUP_SIZE]])
         self.close()
-        shutil.rmtree(self.folder)
+        after_publishing(remove, self.folder)
         return out.rows
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from factory.backtrace.labels import backtrace_modes
 from factory.io import write_text
+from factory.plotting import save
 from factory.simulate.trajectories import Simulated
 
 DEFAULT_MODE = "undirected_shortest"
@@ -244,13 +245,7 @@ def plot(metrics: dict, path: str | Path) -> Path:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
-    fig.savefig(tmp, dpi=110, metadata={"Software": None})
-    plt.close(fig)
-    tmp.replace(path)
-    return path
+    return save(fig, path)
 
 
 def write_report(metrics: dict, md_path: str | Path, png_path: str | Path) -> None:

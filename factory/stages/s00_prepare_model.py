@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from factory.config import Params
+from factory.io import outputs_together
 from factory.llm.prepare import prepare_base_model
 
 COMMAND = "prepare-model"
@@ -12,6 +13,7 @@ HELP = "convert the embedded SmolLM2 GGUF (or model.base) into a transformers mo
 log = logging.getLogger(__name__)
 
 
+@outputs_together()
 def run(params: Params) -> None:
     info = prepare_base_model(params.model.base, params.model.dir, params.model.dtype)
     log.info(

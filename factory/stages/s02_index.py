@@ -7,7 +7,7 @@ import logging
 
 from factory import paths
 from factory.config import Params
-from factory.io import progress, write_json
+from factory.io import outputs_together, pending, progress, write_json
 from factory.retrieval.build import build_index
 from factory.retrieval.evaluate import recall_sample, supporting_recall
 from schemas import num_rows, require
@@ -17,6 +17,7 @@ HELP = "build the passage store and index (bm25s; dense/hybrid optional); recall
 log = logging.getLogger(__name__)
 
 
+@outputs_together()
 def run(params: Params) -> None:
     from factory.retrieval import load_retriever
 
@@ -24,7 +25,7 @@ def run(params: Params) -> None:
         require(path, "run `factory ingest` first")
     with progress(total=num_rows(paths.PASSAGES), desc="index", unit="passage") as bar:
         counts = build_index(paths.PASSAGES, paths.INDEX_DIR, params, progress=bar.update)
-    retriever = load_retriever(paths.INDEX_DIR, params)
+    retriever = load_retriever(pending(paths.INDEX_DIR), params)  # published with the recall metrics
     i = params.index
     questions, sampled = recall_sample(paths.QUESTIONS, i.recall_questions, i.recall_seed)
     report = {

@@ -7,7 +7,7 @@ import logging
 from factory import paths
 from factory.config import Params
 from factory.errors import FactoryError
-from factory.io import write_json
+from factory.io import outputs_together, write_json
 from factory.routes import PROMPT_VERSION, classify_routes, route_metrics, sample_questions
 from schemas import read_rows, write_parquet
 
@@ -18,6 +18,7 @@ HELP = (
 log = logging.getLogger(__name__)
 
 
+@outputs_together()
 def run(params: Params) -> None:
     from factory.llm import make_llm
 

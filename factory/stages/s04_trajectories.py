@@ -21,7 +21,7 @@ from factory.execution.engine import preflight
 from factory.execution.generate import generate_trajectories
 from factory.execution.sampling import round_sample
 from factory.execution.summary import summarize_file
-from factory.io import write_json
+from factory.io import outputs_together, write_json
 from factory.stages import chain_arguments
 from schemas import write_parquet
 
@@ -34,6 +34,7 @@ def add_arguments(parser) -> None:
     chain_arguments(parser, "bootstrapping round (0 = the base model's trajectories)")
 
 
+@outputs_together()
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     preflight(params)  # a Ray cluster that cannot be reached fails here, before any work
     out = paths.trajectories(variant, round_, seed)

@@ -30,7 +30,7 @@ from factory.bootstrap.rounds import skip_reason
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.execution.engine import make_engine, preflight
-from factory.io import progress, write_json
+from factory.io import outputs_together, progress, write_json
 from factory.stages import chain_arguments
 from schemas import num_rows, require, write_parquet
 
@@ -43,6 +43,7 @@ def add_arguments(parser) -> None:
     chain_arguments(parser, "bootstrapping round whose trajectories are labelled")
 
 
+@outputs_together()
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     import pandas as pd
 

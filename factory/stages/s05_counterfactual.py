@@ -23,7 +23,7 @@ from factory.config import CONDITIONS, Params
 from factory.errors import FactoryError
 from factory.execution.engine import preflight
 from factory.execution.sampling import derived_seed
-from factory.io import write_json
+from factory.io import outputs_together, write_json
 from factory.relevance.causal import causal_summary
 from factory.relevance.counterfactual import (
     Plan,
@@ -69,6 +69,7 @@ def _skip_reason(variant: str, round_: int, seed: int) -> str:
     return reason or "the round's trajectory file is empty"
 
 
+@outputs_together()
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     preflight(params)  # a Ray cluster that cannot be reached fails here, before any work
     cp, bp = params.counterfactual, params.backtrace

@@ -22,7 +22,7 @@ from factory.agent.policy import assert_trainable
 from factory.bootstrap.rounds import skip_reason
 from factory.config import Params
 from factory.errors import FactoryError
-from factory.io import atomic_path, jsonl_line, write_json, write_jsonl
+from factory.io import atomic_path, jsonl_line, outputs_together, write_json, write_jsonl
 from factory.relevance.causal import parametric_exclusion
 from factory.stages import chain_arguments
 from factory.variants.kept import labels_index
@@ -78,6 +78,7 @@ def _parametric(trajectories: list[dict], variant: str, round_: int, seed: int) 
     return exclude, {"exclude_parametric": True, "source": str(path), **counts}
 
 
+@outputs_together()
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     import pandas as pd
 

@@ -10,7 +10,7 @@ from factory import paths
 from factory.bootstrap.rounds import skip_reason
 from factory.config import Params
 from factory.errors import FactoryError
-from factory.io import write_json, write_jsonl
+from factory.io import outputs_together, write_json, write_jsonl
 from factory.retrieval.store import PassageStore
 from factory.stages import chain_arguments
 from factory.trace.export import PROTOCOL_VERSION, TraceExport, export_stats, export_trace
@@ -55,6 +55,7 @@ def _skip_reason(variant: str, round_: int, seed: int) -> str | None:
         return None
 
 
+@outputs_together()
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
     if round_ < 0:
         raise FactoryError(f"--round {round_}: rounds start at 0")

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from factory import paths
 from factory.config import Params
-from factory.io import write_json, write_text
+from factory.io import outputs_together, write_json, write_text
 from factory.relevance.audit import render_audit
 from factory.relevance.causal_report import causal_check, render_causal_section
 from factory.relevance.check import Source, check_relevance
@@ -63,6 +63,7 @@ def read_scored(path: Path) -> list[dict]:
     return [full.get(t["trajectory_id"], t) for t in outcomes]
 
 
+@outputs_together()
 def run(params: Params) -> dict:
     sources: list[Source] = []
     left_out: list[dict] = []

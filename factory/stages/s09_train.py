@@ -20,7 +20,7 @@ from factory.agent.policy import is_untrainable
 from factory.bootstrap.rounds import policy_for, skip_reason
 from factory.config import Params
 from factory.errors import FactoryError
-from factory.io import write_json
+from factory.io import output_folder, outputs_together, write_json
 from factory.stages import chain_arguments
 from factory.train.live import write_untrained
 from factory.train.lora import SKIPPED, is_main_process, reset_output, train_lora, write_status
@@ -59,8 +59,16 @@ def check_trainable(rows: list[dict], variant: str, source: Path) -> None:
             )
 
 
+def output_folders(variant: str, round_: int, seed: int) -> tuple[Path, Path]:
+    """The round's model folder and DVCLive folder: rank 0 writes them as temporaries published with
+    the metrics (``factory.io.output_folder``); the other ranks write nothing."""
+    out, live = paths.adapter_dir(variant, round_, seed), paths.live_dir(variant, round_, seed)
+    return (output_folder(out), output_folder(live)) if is_main_process() else (out, live)
+
+
+@outputs_together()
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
-    out = paths.adapter_dir(variant, round_, seed)
+    out, live_dir = output_folders(variant, round_, seed)
     metrics_path = paths.stage_metrics("train", variant, round_, seed)
     head = {"variant": variant, "round": round_, "seed": seed}
     reason = skip_reason(variant, round_, seed)
@@ -70,7 +78,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         metrics = {**head, "status": SKIPPED, "reason": reason}
         if is_main_process():
             write_json(metrics_path, metrics)
-            write_untrained(paths.live_dir(variant, round_, seed), SKIPPED)
+            write_untrained(live_dir, SKIPPED)
         log.info("train %s round %d (seed %d): skipped: %s", variant, round_, seed, reason)
         return metrics
 
@@ -96,9 +104,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         source,
         init_policy,
     )
-    result = train_lora(
-        rows, base_model_path(params), out, train_params, init_adapter, paths.live_dir(variant, round_, seed)
-    )
+    result = train_lora(rows, base_model_path(params), out, train_params, init_adapter, live_dir)
     metrics = {**head, **result, "init_policy": init_policy, "supervision": str(source)}
     if is_main_process():
         write_json(metrics_path, metrics)

@@ -19,7 +19,7 @@ from factory.bootstrap.rounds import policy_after, skip_reason
 from factory.config import VARIANTS, Params
 from factory.execution.engine import preflight
 from factory.execution.evaluate import evaluate_policy
-from factory.io import write_json
+from factory.io import outputs_together, write_json
 from factory.stages import chain_arguments
 from schemas import write_parquet
 
@@ -48,6 +48,7 @@ def output_paths(variant: str, round_: int, split: str, seed: int):
     return paths.eval_data(variant, round_, split, seed), paths.eval_metrics(variant, round_, split, seed)
 
 
+@outputs_together()
 def run(params: Params, variant: str, round_: int = 0, split: str = "heldout", seed: int = 0) -> dict:
     preflight(params)  # a Ray cluster that cannot be reached fails here, before any work
     data_path, metrics_path = output_paths(variant, round_, split, seed)

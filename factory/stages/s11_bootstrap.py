@@ -9,7 +9,7 @@ from factory.agent.policy import BASE
 from factory.bootstrap.stop import decide, heldout_scores
 from factory.config import Params
 from factory.errors import FactoryError
-from factory.io import write_json
+from factory.io import outputs_together, write_json
 from factory.stages import chain_arguments
 
 COMMAND = "bootstrap"
@@ -24,6 +24,7 @@ def add_arguments(parser) -> None:
     chain_arguments(parser, "the round just evaluated (-1: chain start)", round_default=-1)
 
 
+@outputs_together()
 def run(params: Params, variant: str, seed: int = 0, round_: int = -1) -> None:
     b = params.bootstrap
     base = heldout_scores(BASE)

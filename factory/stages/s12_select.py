@@ -15,7 +15,7 @@ from factory.bootstrap.rounds import policy_after
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.execution.evaluate import evaluate_policy
-from factory.io import read_json, write_json
+from factory.io import outputs_together, read_json, write_json
 
 COMMAND = "select"
 HELP = "pick each chain's best round by held-out EM and evaluate it once on the test split"
@@ -38,6 +38,7 @@ def last_decision(variant: str, seed: int, max_slots: int) -> dict:
     return read_json(path)
 
 
+@outputs_together()
 def run(params: Params, variant: str) -> dict:
     chains = {}
     for seed in params.bootstrap.seeds:

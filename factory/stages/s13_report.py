@@ -8,13 +8,14 @@ import logging
 from factory import paths
 from factory.bootstrap.report import build_summary, em_metrics, render_markdown, write_plots
 from factory.config import Params
-from factory.io import read_json, write_json, write_text
+from factory.io import outputs_together, read_json, write_json, write_text
 
 COMMAND = "report"
 HELP = "write reports/bootstrap.md, metrics/summary.json and the EM / FA-ratio plots of every chain"
 log = logging.getLogger(__name__)
 
 
+@outputs_together()
 def run(params: Params) -> dict:
     b = params.bootstrap
     summary = build_summary(

@@ -11,7 +11,7 @@ from factory import paths
 from factory import publish as publishing
 from factory.config import Params
 from factory.errors import FactoryError
-from factory.io import read_json, write_json
+from factory.io import after_publishing, outputs_together, read_json, write_json
 
 COMMAND = "publish"
 HELP = (
@@ -48,6 +48,7 @@ def selected_rounds(summary: dict, variant: str, seeds: list[int]) -> dict[int, 
     return {s: int(selected[str(s)]["round"]) for s in seeds}
 
 
+@outputs_together()
 def run(params: Params, push_to_hub: bool = False) -> list[dict]:
     # A push without a token or a repo id fails here, before anything is written or uploaded.
     token = publishing.hub_token() if push_to_hub else None
@@ -83,7 +84,11 @@ def run(params: Params, push_to_hub: bool = False) -> list[dict]:
             result["path"],
         )
     write_json(paths.METRICS / "published.json", {"sets": results})
-    for variant, repo in repos.items():
-        publishing.push_to_hub(paths.PUBLISHED / variant, repo, token, private=params.publish.private)
-        log.info("publish %s: uploaded to https://huggingface.co/datasets/%s", variant, repo)
+    for variant, repo in repos.items():  # the folders as published, once they are
+        after_publishing(_push, variant, repo, token, params.publish.private)
     return results
+
+
+def _push(variant: str, repo: str, token: str, private: bool) -> None:
+    publishing.push_to_hub(paths.PUBLISHED / variant, repo, token, private=private)
+    log.info("publish %s: uploaded to https://huggingface.co/datasets/%s", variant, repo)

@@ -9,7 +9,7 @@ from factory import paths
 from factory.backtrace.options import backtrace_options
 from factory.config import Params
 from factory.errors import FactoryError
-from factory.io import write_json, write_jsonl
+from factory.io import outputs_together, write_json, write_jsonl
 from factory.simulate.assemble import POLICY
 from factory.simulate.facts import gold_facts
 from factory.simulate.report import aggregate, score_rows, write_report
@@ -24,6 +24,7 @@ HELP = (
 log = logging.getLogger(__name__)
 
 
+@outputs_together()
 def run(params: Params) -> dict:
     if not paths.QUESTIONS.exists():
         raise FactoryError(f"{paths.QUESTIONS} is missing: run `factory ingest` first")
@@ -38,9 +39,7 @@ def run(params: Params) -> dict:
     chosen_ids = sample_ids(usable, sp.n_questions, sp.seed)
     by_id = {q["question_id"]: q for q in read_rows(paths.QUESTIONS, where={"question_id": chosen_ids})}
     chosen = [by_id[i] for i in chosen_ids]
-    noise_levels = sorted({float(x) for x in sp.noise_levels})
-    if any(not 0.0 <= x <= 1.0 for x in noise_levels):
-        raise FactoryError(f"simulate.noise_levels must lie in [0, 1], got {sp.noise_levels}")
+    noise_levels = sorted({float(x) for x in sp.noise_levels})  # in [0, 1]: checked when params load
     sims = simulate(chosen, noise_levels, sp.seed, max_pairs=params.agent.max_pairs)
     trajectories = [s.trajectory for s in sims]
     assert all(t["policy"] == POLICY for t in trajectories)
