@@ -54,11 +54,11 @@ _OS_ADVICE = {
 def os_error_message(exc: OSError) -> str:
     """An operating-system error in words: the path, what happened and what to do. Arrow's errors
     carry their errno in the message only (``[errno 28] ...``)."""
+    text = exc.strerror or " ".join(map(str, exc.args))  # str(exc) hides a message-only error's text
     code = exc.errno
     if code is None:
-        match = re.search(r"\[errno (\d+)\]", str(exc), re.IGNORECASE)
+        match = re.search(r"\[errno (\d+)\]", text, re.IGNORECASE)
         code = int(match.group(1)) if match else None
-    path = exc.filename or (re.search(r"'([^']+)'", str(exc)) or [None, None])[1]
+    path = exc.filename or (re.search(r"'([^']+)'", text) or [None, None])[1]
     where = f"{path}: " if path else ""
-    advice = _OS_ADVICE.get(code)
-    return f"{where}{advice or exc.strerror or exc}"
+    return f"{where}{_OS_ADVICE.get(code) or text}"

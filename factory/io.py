@@ -233,7 +233,18 @@ def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
 
 
 def read_json(path: str | Path) -> Any:
-    return json.loads(pending(path).read_text(encoding="utf-8"))
+    """A JSON artifact (its temporary while the running stage has yet to publish it); one that is
+    missing or not JSON (edited by hand, cut short) is a ``FactoryError`` naming the command that
+    rewrites it."""
+    try:
+        return json.loads(pending(path).read_text(encoding="utf-8"))
+    except (FileNotFoundError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        from factory.paths import producer
+
+        command = producer(path)[1]
+        redo = f"`{command}` rewrites it" if command else "write it again"
+        what = "is missing" if isinstance(exc, FileNotFoundError) else f"is not valid JSON ({exc})"
+        raise FactoryError(f"{path} {what}: {redo}") from None
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict]:

@@ -13,11 +13,10 @@ round, round 0 included, depends on "the decision after the previous step" in th
 
 from __future__ import annotations
 
-import json
-
 from factory import paths
 from factory.agent.policy import BASE, Policy
 from factory.errors import FactoryError
+from factory.io import read_json
 
 INIT = "init"
 
@@ -37,7 +36,7 @@ def read_status(variant: str, round_: int, seed: int = 0) -> dict:
         raise FactoryError(
             f"{path} is missing: round {round_} of {variant} (seed {seed}) has not been trained yet"
         )
-    return json.loads(path.read_text())
+    return read_json(path)
 
 
 def policy_after(variant: str, round_: int, seed: int = 0) -> Policy:
@@ -68,7 +67,7 @@ def read_decision(variant: str, round_: int, seed: int = 0) -> dict:
         raise FactoryError(
             f"{path} is missing: run the bootstrap decision of {step} first (`dvc repro` runs them in order)"
         )
-    return json.loads(path.read_text())
+    return read_json(path)
 
 
 def skip_reason(variant: str, round_: int, seed: int = 0) -> str | None:

@@ -15,7 +15,6 @@ before it, its 95% CI and a digest of the scores it used.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -23,6 +22,7 @@ from factory import paths
 from factory.agent.policy import BASE
 from factory.bootstrap.paired import TOLERANCE, paired_difference, scores_digest
 from factory.errors import FactoryError
+from factory.io import read_json
 from schemas import read_rows
 
 
@@ -36,7 +36,7 @@ def heldout_scores(variant: str, round_: int = -1, seed: int = 0) -> dict[str, f
         data_path = paths.eval_data(variant, round_, "heldout", seed)
     if not metrics_path.exists():
         raise FactoryError(f"{metrics_path} is missing: evaluate that policy on the held-out split first")
-    if json.loads(metrics_path.read_text()).get("status") == "skipped":
+    if read_json(metrics_path).get("status") == "skipped":
         return None
     if not data_path.exists():
         raise FactoryError(f"{data_path} is missing: evaluate that policy on the held-out split first")
