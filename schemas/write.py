@@ -50,13 +50,14 @@ class ParquetStream:
         self._buffered = 0
         self._atomic = atomic_path(self.path)
         self._tmp = self._atomic.__enter__()
-        self._writer = pq.ParquetWriter(
-            self._tmp,
-            self.schema,
-            compression="zstd",
-            write_statistics=True,
-            dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
-        )
+        with naming(self.path):
+            self._writer = pq.ParquetWriter(
+                self._tmp,
+                self.schema,
+                compression="zstd",
+                write_statistics=True,
+                dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
+            )
         self._thread = ThreadPoolExecutor(max_workers=1)
         self._pending: Future | None = None
         self._open = True

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from schemas import (
     TRAJECTORY,
     columns_except,
@@ -88,3 +90,37 @@ def test_nested_columns_read_one_field_of_a_struct(tmp_path):
     (without,) = read_rows(path, columns_except(TRAJECTORY, "steps", ["messages"]))
     assert "messages" not in without["steps"][0] and without["steps"][0]["output"] == "Answer: a"
     assert set(without) == set(TRAJECTORY.names)
+
+
+def test_an_artifact_is_checked_against_its_contract_on_open(tmp_path, monkeypatch):
+    import pandas as pd
+
+    from factory.errors import FactoryError
+    from schemas import PASSAGE, open_parquet, write_parquet
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "data" / "interim" / "passages.parquet"
+    rows = [
+        {"pid": f"p{i}", "dataset": "hotpotqa", "title": "T", "text": "x", "sentences": ["x"]}
+        for i in range(3)
+    ]
+    write_parquet(rows, path, "passage")
+    assert open_parquet(path).schema_arrow.equals(PASSAGE)
+    pd.read_parquet(path).to_parquet(path)  # a round trip through pandas: nullable, same values
+    assert read_rows(path) == rows
+    frame = pd.read_parquet(path)
+    frame["extra"] = 1
+    frame.to_parquet(path)
+    with pytest.raises(
+        FactoryError, match=r"column 'extra' is not in the contract.*`factory ingest` rewrites it"
+    ):
+        read_rows(path, ["pid"])
+    path.write_bytes(b"PAR1 cut short")
+    with pytest.raises(FactoryError, match=r"passages.parquet is not a readable parquet file"):
+        num_rows(path)
+    path.unlink()
+    with pytest.raises(FactoryError, match=r"passages.parquet is missing: `factory ingest` rewrites it"):
+        read_table(path)
+    other = tmp_path / "mine.parquet"  # not an artifact of the pipeline: read as it is
+    pd.DataFrame({"a": [1]}).to_parquet(other)
+    assert read_rows(other) == [{"a": 1}]

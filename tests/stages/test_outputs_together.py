@@ -151,6 +151,24 @@ def test_a_hand_edited_artifact_is_refused_before_any_output_changes(project, ca
     assert snapshot(project) == before
 
 
+def test_an_unwritable_output_folder_is_named(project, corpora, monkeypatch, capsys):
+    before = snapshot(project)
+    real = pq.ParquetWriter.__init__
+
+    def denied(self, where, *args, **kwargs):  # what Arrow says in a folder this user cannot write
+        if ".questions.parquet" in str(where):  # (chmod cannot show it: tests may run as root)
+            raise OSError(f"Failed to open local file '{where}'. Detail: [errno 13] Permission denied")
+        real(self, where, *args, **kwargs)
+
+    monkeypatch.setattr(pq.ParquetWriter, "__init__", denied)
+    assert main(["ingest", *corpora_set(corpora), "--set", "splits.seed=99"]) == cli.EXIT_FAILURE
+    err = capsys.readouterr().err
+    assert (
+        "factory ingest: data/interim/questions.parquet: permission denied: make it readable/writable" in err
+    )
+    assert snapshot(project) == before
+
+
 def test_paths_in_the_way_are_named(tmp_path, monkeypatch, corpora, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").write_text("a file where the data folder goes")
