@@ -91,4 +91,4 @@ def labels_suite(
             "path_consistent",
         )
     ]
-    return [SuiteSpec("labels", frame, suite)]
+    return [SuiteSpec("labels", frame, suite, ids=("key",))]  # a failure names the first offending labels

@@ -137,6 +137,6 @@ def supervision_suites(examples_frame: pd.DataFrame, matching: pd.DataFrame) -> 
         E.ExpectColumnValuesToBeInSet(column="removed_equal", value_set=[True]),
     ]
     return [
-        SuiteSpec("examples", examples_frame, examples_suite),
-        SuiteSpec("random_matching", matching, matching_suite),
+        SuiteSpec("examples", examples_frame, examples_suite, ids=("example_id",)),
+        SuiteSpec("random_matching", matching, matching_suite, ids=("trajectory_id",)),
     ]
