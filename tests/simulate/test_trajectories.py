@@ -8,7 +8,7 @@ import pytest
 
 from factory import paths
 from factory.backtrace import backtrace, backtrace_modes
-from factory.config import Params
+from factory.config import Params, load_params
 from factory.errors import FactoryError
 from factory.simulate.facts import gold_facts
 from factory.simulate.report import aggregate, score_rows
@@ -180,5 +180,7 @@ def test_simulate_stage(tmp_path, monkeypatch, ingested):
     first = [p.read_bytes() for p in outputs]
     s90_simulate.run(params)
     assert [p.read_bytes() for p in outputs] == first  # same inputs and seed: byte-identical artifacts
-    with pytest.raises(FactoryError, match="noise_levels"):
-        s90_simulate.run(Params(simulate={"noise_levels": [1.5]}))
+    with pytest.raises(
+        FactoryError, match=r"simulate\.noise_levels\.0: Input should be less than or equal to 1"
+    ):
+        load_params(None, ["simulate.noise_levels=[1.5]"])  # out of range: refused when params load

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import importlib
 import json
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -40,12 +41,23 @@ def corpora_set(corpora: Path) -> list[str]:
     ]
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, corpora):
+    """The ingest and index outputs of two shared corpus files, built once."""
+    root = tmp_path_factory.mktemp("built")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(root)
+        assert main(["ingest", *corpora_set(corpora)]) == 0
+        assert main(["index", "--set", "index.recall_questions=20"]) == 0
+    return root
+
+
 @pytest.fixture
-def project(tmp_path, monkeypatch, corpora):
-    """A project with the ingest and index outputs of two shared corpus files."""
+def project(built, tmp_path, monkeypatch):
+    """A copy of ``built`` to run stages in."""
+    for top in ("data", "metrics", "reports"):
+        shutil.copytree(built / top, tmp_path / top)
     monkeypatch.chdir(tmp_path)
-    assert main(["ingest", *corpora_set(corpora)]) == 0
-    assert main(["index", "--set", "index.recall_questions=20"]) == 0
     return tmp_path
 
 

@@ -193,17 +193,22 @@ def test_torchrun_two_processes_train_like_one_with_twice_the_batch(tmp_path, ti
     assert (trained2 - base).abs().max() > 1e-2
 
     # Only rank 0 wrote under the project folder, each of the factory's files once (written whole, then
-    # renamed into place); rank 1 did not as much as make a folder.
+    # renamed into its folder's temporary; the folders renamed into place with the metrics); rank 1 did
+    # not as much as make a folder.
     writes = {r: read(tmp_path / "writes" / f"rank_{r}.json") for r in range(WORLD)}
     assert writes[1] == []
     renamed = [path for event, path in writes[0] if event == "os.rename"]
-    for out in (
-        paths.stage_metrics("train", V, 0),
-        paths.adapter_dir(V, 0) / "loss_curve.json",
-        paths.adapter_dir(V, 0) / "status.json",
-        paths.adapter_dir(V, 0) / "training_config.json",
-    ):
+    for out in (paths.stage_metrics("train", V, 0), paths.adapter_dir(V, 0), paths.live_dir(V, 0)):
         assert renamed.count(str(out)) == 1, out
-    assert any(path == str(adapter / "adapter_config.json") for event, path in writes[0] if event == "open")
+    for name in ("loss_curve.json", "status.json", "training_config.json"):
+        inside = [
+            p for p in renamed if Path(p).name == name and Path(p).parent.name.startswith(".round_0.tmp-")
+        ]
+        assert len(inside) == 1, name
+    assert any(
+        Path(path).name == "adapter_config.json" and "/.round_0.tmp-" in path
+        for event, path in writes[0]
+        if event == "open"
+    )
     # and only rank 0 logged progress: the stage's summary line appears once
     assert output.count("INFO factory.train.lora: train: 6 examples") == 1, output[-4000:]
