@@ -163,6 +163,12 @@ def test_a_hand_edited_artifact_is_refused_before_any_output_changes(project, ca
     assert snapshot(project) == before
 
 
+def test_an_artifact_rewritten_with_the_same_values_is_read(project):
+    for artifact in (paths.QUESTIONS, paths.PASSAGES):  # pandas: nullable columns, wider integers, an
+        pd.read_parquet(project / artifact).to_parquet(project / artifact)  # all-null column typed null
+    assert main(["index", "--set", "index.recall_questions=20"]) == 0
+
+
 def test_an_unwritable_output_folder_is_named(project, corpora, monkeypatch, capsys):
     before = snapshot(project)
     real = pq.ParquetWriter.__init__
