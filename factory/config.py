@@ -90,7 +90,9 @@ class SplitParams(Section):
     @model_validator(mode="after")
     def _not_all_zero(self) -> SplitParams:
         if self.train + self.heldout + self.test <= 0:
-            raise ValueError("train, heldout and test are all 0: at least one split needs a share above 0")
+            raise ValueError(
+                "splits.train, splits.heldout and splits.test are all 0: give at least one a share above 0"
+            )
         return self
 
 
