@@ -332,6 +332,7 @@ ABLATIONS: list[tuple[str, list[str]]] = [
     ("containment links", ["backtrace.containment_links=false"]),
     ("question case", ["backtrace.question_case=false"]),
     ("answer passage", ["backtrace.answer_passage=false"]),
+    ("the merge bound (merges into any length)", ["backtrace.merge_max_words=1000"]),
 ]
 
 
