@@ -361,7 +361,8 @@ class BacktraceParams(Section):
         ge=1,
         description="A name of more than this many words (normalised) is a description, not a name "
         "('casino love and honor in las vegas'): no shorter name is merged into it (containment links "
-        "may still join them).",
+        "may still join them), unless G writes it in title case somewhere ('What We Talk About When We "
+        "Talk About Love').",
     )
     question_case: bool = Field(
         True,

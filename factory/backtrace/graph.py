@@ -156,7 +156,14 @@ def build_graph(
     unique = sorted(set(subjects).union(objects))
     inside = names_inside_others(unique) if containment and len(unique) > 1 else []
     # the pairs are read only if a merge is proposed
-    node_of = _merge(unique, containment, zip(subjects, objects), inside, merge_max_words)
+    # long names merge only when written as a title somewhere in G (linking.merge_variants)
+    titles = frozenset(
+        name
+        for t, s_name, o_name in zip(kept, subjects, objects)
+        for raw, name in ((t["subject"], s_name), (t["object"], o_name))
+        if name.count(" ") >= merge_max_words and is_title_case_surface(raw)
+    )
+    node_of = _merge(unique, containment, zip(subjects, objects), inside, merge_max_words, titles)
     node = node_of.__getitem__
     edges = list(zip([t["triplet_id"] for t in kept], map(node, subjects), map(node, objects)))
     loops: dict[str, list[str]] = {}

@@ -140,6 +140,7 @@ def merge_variants(
     containment: bool = True,
     distinct: Iterable[tuple[str, str]] = (),
     max_words: int = MERGE_MAX_WORDS,
+    titles: Iterable[str] = (),
 ) -> dict[str, str]:
     """Map every normalised name to its node: the canonical (longest) name of its variant group.
 
@@ -151,9 +152,11 @@ def merge_variants(
     Distillery)" must not become a self-loop); no merge joins two groups holding such a pair. A name
     of more than ``max_words`` words is a description, not a name ("casino love and honor in las
     vegas", "vodka so filtered we even took russia out of it"): nothing merges into it (containment
-    links may still join it, ``factory.backtrace.graph``). Deterministic for any input order.
+    links may still join it, ``factory.backtrace.graph``), unless it is among ``titles``, the long
+    names written in title case somewhere ("What We Talk About When We Talk About Love").
+    Deterministic for any input order.
     """
-    return _merge(sorted(set(names)), containment, distinct, max_words=max_words)
+    return _merge(sorted(set(names)), containment, distinct, max_words=max_words, titles=frozenset(titles))
 
 
 def names_inside_others(unique: list[str]) -> list[str]:
@@ -170,6 +173,7 @@ def _merge(
     distinct: Iterable[tuple[str, str]],
     inside: list[str] | None = None,
     max_words: int = MERGE_MAX_WORDS,
+    titles: frozenset[str] = frozenset(),
 ) -> dict[str, str]:
     """``inside``: ``names_inside_others(unique)`` when the caller has it."""
     node = dict(zip(unique, unique))
@@ -193,7 +197,9 @@ def _merge(
     for short in shorts:
         needle, size = f" {short} ", len(short)
         cands = [
-            n for n, p in zip(unique, padded) if len(n) > size and needle in p and n.count(" ") < max_words
+            n
+            for n, p in zip(unique, padded)
+            if len(n) > size and needle in p and (n.count(" ") < max_words or n in titles)
         ]
         if not cands:
             continue

@@ -179,6 +179,13 @@ def test_nothing_merges_into_a_sentence_length_name():
     assert tuple(sorted(("tysons galleria mall", description))) in g.links
     alone = build_graph(_triplets(("Tysons Galleria", "in", "McLean"), ("Brookfield", "describes", long)))
     assert alone.linker.node_of["tysons galleria"] == "tysons galleria"  # without the mall: stays apart
+    # a long name written as a title is a name: "We Talk About When We Talk About Love" joins it
+    title = "What We Talk About When We Talk About Love"
+    rows = _triplets(
+        (title, "author", "Raymond Carver"),
+        ("Raymond Carver", "wrote", "We Talk About When We Talk About Love"),
+    )
+    assert build_graph(rows).linker.node_of[node_key(title[5:])] == node_key(title)
     # without the bound, the name became the description (what the real graphs showed)
     rows = _triplets(("Tysons Galleria", "opened in", "1988"), ("Brookfield", "describes", long))
     assert build_graph(rows, merge_max_words=20).linker.node_of["tysons galleria"] == description
