@@ -131,3 +131,12 @@ def test_main_prints_the_methods_side_by_side_per_part_and_writes_json(tmp_path,
     assert parts["authors_rule"]["musique"]["held_back"]["coverage"] == 0.0
     assert parts["factory"]["musique"]["held_back"]["coverage"] == 1.0
     assert figures["ablation"]["answer passage"]["coverage"] == pytest.approx(1 / 3)
+
+
+def test_grounding_attributes_each_extracted_triplet_to_its_passage():
+    g = rg.grounding_attribution(RECORDS, 0.5)
+    assert g["all"]["triplets"] == 6 and g["all"]["own_passage"] == 1.0 and g["all"]["ungrounded"] == 0.0
+    assert g["all"]["gold_triplets"] == 4 and g["all"]["gold_own_passage"] == 1.0
+    # a triplet whose object its passage never states is ungrounded, not attributed elsewhere
+    bad = dict(RECORDS[1], triplets=[dict(RECORDS[1]["triplets"][1], object="2024")])
+    assert rg.grounding_attribution([bad], 0.5)["all"]["ungrounded"] == 1.0
