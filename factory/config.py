@@ -369,6 +369,14 @@ class BacktraceParams(Section):
         description="A name inside more than this many other nodes is a hub ('united states') and gets "
         "no containment links.",
     )
+    merge_max_words: int = Field(
+        6,
+        ge=1,
+        description="A name of more than this many words (normalised) is a description, not a name "
+        "('casino love and honor in las vegas'): no shorter name is merged into it (containment links "
+        "may still join them), unless G writes it in title case somewhere ('What We Talk About When We "
+        "Talk About Love').",
+    )
     question_case: bool = Field(
         True,
         description="Initial entities taken from the question use its letter case: capitalised spans "

@@ -29,6 +29,17 @@ results. Pairs are read only under ``Look up:`` or from bulleted lines; a relati
 as conversation or as a sentence ("I'll keep that in mind for future responses.") is refused.
 A parse failure raises ``ParseError`` with a reason the repair prompt shows the model.
 
+A triplet is a triplet (``triplet_problem``, the same rules for every syntax): each field is a name or
+a short phrase — brackets balanced, at most ``TRIPLET_NAME_WORDS`` words / ``TRIPLET_NAME_CHARS``
+characters for a subject or object and ``TRIPLET_RELATION_WORDS`` / ``TRIPLET_RELATION_CHARS`` for a
+relation, no sentence running on inside it (a sentence end or a question mark followed by more words,
+an apposition followed by a verb: "X, Y, is not Z"), no triplet separator inside it (a second triplet
+run into it). A line starting with a bracket must close it at its end, and a line with more than three
+fields holds more than one triplet. Such a line is an error of that line, never a node: the other
+lines of the completion are kept, and the rejected lines come back with their reasons
+(``Triplets.rejected``) for the step's record. One repair: a line of several bracketed triplets side
+by side ("(A ; r ; B) (C ; s ; D)") is read as those triplets.
+
 ``TEXT`` bundles this syntax's renderer, parser and grammar (``factory.agent.grammar``) per step
 kind; ``factory.agent.format_json`` is the JSON syntax with the same interface, and
 ``factory.agent.prompts.output_format`` picks the one a prompt version uses. The length bounds
@@ -134,8 +145,24 @@ _CONVERSATION = re.compile(
     r"|^\s*(?:i|me|my|you|your|we|our)\b",
     re.I,
 )
-_MAX_RELATION_WORDS = 25  # a relation may be a whole sub-question ("who played the girl in ...")
+_MAX_RELATION_WORDS = 25  # a pair's relation may be a whole sub-question ("who played the girl in ...")
 _MAX_NAME_WORDS = 25
+# A triplet's fields: a name or a short phrase. Bounds from real LLM triplets (the shared OpenIE graphs:
+# 99% of subjects <= 7 words, relations <= 6, objects <= 10) with room for long titles.
+TRIPLET_NAME_WORDS, TRIPLET_NAME_CHARS = 16, 120
+TRIPLET_RELATION_WORDS, TRIPLET_RELATION_CHARS = 12, 80
+_OPENING, _CLOSING = "([{", ")]}"
+# a period after these ends no sentence ("St. Louis", "Dr. Strangelove", "Vol. 2", "No. 5")
+_ABBREVIATIONS = frozenset(
+    """mr mrs ms dr st jr sr co inc ltd corp bros mt ft gen col lt capt sgt rev prof no vs etc ave blvd
+    rd vol op pt sen rep gov pres univ dept est fig jan feb mar apr jun jul aug sep sept oct nov
+    dec""".split()
+)
+_RUN_ON = re.compile(r"(\S+?)([.?])\s+(?=\S)")
+# an apposition followed by a verb: "Henry Grey, 4th Earl of Kent's father, is not a 25"
+_CLAUSE = re.compile(
+    r",\s*(?:is|was|are|were|has|had|have|does|did|do|will|would|can|could|should|may|might)\b", re.I
+)
 
 
 def _check_part(part: str, line: str, what: str) -> None:
@@ -150,6 +177,79 @@ def _check_part(part: str, line: str, what: str) -> None:
         bad = words > _MAX_NAME_WORDS
     if bad:
         raise ParseError(f"{line.strip()!r} reads as prose, not as {what}")
+
+
+def balanced(text: str) -> bool:
+    """Round, square and curly brackets open and close in order."""
+    stack: list[str] = []
+    for ch in text:
+        if ch in _OPENING:
+            stack.append(_CLOSING[_OPENING.index(ch)])
+        elif ch in _CLOSING and (not stack or stack.pop() != ch):
+            return False
+    return not stack
+
+
+def _runs_on(text: str) -> bool:
+    """A sentence ends inside the field and more words follow: '. The answer', '? and'."""
+    for m in _RUN_ON.finditer(text):
+        word, mark = m.group(1).strip("\"'()[]{}").lower(), m.group(2)
+        if mark == "?":
+            return True
+        letters = word.replace(".", "")
+        if len(letters) <= 1 or "." in word or word in _ABBREVIATIONS or letters.isdigit():
+            continue  # "J. Smith", "U.S. Army", "St. Louis", "1. FC Köln"
+        return True
+    return False
+
+
+def field_problem(text: str, relation: bool = False) -> str | None:
+    """Why a triplet field is not a name or a short phrase (module docstring); None when it is one."""
+    plain = text.replace("’", "'")
+    if relation:
+        words, chars = TRIPLET_RELATION_WORDS, TRIPLET_RELATION_CHARS
+    else:
+        words, chars = TRIPLET_NAME_WORDS, TRIPLET_NAME_CHARS
+    if len(plain.split()) > words or len(plain) > chars:
+        return f"is longer than {words} words or {chars} characters"
+    if not balanced(plain):
+        return "has unbalanced brackets"
+    if any(sep in plain for sep in _TRIPLE_SEPS):
+        return "holds a triplet separator (another triplet run into it)"
+    if _runs_on(plain) or _CLAUSE.search(plain):
+        return "runs on into a sentence"
+    if relation and (
+        _CONVERSATION.search(plain) or (len(plain.split()) >= 4 and plain.rstrip().endswith((".", "!")))
+    ):
+        return "reads as conversation or a sentence"
+    return None
+
+
+def triplet_problem(subject: str, relation: str, obj: str) -> str | None:
+    """Why ``(subject ; relation ; object)`` is not a triplet; None when it is one."""
+    for name, text in (("subject", subject), ("relation", relation), ("object", obj)):
+        why = field_problem(text, relation=name == "relation")
+        if why:
+            return f"its {name} {text!r} {why}"
+    return None
+
+
+def check_triplet(subject: str, relation: str, obj: str, line: str) -> None:
+    """Raise ``ParseError`` naming the line when it is not a triplet (``triplet_problem``)."""
+    why = triplet_problem(subject, relation, obj)
+    if why:
+        raise ParseError(
+            f"{line.strip()!r} is not one triplet: {why}; write one '(subject ; relation ; object)' per "
+            "line, each field a name or a short phrase"
+        )
+
+
+class Triplets(list):
+    """The triplets of a completion; ``rejected``: the lines that were not a triplet, each with why."""
+
+    def __init__(self, items=(), rejected: list[str] | None = None):
+        super().__init__(items)
+        self.rejected: list[str] = list(rejected or [])
 
 
 @dataclass
@@ -216,19 +316,67 @@ def parse_pair(line: str) -> tuple[str, str]:
     raise ParseError(f"cannot read an 'entity | relation' pair from {line.strip()!r}")
 
 
+def _closing(text: str, start: int) -> int | None:
+    """Index of the bracket that closes the one at ``start`` (None when it never closes)."""
+    opening = text[start]
+    if opening == "<":
+        end = text.rfind(">")
+        return end if end > start else None
+    depth: list[str] = []
+    for i in range(start, len(text)):
+        ch = text[i]
+        if ch in _OPENING:
+            depth.append(_CLOSING[_OPENING.index(ch)])
+        elif ch in _CLOSING:
+            if not depth or depth.pop() != ch:
+                return None
+            if not depth:
+                return i
+    return None
+
+
+def bracketed_groups(line: str) -> list[str] | None:
+    """The triplets of a line holding several bracketed ones side by side ('(A ; r ; B) (C ; s ; D)',
+    separated by nothing but spaces, commas or semicolons); None for any other line."""
+    body = _strip_bullet(line).strip()
+    groups, at = [], 0
+    while at < len(body):
+        if body[at] in " ,;":
+            at += 1
+            continue
+        if body[at] not in "([{":
+            return None
+        end = _closing(body, at)
+        if end is None:
+            return None
+        groups.append(body[at : end + 1])
+        at = end + 1
+    return groups if len(groups) > 1 else None
+
+
 def parse_triplet(line: str) -> tuple[str, str, str]:
     bulleted = bool(_BULLET.match(line))
     body = _strip_bullet(line).strip()
-    bracketed = bool(re.match(r"^[\[(<{]", body))
-    body = re.sub(r"^[\[(<{]\s*|\s*[\])>}]\s*[.,;]?$", "", body)
+    bracketed = body[:1] in "([{<"
+    if bracketed:
+        body = re.sub(r"(?<=[\])>}])\s*[.,;]$", "", body)
+        end = _closing(body, 0)
+        if end != len(body) - 1:
+            raise ParseError(
+                f"{line.strip()!r} is not one triplet: its opening bracket does not close at the end of the "
+                "line; write one '(subject ; relation ; object)' per line"
+            )
+        body = body[1:-1].strip()
     parts: list[str] = []
     for sep in _TRIPLE_SEPS:
         split = [_clean(p) for p in body.split(sep)]
+        if len(split) > 3 and all(split):
+            raise ParseError(
+                f"{line.strip()!r} holds more than one triplet ({len(split)} fields); write one "
+                "'(subject ; relation ; object)' per line"
+            )
         if len(split) == 3 and all(split):
             parts = split
-            break
-        if len(split) > 3 and all(split):
-            parts = [split[0], split[1], f" {sep} ".join(split[2:]).strip()]
             break
     if not parts and (bracketed or bulleted):  # '(A, r, B)' or '1. A, r, B'; a bare comma list is prose
         split = [_clean(p) for p in body.split(",")]
@@ -236,9 +384,7 @@ def parse_triplet(line: str) -> tuple[str, str, str]:
             parts = split
     if not parts:
         raise ParseError(f"cannot read a '(subject ; relation ; object)' triplet from {line.strip()!r}")
-    _check_part(parts[0], line, "a name")
-    _check_part(parts[1], line, "a relation")
-    _check_part(parts[2], line, "a name")
+    check_triplet(parts[0], parts[1], parts[2], line)
     return parts[0], parts[1], parts[2]
 
 
@@ -287,12 +433,13 @@ def parse_explore(text: str, max_pairs: int | None = None) -> ExploreOutput:
     return ExploreOutput(thought=thought, sufficient=False, pairs=pairs[:max_pairs] if max_pairs else pairs)
 
 
-def parse_complete(text: str) -> list[tuple[str, str, str]]:
-    """All valid triplets, de-duplicated in order; [] for 'None'. Unreadable lines are skipped
-    when at least one triplet was read; an output with no triplet and no 'None' is an error."""
+def parse_complete(text: str) -> Triplets:
+    """All valid triplets, de-duplicated in order; [] for 'None'. Unreadable lines are skipped (and
+    listed in ``rejected`` with their reasons) when at least one triplet was read; an output with no
+    triplet and no 'None' is an error."""
     if not text or not text.strip():
         raise ParseError("the output is empty")
-    triplets, errors, saw_none = [], [], False
+    triplets, errors, saw_none = Triplets(), [], False
     for raw in text.replace("\r", "").split("\n"):
         line = raw.strip()
         if not line:
@@ -305,15 +452,17 @@ def parse_complete(text: str) -> list[tuple[str, str, str]]:
         if is_none(line):
             saw_none = True
             continue
-        try:
-            t = parse_triplet(line)
-        except ParseError as exc:
-            errors.append(str(exc))
-            continue
-        if t not in triplets:
-            triplets.append(t)
+        for one in bracketed_groups(line) or [line]:
+            try:
+                t = parse_triplet(one)
+            except ParseError as exc:
+                errors.append(str(exc))
+                continue
+            if t not in triplets:
+                triplets.append(t)
     if not triplets and not saw_none:
         raise ParseError(errors[0] if errors else "no triplet and no 'None'")
+    triplets.rejected = errors
     return triplets
 
 
@@ -337,6 +486,12 @@ ANSWER_CHARS = 60
 ENTITY_CHARS = 50
 RELATION_CHARS = 30
 PART_CHARS = 50  # subject and object of a triplet
+QUALIFIER_CHARS = 30  # the bracketed qualifier a subject or object may end with: " (1945 film)"
+# what a constrained triplet field cannot hold (a character class, '\\[' '\\]' escaped): no separator
+# (a second triplet), no bracket but the one qualifier (balanced), no question or exclamation mark
+# (a sentence); a relation also no period or comma (a short phrase). The parser checks the rest.
+NAME_EXCLUDE = ";|()\\[\\]{}?!"
+RELATION_EXCLUDE = NAME_EXCLUDE + ".,"
 MAX_TRIPLETS = 3
 KINDS = ("explore", "complete", "final")
 
@@ -370,7 +525,8 @@ class TextFormat:
                 ),
             )
         if kind == "complete":
-            part, rel = g.text_field(PART_CHARS, ";"), g.text_field(RELATION_CHARS, ";")
+            part = g.name_field(PART_CHARS, NAME_EXCLUDE, QUALIFIER_CHARS)
+            rel = g.text_field(RELATION_CHARS, RELATION_EXCLUDE)
             triplet = g.seq("(", part, " ; ", rel, " ; ", part, ")")
             return g.alt("None", g.seq(triplet, g.Rep(g.seq("\n", triplet), 0, MAX_TRIPLETS - 1)))
         if kind == "final":

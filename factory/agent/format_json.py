@@ -28,13 +28,18 @@ from factory.agent.format import (
     ANSWER_CHARS,
     ENTITY_CHARS,
     MAX_TRIPLETS,
+    NAME_EXCLUDE,
     PART_CHARS,
+    QUALIFIER_CHARS,
     RELATION_CHARS,
+    RELATION_EXCLUDE,
     THOUGHT_CHARS,
     ExploreOutput,
     FinalOutput,
     ParseError,
+    Triplets,
     _check_part,
+    check_triplet,
     parse_pair,
     parse_triplet,
 )
@@ -150,10 +155,7 @@ def _triplet(item: Any) -> tuple[str, str, str]:
     s, r, o = (_text(p, name) for p, name in zip(parts, ("subject", "relation", "object")))
     if not (s and r and o):
         raise ParseError("a triplet needs 'subject', 'relation' and 'object'")
-    line = f"({s} ; {r} ; {o})"
-    _check_part(s, line, "a name")
-    _check_part(r, line, "a relation")
-    _check_part(o, line, "a name")
+    check_triplet(s, r, o, json.dumps({"subject": s, "relation": r, "object": o}, ensure_ascii=False))
     return s, r, o
 
 
@@ -179,14 +181,15 @@ def parse_explore(text: str, max_pairs: int | None = None) -> ExploreOutput:
     return ExploreOutput(thought=thought, sufficient=False, pairs=pairs[:max_pairs] if max_pairs else pairs)
 
 
-def parse_complete(text: str) -> list[tuple[str, str, str]]:
+def parse_complete(text: str) -> Triplets:
     """Every readable triplet, de-duplicated in order ([] for an empty list); unreadable items are
-    skipped when at least one was read."""
+    skipped (listed in ``rejected`` with their reasons) when at least one was read. A field must be a
+    name or a short phrase (``factory.agent.format.triplet_problem``)."""
     obj = _object(text)
     items = obj.get("triplets")
     if not isinstance(items, list):
         raise ParseError("no 'triplets' list")
-    triplets: list[tuple[str, str, str]] = []
+    triplets = Triplets()
     errors: list[str] = []
     for item in items:
         try:
@@ -198,6 +201,7 @@ def parse_complete(text: str) -> list[tuple[str, str, str]]:
             triplets.append(t)
     if errors and not triplets:
         raise ParseError(errors[0])
+    triplets.rejected = errors
     return triplets
 
 
@@ -214,6 +218,16 @@ def parse_final(text: str) -> FinalOutput:
 
 def _string(max_chars: int) -> dict:
     return {"type": "string", "minLength": 1, "maxLength": max_chars}
+
+
+def _field(exclude: str, max_chars: int, qualifier_chars: int = 0) -> dict:
+    """A triplet field's schema: the grammar's field as a ``pattern`` (``NAME_EXCLUDE``: no separator,
+    bracket or sentence mark; a name may end with one bracketed qualifier)."""
+    chars = f"[^{exclude}\\x00-\\x1f]"
+    pattern = f"^[^ {exclude}\\x00-\\x1f]{chars}{{0,{max_chars - 1}}}"
+    if qualifier_chars:
+        pattern += f"( \\([^ {exclude}\\x00-\\x1f]{chars}{{0,{qualifier_chars - 1}}}\\))?"
+    return {"type": "string", "pattern": pattern + "$"}
 
 
 def _obj(properties: dict) -> dict:
@@ -249,13 +263,9 @@ class JsonFormat:
                 ]
             }
         if kind == "complete":
-            triplet = _obj(
-                {
-                    "subject": _string(PART_CHARS),
-                    "relation": _string(RELATION_CHARS),
-                    "object": _string(PART_CHARS),
-                }
-            )
+            name = _field(NAME_EXCLUDE, PART_CHARS, QUALIFIER_CHARS)
+            relation = _field(RELATION_EXCLUDE, RELATION_CHARS)
+            triplet = _obj({"subject": name, "relation": relation, "object": name})
             return _obj({"triplets": {"type": "array", "items": triplet, "maxItems": MAX_TRIPLETS}})
         if kind == "final":
             return _obj({"thought": thought, "answer": answer})
@@ -289,13 +299,14 @@ class JsonFormat:
                 ),
             )
         if kind == "complete":
+            name = g.json_name(PART_CHARS, NAME_EXCLUDE, QUALIFIER_CHARS)
             triplet = g.seq(
                 '{"subject": ',
-                g.json_string(PART_CHARS),
+                name,
                 ', "relation": ',
-                g.json_string(RELATION_CHARS),
+                g.json_string(RELATION_CHARS, RELATION_EXCLUDE),
                 ', "object": ',
-                g.json_string(PART_CHARS),
+                name,
                 "}",
             )
             return g.seq('{"triplets": ', items(triplet, 0, MAX_TRIPLETS), "}")

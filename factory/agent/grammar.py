@@ -132,11 +132,30 @@ def text_field(max_chars: int, exclude: str = "") -> Seq:
     return seq(Chars(f"^\\n {exclude}", 1, 1), Chars(f"^\\n{exclude}", 0, max_chars - 1))
 
 
-def json_string(max_chars: int) -> Seq:
-    """A JSON string literal of 1..``max_chars`` characters (an escape counts as one)."""
-    char = alt(Chars('^"\\\\\\x00-\\x1f', 1, 1), seq(Lit("\\"), Chars('"\\\\/bfnrt', 1, 1)))
-    first = alt(Chars('^"\\\\\\x00-\\x20', 1, 1), seq(Lit("\\"), Chars('"\\\\/bfnrt', 1, 1)))
-    return seq('"', first, Rep(char, 0, max_chars - 1), '"')
+def name_field(max_chars: int, exclude: str, qualifier_chars: int) -> Seq:
+    """A name on one line: a ``text_field`` without the characters of ``exclude`` (brackets among them),
+    optionally followed by one bracketed qualifier of up to ``qualifier_chars`` characters:
+    "Kiss and Tell (1945 film)". Brackets therefore always balance, and nothing nests."""
+    qualifier = seq(" (", text_field(qualifier_chars, exclude), ")")
+    return seq(text_field(max_chars, exclude), Rep(qualifier, 0, 1))
+
+
+def json_string(max_chars: int, exclude: str = "") -> Seq:
+    """A JSON string literal of 1..``max_chars`` characters (an escape counts as one), without the
+    characters of ``exclude``."""
+    return seq('"', _json_chars(max_chars, exclude), '"')
+
+
+def json_name(max_chars: int, exclude: str, qualifier_chars: int) -> Seq:
+    """``name_field`` as a JSON string literal."""
+    qualifier = seq(" (", _json_chars(qualifier_chars, exclude), ")")
+    return seq('"', _json_chars(max_chars, exclude), Rep(qualifier, 0, 1), '"')
+
+
+def _json_chars(max_chars: int, exclude: str) -> Seq:
+    char = alt(Chars(f'^"\\\\\\x00-\\x1f{exclude}', 1, 1), seq(Lit("\\"), Chars('"\\\\/bfnrt', 1, 1)))
+    first = alt(Chars(f'^"\\\\\\x00-\\x20{exclude}', 1, 1), seq(Lit("\\"), Chars('"\\\\/bfnrt', 1, 1)))
+    return seq(first, Rep(char, 0, max_chars - 1))
 
 
 def gbnf(root: Node) -> str:

@@ -167,7 +167,7 @@ def _step(index: int, kind: str, out: Outcome, **fields: Any) -> dict:
         "messages": [dict(m) for m in out.messages],
         "output": out.output,
         "status": out.status,
-        "error": out.error,
+        "error": out.error or fields.get("error"),
         "sufficient": fields.get("sufficient"),
         "thought": fields.get("thought"),
         "answer": fields.get("answer"),
@@ -180,6 +180,12 @@ def _step(index: int, kind: str, out: Outcome, **fields: Any) -> dict:
         "completion_tokens": out.completion_tokens,
         "latency_s": out.latency_s,
     }
+
+
+def _rejected(parsed: Any) -> str | None:
+    """The lines of a completion that were not triplets, with why (kept in the step's ``error``)."""
+    rejected = getattr(parsed, "rejected", None)
+    return "lines not read as triplets: " + " | ".join(rejected) if rejected else None
 
 
 def program_for(
@@ -290,6 +296,7 @@ def program_for(
                     pair_id=pair["pair_id"],
                     retrieved=[p["pid"] for p in retrieved],
                     triplet_ids=new_ids,
+                    error=_rejected(out.parsed),
                 )
             )
             fail(out)

@@ -218,8 +218,23 @@ class ScriptedPolicyLLM:
             ) != normalize_answer(relation):
                 continue
             if any(t in shown for t in h.titles) or _contains(body, h.object):
-                found.append((h.entity, h.relation, h.object))
+                found.append((h.entity, stated_relation(h.relation), h.object))
         return fmt.render_complete(found)
+
+
+def stated_relation(relation: str) -> str:
+    """A hop's relation as its triplet states it: a short phrase (``factory.agent.format.field_problem``).
+    A MuSiQue sub-question asked as the pair's relation ("Who became the top PC manufacturer in 1994,
+    leaving Apple") is too long for a triplet: its first words up to the triplet bound, else its
+    content words."""
+    from factory.agent.format import TRIPLET_RELATION_CHARS, TRIPLET_RELATION_WORDS, field_problem
+
+    if not field_problem(relation, relation=True):
+        return relation
+    cut = " ".join(relation.split()[:TRIPLET_RELATION_WORDS])[:TRIPLET_RELATION_CHARS].rstrip(" ,;:")
+    if cut and not field_problem(cut, relation=True):
+        return cut
+    return " ".join(content_tokens(relation)[:4]) or "related to"
 
 
 def _field(user: str, name: str) -> str | None:

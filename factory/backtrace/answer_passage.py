@@ -78,5 +78,10 @@ def with_answer_passages(
         return graph, []
     nodes = sorted({target for _, _, target in extra})
     return Graph(
-        graph.edges + extra, graph.linker, graph.admin_dropped, graph.admin_dropped_ids, graph.links
+        graph.edges + extra,
+        graph.linker,
+        graph.admin_dropped,
+        graph.admin_dropped_ids,
+        graph.links,
+        loops=graph.loops,
     ), nodes

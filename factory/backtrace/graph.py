@@ -16,6 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from factory.backtrace.linking import (
+    MERGE_MAX_WORDS,
     Embedder,
     Linker,
     _merge,
@@ -66,6 +67,9 @@ class Graph:
     admin_dropped: int
     admin_dropped_ids: list[str] = field(default_factory=list)
     links: list[tuple[str, str]] = field(default_factory=list)  # containment links (no triplet), sorted
+    # node -> ids of the triplets whose two names differ as written but are that one node ("The Jewel of
+    # the Nile" / "Jewel of the Nile"): a self-loop lies on no path, so these ride with their node
+    loops: dict[str, list[str]] = field(default_factory=dict)
     _adjacency: dict[str, set[str]] | None = None
     _explored: dict[Any, list[str]] = field(default_factory=dict)  # per trajectory id (see explored_entities)
 
@@ -132,6 +136,7 @@ def build_graph(
     embedding_threshold: float = 0.8,
     containment_links: bool = True,
     link_max_containers: int = 8,
+    merge_max_words: int = MERGE_MAX_WORDS,
 ) -> Graph:
     """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged, and (with
     ``containment_links``) links between names that stay apart (``find_containment_links``)."""
@@ -151,9 +156,20 @@ def build_graph(
     unique = sorted(set(subjects).union(objects))
     inside = names_inside_others(unique) if containment and len(unique) > 1 else []
     # the pairs are read only if a merge is proposed
-    node_of = _merge(unique, containment, zip(subjects, objects), inside)
+    # long names merge only when written as a title somewhere in G (linking.merge_variants)
+    titles = frozenset(
+        name
+        for t, s_name, o_name in zip(kept, subjects, objects)
+        for raw, name in ((t["subject"], s_name), (t["object"], o_name))
+        if name.count(" ") >= merge_max_words and is_title_case_surface(raw)
+    )
+    node_of = _merge(unique, containment, zip(subjects, objects), inside, merge_max_words, titles)
     node = node_of.__getitem__
     edges = list(zip([t["triplet_id"] for t in kept], map(node, subjects), map(node, objects)))
+    loops: dict[str, list[str]] = {}
+    for t, (tid, s, o) in zip(kept, edges):
+        if s == o and t["subject"].strip() != t["object"].strip():
+            loops.setdefault(s, []).append(tid)
     linker = Linker(
         node_of,
         containment=containment,
@@ -175,7 +191,7 @@ def build_graph(
             }
 
         graph_links = find_containment_links(node_of, unique, link_max_containers, proper, inside)
-    return Graph(edges, linker, len(dropped), dropped, graph_links)
+    return Graph(edges, linker, len(dropped), dropped, graph_links, loops=loops)
 
 
 def link(mention: str, graph: Graph) -> list[str]:
@@ -300,11 +316,19 @@ def supporting_subgraph(
     mode: str = "undirected_shortest",
     simple_cutoff: int | None = 4,
 ) -> set[str]:
-    """S_q: ids of the triplets on paths between the initial and the target entities (see module doc)."""
+    """S_q: ids of the triplets on paths between the initial and the target entities (see module doc),
+    plus the triplets that name one node twice (``Graph.loops``) at every node of those paths and at
+    every initial entity that is itself a target."""
     if mode == "undirected_shortest":
-        return _undirected_shortest(graph, initial, targets)
-    if mode == "directed_reach":
-        return _directed_reach(graph, initial, targets)
-    if mode == "undirected_simple":
-        return _undirected_simple(graph, initial, targets, simple_cutoff)
-    raise FactoryError(f"unknown backtrace mode {mode!r}; expected one of {', '.join(BACKTRACE_MODES)}")
+        kept = _undirected_shortest(graph, initial, targets)
+    elif mode == "directed_reach":
+        kept = _directed_reach(graph, initial, targets)
+    elif mode == "undirected_simple":
+        kept = _undirected_simple(graph, initial, targets, simple_cutoff)
+    else:
+        raise FactoryError(f"unknown backtrace mode {mode!r}; expected one of {', '.join(BACKTRACE_MODES)}")
+    if graph.loops:
+        on_paths = {n for tid, s, o in graph.edges if tid in kept for n in (s, o)}
+        on_paths.update(set(initial).intersection(targets))
+        kept.update(tid for n in on_paths for tid in graph.loops.get(n, ()))
+    return kept

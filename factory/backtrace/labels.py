@@ -25,7 +25,10 @@ Rules this module chooses (and tests):
 
 - Parallel triplets (duplicates, or two relations between the same two nodes) are alternative edges
   of the multigraph: all of them are on a path when one is.
-- A self-loop (subject and object are the same node after linking) lies on no path, in every mode.
+- A self-loop (subject and object are the same node after linking) lies on no path, in every mode. When
+  its two names differ as written ("(The Jewel of the Nile ; characters search for ; Jewel of the
+  Nile)": one entity, names differing by an article) it rides with its node: it is kept whenever the
+  node is on S_q's paths or is an initial entity that is itself a target, so the triplet is never lost.
 - i == t: when an initial entity is itself a target, the zero-length path contains no triplet, so
   that pair contributes nothing; triplets touching it count only if they lie on a path between
   *another* (i, t) pair (or, in ``directed_reach``, on a walk I -> ... -> T of length >= 1).
@@ -38,15 +41,16 @@ Rules this module chooses (and tests):
   (``gold_answers`` argument, else the trajectory's ``answers``); ``question_only`` = nodes named in
   the question (a no-answer control: for chain questions it usually finds nothing beyond I).
 - Yes/no and comparison answers (the rule DESIGN §2 asks for): the *compared entities* C are the
-  initial entities plus every entity the agent looked up (all explore pairs). When the answer is
-  yes/no, or all its nodes are compared entities ("Which film is newer, A or B?" -> "B"), the answer
-  names no evidence; the targets then include the compared entities' attribute values named in the
-  final thought: nodes mentioned in the thought that are not in C and are connected to a member of C
-  in G ("A came out in 1990, B in 1985" -> 1990, 1985). When the thought names no such value
-  ("The answer is B."), the values are the ends of the compared entities' chains: nodes reachable
-  from C along the triplets' direction that have no outgoing triplet (film -> director -> date of
-  death: the dates). The rule applies in every answer-based target mode (``thought_and_answer``,
-  ``answer_only``, ``gold_answer``).
+  question's entities that the agent looked up (``targets.compared_entities``; not a distractor it
+  looked up beside them, not a value the question names: "Spain" in "Are A and B both in Spain?").
+  When the answer is yes/no, or all its nodes are compared entities ("Which film is newer, A or B?"
+  -> "B"), the answer names no evidence; the targets then include the compared entities' values
+  (``targets.compared_chains``): the facts the agent's lookups of C returned (the triplets of those
+  completions that touch the entity looked up, in either direction), continued by later lookups of
+  a value (film -> director, looked up -> date of death); the chain ends are the values it did not
+  look up. The targets are the ends the final thought names ("A came out in 1990, B in 1985" ->
+  1990, 1985), else every end. The rule applies in every answer-based target mode
+  (``thought_and_answer``, ``answer_only``, ``gold_answer``).
 - Labels: a triplet is contributive iff in S_q; a complete step iff it produced >= 1 S_q triplet;
   an explore pair iff its completion produced one; an explore step is kept iff >= 1 contributive pair
   (keeping only those); the final answer step (the ``final`` step, else the last sufficient explore
@@ -68,7 +72,7 @@ from factory.agent.prompts import output_format
 from factory.backtrace.answer_passage import Passages, with_answer_passages
 from factory.backtrace.checks import STEP_KINDS, BadTrajectory, check_trajectory
 from factory.backtrace.graph import ADMIN_RELATIONS, build_graph, supporting_subgraph
-from factory.backtrace.linking import Embedder
+from factory.backtrace.linking import MERGE_MAX_WORDS, Embedder
 from factory.backtrace.targets import answers_nodes, final_step, final_text, initial_entities, target_entities
 from factory.backtrace.tokens import TokenCounter
 from factory.config import BACKTRACE_MODES, TARGET_MODES
@@ -213,6 +217,7 @@ def backtrace_modes(
     embedding_threshold: float = 0.8,
     containment_links: bool = True,
     link_max_containers: int = 8,
+    merge_max_words: int = MERGE_MAX_WORDS,
     question_case: bool = True,
     passages: Passages | None = None,
 ) -> list[dict]:
@@ -240,7 +245,11 @@ def backtrace_modes(
             gold_answers,
             embedder,
             embedding_threshold,
-            {"containment_links": containment_links, "link_max_containers": link_max_containers},
+            {
+                "containment_links": containment_links,
+                "link_max_containers": link_max_containers,
+                "merge_max_words": merge_max_words,
+            },
             question_case,
             passages,
         )
@@ -344,6 +353,7 @@ def backtrace(
     embedding_threshold: float = 0.8,
     containment_links: bool = True,
     link_max_containers: int = 8,
+    merge_max_words: int = MERGE_MAX_WORDS,
     question_case: bool = True,
     passages: Passages | None = None,
 ) -> dict:
@@ -369,6 +379,7 @@ def backtrace(
         embedding_threshold=embedding_threshold,
         containment_links=containment_links,
         link_max_containers=link_max_containers,
+        merge_max_words=merge_max_words,
         question_case=question_case,
         passages=passages,
     )[0]

@@ -1,10 +1,13 @@
 """Entity linking: map mentions (pair entities, answers, free text) to the nodes of a trajectory's graph.
 
-Nodes are entity names after the SQuAD/HotpotQA normalisation (``factory.text.normalize_answer``),
-so case, punctuation and article variants are one node from the start. On top of that,
+Nodes are entity names after the SQuAD/HotpotQA normalisation (``factory.text.normalize_answer``) of
+the name without its possessives (``normalize_entity``: "Kent's father" names "kent"), so case,
+punctuation, article and possessive variants are one node from the start (a triplet whose two names
+are such variants is a self-loop that rides with its node: ``factory.backtrace.graph``). On top of that,
 ``merge_variants`` merges *linked variants* among the graph's own names: a name that occurs as whole
 words inside exactly one other (more specific) name is the same node ("Charles Howard" ~ "Charles
-Howard, 1st Earl of Carlisle", "Somalia" ~ "Hiran region of Somalia"). Fuzzy similarity is NOT used
+Howard, 1st Earl of Carlisle", "Somalia" ~ "Hiran region of Somalia"), never into a description longer
+than ``merge_max_words`` words ("casino love and honor in las vegas"). Fuzzy similarity is NOT used
 to merge graph nodes: names that differ by one token ("1st Earl" / "2nd Earl") are often different
 people, and a merge there invents paths.
 
@@ -15,8 +18,9 @@ people, and a merge there invents paths.
    mention contains; when several match, the closest by character similarity (ties: all of them);
 3. ``fuzzy``: rapidfuzz ``token_set_ratio`` >= threshold; the best-scoring names (ties broken by
    ``fuzz.ratio``, then kept together). ``token_set_ratio`` scores any token subset as 100, so a
-   subset match must share a strong token (``fair_subset``), and a mention that is not specific
-   never links fuzzily;
+   subset match must share a strong token (``fair_subset``), a name whose words are a scattered part
+   of the mention's is no match (``scattered_part``: the answer "John Tuchet, 4th Baron Audley" does
+   not link to "baron tuchet"), and a mention that is not specific never links fuzzily;
 4. ``embedding`` (optional, off by default): cosine similarity of sentence embeddings >= threshold,
    between specific names only (numbers embed next to each other: "1995" would find "1994").
 
@@ -34,6 +38,7 @@ containers) are joined by *containment links* in the graph (``factory.backtrace.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 
 from rapidfuzz import fuzz, process
@@ -42,6 +47,7 @@ from factory.backtrace.names import is_strong_token
 from factory.text import normalize_answer
 
 _CONSUMED = "\x00"
+MERGE_MAX_WORDS = 6  # the default of params.backtrace.merge_max_words
 
 Embedder = Callable[[list[str]], "object"]  # list of texts -> 2-D array of L2-normalised vectors
 
@@ -62,11 +68,17 @@ def remember(memo: dict, text, value):
     return value
 
 
+# a possessive "'s" (straight or curly apostrophe) after a word: "Kent's father" names "Kent"
+_POSSESSIVE = re.compile(r"(?<=\w)['’]s\b", re.I)
+
+
 def normalize_entity(text: str) -> str:
-    """``normalize_answer``, memoised, for entity names."""
+    """``normalize_answer``, memoised, for entity names and the text they are found in, after dropping
+    possessives: "Michael Douglas's" is a mention of "Michael Douglas" (the SQuAD normalisation would
+    make it "michael douglass", and a curly "’s" would stay part of the word)."""
     norm = _NORM.get(text)
     if norm is None:
-        norm = remember(_NORM, text, normalize_answer(text))
+        norm = remember(_NORM, text, normalize_answer(_POSSESSIVE.sub("", text)))
     return norm
 
 
@@ -109,13 +121,26 @@ def fair_subset(a: str, b: str) -> bool:
     return any(map(is_strong_token, shared))
 
 
+def scattered_part(name: str, mention: str) -> bool:
+    """True when the name's words are a proper subset of the mention's but not a run of them: the
+    name is part of some other, unrelated name ("baron tuchet" for the mention "john tuchet 4th baron
+    audley"). A fuzzy link never goes there: the mention says more than the name, and which part it
+    shares is chance; a name inside the mention as whole words is the containment tier's."""
+    words, wanted = set(name.split()), set(mention.split())
+    return words < wanted and not contains_words(mention, name)
+
+
 def _canonical_first(a: str, b: str) -> tuple[str, str]:
     """(root, child): the canonical name of a group is the longest (most specific), then alphabetical."""
     return (a, b) if (-len(a), a) <= (-len(b), b) else (b, a)
 
 
 def merge_variants(
-    names: Iterable[str], containment: bool = True, distinct: Iterable[tuple[str, str]] = ()
+    names: Iterable[str],
+    containment: bool = True,
+    distinct: Iterable[tuple[str, str]] = (),
+    max_words: int = MERGE_MAX_WORDS,
+    titles: Iterable[str] = (),
 ) -> dict[str, str]:
     """Map every normalised name to its node: the canonical (longest) name of its variant group.
 
@@ -124,10 +149,14 @@ def merge_variants(
     ``american`` inside both ``american football league`` and ``american airlines`` stays alone
     (ambiguous). ``distinct`` lists name pairs that must stay apart — the subject and object of one
     triplet are two entities by that triplet's own statement ("(Lisburn Distillery FC ; nickname ;
-    Distillery)" must not become a self-loop); no merge joins two groups holding such a pair.
+    Distillery)" must not become a self-loop); no merge joins two groups holding such a pair. A name
+    of more than ``max_words`` words is a description, not a name ("casino love and honor in las
+    vegas", "vodka so filtered we even took russia out of it"): nothing merges into it (containment
+    links may still join it, ``factory.backtrace.graph``), unless it is among ``titles``, the long
+    names written in title case somewhere ("What We Talk About When We Talk About Love").
     Deterministic for any input order.
     """
-    return _merge(sorted(set(names)), containment, distinct)
+    return _merge(sorted(set(names)), containment, distinct, max_words=max_words, titles=frozenset(titles))
 
 
 def names_inside_others(unique: list[str]) -> list[str]:
@@ -143,6 +172,8 @@ def _merge(
     containment: bool,
     distinct: Iterable[tuple[str, str]],
     inside: list[str] | None = None,
+    max_words: int = MERGE_MAX_WORDS,
+    titles: frozenset[str] = frozenset(),
 ) -> dict[str, str]:
     """``inside``: ``names_inside_others(unique)`` when the caller has it."""
     node = dict(zip(unique, unique))
@@ -165,7 +196,13 @@ def _merge(
 
     for short in shorts:
         needle, size = f" {short} ", len(short)
-        cands = [n for n, p in zip(unique, padded) if len(n) > size and needle in p]
+        cands = [
+            n
+            for n, p in zip(unique, padded)
+            if len(n) > size and needle in p and (n.count(" ") < max_words or n in titles)
+        ]
+        if not cands:
+            continue
         minimal = (
             cands
             if len(cands) == 1
@@ -282,7 +319,7 @@ class Linker:
             found = process.extract(
                 key, self.names, scorer=fuzz.token_set_ratio, score_cutoff=self.fuzzy_threshold, limit=None
             )
-            found = [f for f in found if fair_subset(key, f[0])]
+            found = [f for f in found if fair_subset(key, f[0]) and not scattered_part(f[0], key)]
             if found:
                 top = max(score for _, score, _ in found)
                 return [name for name, score, _ in found if score == top], "fuzzy"

@@ -31,6 +31,7 @@ def backtrace_options(params: Params) -> dict[str, Any]:
         "embedding_threshold": bp.embedding_threshold,
         "containment_links": bp.containment_links,
         "link_max_containers": bp.link_max_containers,
+        "merge_max_words": bp.merge_max_words,
         "question_case": bp.question_case,
     }
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from factory.backtrace.graph import Graph, _reach
+from factory.backtrace.graph import Graph
 from factory.backtrace.linking import is_specific, node_key, normalize_entity
 from factory.backtrace.question import question_entities
 from factory.config import TARGET_MODES
@@ -125,29 +124,71 @@ def explored_entities(trajectory: dict, graph: Graph) -> list[str]:
     return out
 
 
+def compared_entities(trajectory: dict, graph: Graph, initial: Sequence[str]) -> set[str]:
+    """The entities a comparison or yes/no question compares: the question's entities
+    (``factory.backtrace.question``) that the agent looked up ("Who was born first, A or B?"; not
+    "Spain" in "Are A and B both in Spain?", which is a value, and not a distractor looked up beside A
+    and B); when it looked up none of them, the initial entities. Always among the initial entities
+    and the lookups."""
+    named = set(question_entities(trajectory.get("question") or "", graph.linker))
+    return (named & set(explored_entities(trajectory, graph))) or set(initial)
+
+
+def compared_chains(trajectory: dict, graph: Graph, compared: set[str]) -> tuple[set[str], set[str]]:
+    """(the values on the compared entities' chains, the chains' ends), read off the agent's own
+    lookups in step order: a lookup of a compared entity returns that entity's facts (the triplets of
+    its completion that touch it; a fact may be written either way: "(1990 ; release year of ; A)"),
+    and their other nodes are values; a lookup in a later step of a value found before (film -> its
+    director) continues the chain with the director's facts. The ends are the values the agent did
+    not look up (what it looked up is an entity, not a value). A lookup of anything else (a
+    distractor, also one asked beside the compared entities) is no chain. A trajectory without lookups
+    (a bare graph) has the compared entities' neighbours in G as values and ends."""
+    node_pairs = {tid: (s, o) for tid, s, o in graph.edges}
+    by_pair: dict[str, list[str]] = {}
+    for t in trajectory.get("triplets") or ():
+        if t.get("pair_id") is not None and t["triplet_id"] in node_pairs:
+            by_pair.setdefault(t["pair_id"], []).append(t["triplet_id"])
+    explores = sorted((s for s in trajectory["steps"] if s["kind"] == "explore"), key=lambda s: s["index"])
+    if not any(s.get("pairs") for s in explores):
+        adjacency = graph.adjacency()
+        values = {v for c in compared for v in adjacency.get(c, ())} - compared
+        return values, values
+    values: set[str] = set()
+    for step in explores:
+        found: set[str] = set()
+        for pair in step.get("pairs") or ():
+            nodes = set(graph.linker.link(_text(pair["entity"])))
+            if not nodes & (compared | values):
+                continue
+            for tid in by_pair.get(pair["pair_id"], ()):
+                ends = set(node_pairs[tid])
+                if ends & nodes:  # a fact about the entity looked up, not a passer-by of its completion
+                    found |= ends
+        values |= found - compared
+    return values, values - set(explored_entities(trajectory, graph))
+
+
 def comparison_targets(
     trajectory: dict, graph: Graph, initial: Sequence[str], thought: str | None = None
 ) -> list[str]:
-    """The compared entities' attribute values: the nodes named in the final thought that are not
-    compared entities (the initial entities and every entity the agent looked up) and are connected to
-    one of them in G; when the thought names none, the values at the end of the compared entities'
-    chains (nodes reachable from them along the triplets' direction that have no outgoing triplet)."""
+    """The compared entities' values (``compared_entities``, ``compared_chains``): the chains' ends that
+    the final thought names; when it names none, every end. Other chains (a distractor the agent looked
+    up, a node merely connected somewhere in G) hold no values."""
     if thought is None:
         thought = final_text(trajectory)[0]
-    compared = set(initial) | set(explored_entities(trajectory, graph))
-    connected = _reach(graph.adjacency(), compared)
-    named = sorted(n for n in graph.linker.mentions(thought) if n not in compared and n in connected)
-    if named:
-        return named
-    succ: dict[str, set[str]] = defaultdict(set)
-    for _, s, o in graph.edges:
-        if s != o:
-            succ[s].add(o)
-    return sorted(n for n in _reach(succ, compared) if n not in compared and not succ.get(n))
+    _, ends = compared_chains(trajectory, graph, compared_entities(trajectory, graph, initial))
+    named = sorted(n for n in graph.linker.mentions(thought) if n in ends)
+    return named or sorted(ends)
 
 
-def _is_comparison_answer(answer: str, nodes: Sequence[str], compared: set[str]) -> bool:
-    return normalize_entity(answer) in YES_NO or (bool(nodes) and set(nodes) <= compared)
+def _is_comparison_answer(
+    answer: str, nodes: Sequence[str], trajectory: dict, graph: Graph, initial: Sequence[str]
+) -> bool:
+    if normalize_entity(answer) in YES_NO:
+        return True
+    if not nodes or not set(nodes) <= set(initial).union(explored_entities(trajectory, graph)):
+        return False  # cheap first: compared entities are among these (``compared_entities``)
+    return set(nodes) <= compared_entities(trajectory, graph, initial)
 
 
 def target_entities(
@@ -168,9 +209,7 @@ def target_entities(
     if target_mode == "thought_and_answer":
         nodes = answer_nodes(answer, graph)
         found = set(linker.mentions(thought)) | set(nodes)
-        if answer and _is_comparison_answer(
-            answer, nodes, set(initial) | set(explored_entities(trajectory, graph))
-        ):
+        if answer and _is_comparison_answer(answer, nodes, trajectory, graph, initial):
             found.update(comparison_targets(trajectory, graph, initial, thought))
         return sorted(found)
     if target_mode == "question_only":
@@ -182,8 +221,6 @@ def target_entities(
     else:
         raise FactoryError(f"unknown target_mode {target_mode!r}; expected one of {', '.join(TARGET_MODES)}")
     found = set(answers_nodes(answers, graph))
-    if answers and _is_comparison_answer(
-        answers[0], sorted(found), set(initial) | set(explored_entities(trajectory, graph))
-    ):
+    if answers and _is_comparison_answer(answers[0], sorted(found), trajectory, graph, initial):
         found.update(comparison_targets(trajectory, graph, initial, thought))
     return sorted(found)

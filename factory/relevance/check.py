@@ -9,8 +9,10 @@ For every evaluated trajectory (correct ones only: they are what gets trained on
   fact (HotpotQA / 2Wiki; MuSiQue only has paragraph-level support, so it has no sentence level);
 - kept sets compared with the gold-relevant set: S_q for every mode x target mode in the labels, and
   the controls ``keep_all``, ``answer_entity`` (triplets whose normalised subject or object contains a
-  normalised gold or predicted answer as whole words) and ``random_matched`` (|S_q| triplets of the
-  default mode/target drawn uniformly, averaged over ``random_seeds`` seeds);
+  normalised gold or predicted answer as whole words), ``random_matched`` (|S_q| triplets of the
+  default mode/target drawn uniformly, averaged over ``random_seeds`` seeds) and ``authors_rule`` (the
+  KnowTrace authors' published rule on the same trajectory, ``factory.backtrace.authors_rule``: what
+  the method without this project's linking would have kept);
 - precision, recall, F1: micro over triplets (sums) and macro over trajectories (mean of per-trajectory
   values; a trajectory's precision is undefined when it keeps nothing, its recall when nothing of it is
   relevant, its F1 = 2tp / (kept + relevant) when either is non-zero; undefined values are left out of
@@ -27,7 +29,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from factory.errors import FactoryError
-from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, RANDOM, Evaluated, prepare, sq_method
+from factory.relevance.grounded import (
+    ANSWER_ENTITY,
+    AUTHORS,
+    KEEP_ALL,
+    RANDOM,
+    Evaluated,
+    prepare,
+    sq_method,
+)
 from factory.relevance.scores import evaluate, summarize_counts, verdicts
 
 # ---------------------------------------------------------------- per trajectory
@@ -203,7 +213,7 @@ def check_relevance(
             "groups": {},
             "verdicts": {},
         }
-    methods = [sq_method(*c) for c in combos] + [KEEP_ALL, ANSWER_ENTITY, RANDOM]
+    methods = [sq_method(*c) for c in combos] + [KEEP_ALL, ANSWER_ENTITY, RANDOM, AUTHORS]
     default_method = sq_method(*default)
     results = evaluate(items, methods, default_method, bootstrap_samples=bootstrap_samples, seed=seed)
     return {

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from factory.relevance.grounded import ANSWER_ENTITY, ENTAILED, KEEP_ALL, RANDOM
+from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, ENTAILED, KEEP_ALL, RANDOM
 
 DEFINITIONS = {"paragraph": "lexical (relation-blind)", ENTAILED: "review: gold paragraph AND entailed"}
 RELATION_BLIND = (
@@ -50,7 +50,8 @@ def entailment_result(result: Mapping, summary: Mapping) -> dict:
             if sq is None:
                 continue
             controls = {
-                m: (_micro(group, level, m) or {}).get("f1") for m in (ANSWER_ENTITY, RANDOM, KEEP_ALL)
+                m: (_micro(group, level, m) or {}).get("f1")
+                for m in (AUTHORS, ANSWER_ENTITY, RANDOM, KEEP_ALL)
             }
             row[level] = {"sq": sq, "controls_f1": controls}
         if ENTAILED in row:
@@ -106,8 +107,9 @@ def render_entailment_markdown(result: Mapping) -> str:
     lines += [
         f"S_q (`{default}`) and the controls under both definitions (paragraph level, micro):",
         "",
-        "| group | definition | S_q P | S_q R | S_q F1 | answer-entity F1 | random F1 | keep-all F1 |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| group | definition | S_q P | S_q R | S_q F1 | authors' rule F1 | answer-entity F1 | random F1 "
+        "| keep-all F1 |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, row in groups.items():
         for level, label in DEFINITIONS.items():
@@ -116,7 +118,7 @@ def render_entailment_markdown(result: Mapping) -> str:
             sq, c = row[level]["sq"], row[level]["controls_f1"]
             lines.append(
                 f"| {name} | {label} | {_v(sq['precision'])} | {_v(sq['recall'])} | {_v(sq['f1'])} | "
-                f"{_v(c[ANSWER_ENTITY])} | {_v(c[RANDOM])} | {_v(c[KEEP_ALL])} |"
+                f"{_v(c.get(AUTHORS))} | {_v(c[ANSWER_ENTITY])} | {_v(c[RANDOM])} | {_v(c[KEEP_ALL])} |"
             )
     bar = result["params"]["bar"]
     lines.append("")

@@ -1,7 +1,7 @@
 """Per trajectory: every triplet grounded, the gold-relevant set, and each method's kept set.
 
 The methods are S_q of every mode x target mode and the controls (keep all, answer entity, random at
-matched size); the rules are in ``factory.relevance.check``'s docstring.
+matched size, the KnowTrace authors' rule); the rules are in ``factory.relevance.check``'s docstring.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from factory.agent.grounding import best_sentence, ground_triplet
+from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
 from factory.errors import FactoryError
 from factory.text import normalize_answer
 
@@ -20,7 +21,7 @@ LEVELS = ("paragraph", "sentence")
 # says the passage states the triplet (factory.relevance.entailment); scored when verdicts are given
 ENTAILED = "paragraph_entailed"
 KEEP_ALL, ANSWER_ENTITY, RANDOM = "keep_all", "answer_entity", "random_matched"
-
+AUTHORS = AUTHORS_RULE  # the KnowTrace authors' rule (factory.backtrace.authors_rule)
 
 
 def sq_method(mode: str, target_mode: str) -> str:
@@ -166,8 +167,7 @@ def prepare(
         ev.no_path[sq_method(*combo)] = not row["path_found"]
     ev.kept[KEEP_ALL] = [known]
     ev.kept[ANSWER_ENTITY] = [set(answer_entity_triplets(trajectory))]
+    ev.kept[AUTHORS] = [set(authors_rule(trajectory)["kept_triplet_ids"])]
     size = len(ev.kept[sq_method(*default)][0])
     ev.kept[RANDOM] = [random_matched(triplets, size, s, tid) for s in random_seeds]
     return ev
-
-

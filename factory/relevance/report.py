@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, RANDOM
+from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, KEEP_ALL, RANDOM
 
-CONTROLS = (ANSWER_ENTITY, RANDOM, KEEP_ALL)
-LABELS = {KEEP_ALL: "keep all", ANSWER_ENTITY: "answer-entity only", RANDOM: "random at matched size"}
+CONTROLS = (AUTHORS, ANSWER_ENTITY, RANDOM, KEEP_ALL)
+LABELS = {
+    KEEP_ALL: "keep all",
+    ANSWER_ENTITY: "answer-entity only",
+    RANDOM: "random at matched size",
+    AUTHORS: "KnowTrace authors' rule",
+}
 
 
 def method_label(method: str) -> str:
@@ -96,6 +101,9 @@ def render_markdown(result: Mapping) -> str:
             f"resamples, seed {p['seed']}). "
             "Random control: |S_q| triplets drawn uniformly per trajectory, mean over "
             f"{p['random_seeds']} seeds. "
+            "KnowTrace authors' rule: the published method's backtracing on the same trajectory (each "
+            "completion's first triplet only, raw names, entities found as substrings of the first lookup "
+            "and of the final thought and answer; `factory/backtrace/authors_rule.py`). "
             "'Beyond the CI' = the 95% CI of the paired bootstrap difference S_q - control (micro F1) "
             "excludes 0."
         ),
@@ -122,8 +130,8 @@ def render_markdown(result: Mapping) -> str:
         "",
         "| group | trajectories | "
         + " | ".join(method_label(m) for m in [default, *CONTROLS])
-        + " | S_q - answer-entity |",
-        "| --- | --- |" + " --- |" * (len(CONTROLS) + 2),
+        + " | S_q - answer-entity | S_q - authors' rule |",
+        "| --- | --- |" + " --- |" * (len(CONTROLS) + 3),
     ]
     for name, group in groups.items():
         if name == "all" or (name.startswith("dataset=") and "/" not in name):
@@ -133,7 +141,8 @@ def render_markdown(result: Mapping) -> str:
         lines.append(
             f"| {name} | {group['trajectories']} | "
             + " | ".join(cells)
-            + f" | {_vci(para['sq_minus_control'][ANSWER_ENTITY]['micro_f1'])} |"
+            + f" | {_vci(para['sq_minus_control'][ANSWER_ENTITY]['micro_f1'])}"
+            + f" | {_vci(para['sq_minus_control'][AUTHORS]['micro_f1'])} |"
         )
     lines.append("")
     return "\n".join(lines)

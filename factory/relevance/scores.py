@@ -1,5 +1,4 @@
-"""Scores of the kept sets against the gold-relevant sets: counts, P/R/F1 with bootstrap CIs, verdicts.
-"""
+"""Scores of the kept sets against the gold-relevant sets: counts, P/R/F1 with bootstrap CIs, verdicts."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from factory.relevance.grounded import ANSWER_ENTITY, ENTAILED, KEEP_ALL, LEVELS, RANDOM, Evaluated
+from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, ENTAILED, KEEP_ALL, LEVELS, RANDOM, Evaluated
 from factory.relevance.stats import (
     bootstrap_rng,
     bootstrap_weights,
@@ -144,7 +143,7 @@ def evaluate(
                     metric: paired_difference(scores, boots, default_method, control, metric)
                     for metric in ("micro_f1", "micro_precision", "macro_f1")
                 }
-                for control in (ANSWER_ENTITY, KEEP_ALL, RANDOM)
+                for control in (ANSWER_ENTITY, KEEP_ALL, RANDOM, AUTHORS)
             }
             group["levels"][level] = {
                 "trajectories": len(subset),
@@ -201,6 +200,12 @@ def verdicts(results: Mapping[str, dict], default_method: str, bar: float) -> di
                 f"{'REACH' if reaches else 'do NOT reach'} the {bar:g} bar (paragraph level, "
                 f"{para['trajectories']} correct trajectories)."
             )
+        authors = para["methods"][AUTHORS]["micro"]["f1"]
+        authors_diff = para["sq_minus_control"][AUTHORS]["micro_f1"]
+        line += (
+            f" Beside the KnowTrace authors' rule: S_q micro F1 {fmt(f)} vs {fmt(authors['value'])} "
+            f"{ci(authors['ci'])} (paired difference {fmt(authors_diff['value'])} {ci(authors_diff['ci'])})."
+        )
         out[dataset] = {
             "verdict": ("beats" if beats else "does not beat") if scored else "cannot tell",
             "beats_answer_entity": beats,
@@ -209,6 +214,8 @@ def verdicts(results: Mapping[str, dict], default_method: str, bar: float) -> di
             "recall": r,
             "f1": f,
             "answer_entity_f1": ae["micro"]["f1"]["value"],
+            "authors_rule_f1": authors["value"],
+            "authors_rule_difference": authors_diff,
             "difference": diff,
             "line": line,
         }
@@ -226,5 +233,3 @@ def summarize_counts(items: Sequence[Evaluated]) -> dict:
         "ungrounded_rate_all_triplets": (total - grounded) / total if total else None,
         "sentence_level_trajectories": sum(e.gold_facts is not None for e in items),
     }
-
-

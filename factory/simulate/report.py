@@ -1,9 +1,11 @@
 """Backtracing precision/recall on simulated trajectories, as a function of noise (tables + figure).
 
-``evaluate`` backtraces every simulated trajectory under every mode x target mode and compares
-the kept triplets with the true contributive set: micro precision, recall and F1 over triplets,
-and the share of trajectories with no path found, for all trajectories and per dataset and route.
-Precision is ``None`` when nothing was kept in a cell (undefined, shown as "–").
+``score_rows`` backtraces every simulated trajectory under every mode x target mode, and applies the
+KnowTrace authors' rule (``factory.backtrace.authors_rule``; its rows have mode and target mode
+``authors_rule``), and compares the kept triplets with the true contributive set: micro precision,
+recall and F1 over triplets, and the share of trajectories with no path found, for all trajectories
+and per dataset and route. Precision is ``None`` when nothing was kept in a cell (undefined, shown
+as "–"). The report sets the project's default S_q and the authors' rule side by side per dataset.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
 from factory.backtrace.labels import backtrace_modes
 from factory.io import write_text
 from factory.plotting import save
@@ -35,25 +38,30 @@ def _f1(p: float | None, r: float | None) -> float | None:
 def score_rows(
     sims: Sequence[Simulated], modes: Sequence[str], target_modes: Sequence[str], **backtrace_options: Any
 ) -> list[dict]:
-    """One row per simulated trajectory x mode x target mode with tp / fp / fn over triplets."""
+    """One row per simulated trajectory x (mode x target mode, and the authors' rule) with tp / fp / fn
+    over triplets."""
     rows = []
     for sim in sims:
+        kept_sets = [
+            (labels["mode"], labels["target_mode"], set(labels["kept_triplet_ids"]), labels["fa_ratio"])
+            for labels in backtrace_modes(sim.trajectory, modes, target_modes, **backtrace_options)
+        ]
+        kept_sets.append((AUTHORS_RULE, AUTHORS_RULE, authors_rule(sim.trajectory)["kept_triplet_ids"], None))
         truth = set(sim.truth["true_triplet_ids"])
-        for labels in backtrace_modes(sim.trajectory, modes, target_modes, **backtrace_options):
-            kept = set(labels["kept_triplet_ids"])
+        for mode, target_mode, kept, fa_ratio in kept_sets:
             rows.append(
                 {
-                    "trajectory_id": labels["trajectory_id"],
+                    "trajectory_id": sim.trajectory["trajectory_id"],
                     "dataset": sim.truth["dataset"],
                     "route": sim.truth["route"],
                     "noise": sim.truth["noise"],
-                    "mode": labels["mode"],
-                    "target_mode": labels["target_mode"],
+                    "mode": mode,
+                    "target_mode": target_mode,
                     "tp": len(kept & truth),
                     "fp": len(kept - truth),
                     "fn": len(truth - kept),
-                    "path_found": labels["path_found"],
-                    "fa_ratio": labels["fa_ratio"],
+                    "path_found": bool(kept),
+                    "fa_ratio": fa_ratio,
                 }
             )
     return rows
@@ -149,7 +157,7 @@ def render_markdown(metrics: dict) -> str:
                     "n/a"
                     if c is None
                     else f"P {_fmt(c['precision'])} / R {_fmt(c['recall'])} / F1 {_fmt(c['f1'])} / no "
-                         f"path {c['no_path']:.2f}"
+                    f"path {c['no_path']:.2f}"
                 )
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         lines.append("")
@@ -167,7 +175,26 @@ def render_markdown(metrics: dict) -> str:
         f"By dataset and route (`{dm}`, `{dt}`)",
         [(g, {"mode": dm, "target_mode": dt, "group": g}) for g in groups],
     )
-    lines.extend(["## Reading", ""])
+    side_by_side = []
+    for g in ["all"] + sorted(g for g in groups if g.startswith("dataset=")):
+        side_by_side.append((f"{g}: project S_q", {"mode": dm, "target_mode": dt, "group": g}))
+        side_by_side.append(
+            (f"{g}: authors' rule", {"mode": AUTHORS_RULE, "target_mode": AUTHORS_RULE, "group": g})
+        )
+    table(
+        f"Project (`{dm}`, `{dt}`) vs the KnowTrace authors' rule, per dataset",
+        side_by_side,
+    )
+    lines.extend(
+        [
+            "The authors' rule (`factory/backtrace/authors_rule.py`) reads each completion's first triplet "
+            "only, as raw strings; initial entities are names found in the first lookup, targets names "
+            "found in the final thought and answer.",
+            "",
+            "## Reading",
+            "",
+        ]
+    )
     lo, hi = (
         _cell(res, noise=noises[0], mode=dm, target_mode=dt, group="all"),
         _cell(res, noise=noises[-1], mode=dm, target_mode=dt, group="all"),
@@ -180,6 +207,14 @@ def render_markdown(metrics: dict) -> str:
             f"-> {_fmt(hi['recall'])}; "
             f"no path {lo['no_path']:.2f} -> {hi['no_path']:.2f})."
         )
+    for x in (noises[0], noises[-1]):
+        ours = _cell(res, noise=x, mode=dm, target_mode=dt, group="all")
+        theirs = _cell(res, noise=x, mode=AUTHORS_RULE, target_mode=AUTHORS_RULE, group="all")
+        if ours and theirs:
+            lines.append(
+                f"- At x={x:g}: project S_q F1 {_fmt(ours['f1'])} (no path {ours['no_path']:.2f}) vs the "
+                f"authors' rule {_fmt(theirs['f1'])} (no path {theirs['no_path']:.2f})."
+            )
     at_top = [
         (c["f1"] if c["f1"] is not None else -1, m, t)
         for m in modes
@@ -222,6 +257,14 @@ def plot(metrics: dict, path: str | Path) -> Path:
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     for m in modes:
         axes[0].plot(noises, series("f1", mode=m, target_mode=dt, group="all"), marker="o", label=m)
+    axes[0].plot(
+        noises,
+        series("f1", mode=AUTHORS_RULE, target_mode=AUTHORS_RULE, group="all"),
+        marker="x",
+        linestyle=":",
+        color="black",
+        label="authors' rule",
+    )
     axes[0].set_title(f"F1 by mode (targets: {dt})")
     for t in targets:
         axes[1].plot(noises, series("f1", mode=dm, target_mode=t, group="all"), marker="o", label=t)

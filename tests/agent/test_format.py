@@ -1,5 +1,7 @@
 """The tolerant parser of the agent's three output formats, on well-formed and malformed outputs."""
 
+import json
+
 import pytest
 
 from factory.agent.format import (
@@ -11,6 +13,7 @@ from factory.agent.format import (
     render_explore,
     render_final,
 )
+from factory.agent.prompts import output_format
 
 # ---------------------------------------------------------------- explore
 
@@ -93,16 +96,18 @@ def test_complete_keeps_every_valid_triplet_deduplicated_in_order():
             "(Scott Derrickson ; nationality ; American)",  # duplicate
             "some chatter that is not a triplet",
             "3. Ed Wood, occupation, film director",
-            "(A ; located in ; Paris ; France)",  # extra separators go to the object
+            "(A ; located in ; Paris ; France)",  # four fields: not one triplet
         ]
     )
-    assert parse_complete(text) == [
+    out = parse_complete(text)
+    assert out == [
         ("Scott Derrickson", "nationality", "American"),
         ("Scott Derrickson", "born in", "Denver"),
         ("Ed Wood", "nationality", "American"),
         ("Ed Wood", "occupation", "film director"),
-        ("A", "located in", "Paris ; France"),
     ]
+    assert len(out.rejected) == 2 and "some chatter" in out.rejected[0]
+    assert "holds more than one triplet (4 fields)" in out.rejected[1]
 
 
 @pytest.mark.parametrize(
@@ -216,3 +221,88 @@ def test_format_variants_stay_accepted():
         parse_complete("I'm sorry, but the passages do not say, unfortunately")
     with pytest.raises(ParseError):
         parse_complete("(You're right ; I'll keep that in mind for future responses. ; ok)")
+
+
+# ---------------------------------------------------------------- a triplet is a triplet
+
+# The demo's audit page showed this completion line parsed as one triplet, kept in S_q and grounded:
+# unbalanced brackets, an apposition running into a verb, a second "triplet" run into the first.
+CHATTER_TRIPLET = (
+    "(Henry Grey, 4th Earl of Kent's father, is not a 25 ; 25 December 1505)  The answer, ; 25 December "
+    "1505, is not a 25 , 25 December 1505. )"
+)
+
+
+def _as(version: str, triplets: list[tuple[str, str, str]], raw_lines: list[str] = ()) -> str:
+    """A completion in ``version``'s syntax: the triplets, plus raw lines (text) / raw strings (JSON)."""
+    fmt = output_format(version)
+    if fmt.syntax == "text":
+        return "\n".join([fmt.render_complete(triplets), *raw_lines]) if triplets else "\n".join(raw_lines)
+    items = [{"subject": s, "relation": r, "object": o} for s, r, o in triplets] + list(raw_lines)
+    return json.dumps({"triplets": items})
+
+
+VERSIONS = ("knowtrace-v1", "knowtrace-json-v1")
+GOOD = ("George Grey, 2nd Earl of Kent", "died on", "25 December 1505")
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_chatter_line_is_an_error_of_its_line_never_a_triplet(version):
+    parse = output_format(version).parse_complete
+    with pytest.raises(ParseError, match="not one triplet"):
+        parse(_as(version, [], [CHATTER_TRIPLET]))
+    out = parse(_as(version, [GOOD], [CHATTER_TRIPLET]))
+    assert out == [GOOD]  # the good line of the completion is kept
+    assert len(out.rejected) == 1 and "Henry Grey" in out.rejected[0]  # the bad one is recorded, with why
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize(
+    ("triplet", "why"),
+    [
+        (("Kiss and Tell (1945 film", "starred", "Shirley Temple"), "unbalanced brackets|does not close"),
+        (("Henry Grey, 4th Earl of Kent's father, is not a 25", "died on", "1505"), "runs on"),
+        (("Paris", "capital of", "France. The answer is Paris"), "runs on into a sentence"),
+        (("Who was Henry Grey's father? George Grey", "died on", "1505"), "runs on into a sentence"),
+        (("A", "related to", "B ; is ; C"), "triplet separator|more than one triplet"),
+        (("A", "related to", " ".join(["word"] * 17)), "longer than 16 words"),
+        (("A", " ".join(["r"] * 13), "B"), "longer than 12 words"),
+        (("Scott Derrickson", "I'll keep that in mind for future responses.", "B"), "conversation"),
+    ],
+)
+def test_each_field_is_a_name_or_a_short_phrase(version, triplet, why):
+    fmt = output_format(version)
+    text = fmt.render_complete([triplet]) if fmt.syntax == "text" else _as(version, [triplet])
+    with pytest.raises(ParseError, match=why):
+        fmt.parse_complete(text)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_real_names_stay_triplets(version):
+    names = [
+        ("Kiss and Tell (1945 film)", "starred", 'Shirley "Temple" Black'),
+        ("St. Louis", "located in", "Missouri"),
+        ("Dr. Strangelove", "directed by", "Stanley Kubrick"),
+        ("1. FC Köln", "based in", "Cologne"),
+        ("U.S. Army", "part of", "United States Armed Forces"),
+        ("Panic! at the Disco", "formed in", "Las Vegas"),
+        ("John Tuchet, 4th Baron Audley", "father of", "James Tuchet, 5th Baron Audley"),
+        ("Who Framed Roger Rabbit?", "released in", "1988"),
+    ]
+    fmt = output_format(version)
+    out = fmt.parse_complete(fmt.render_complete(names))
+    assert out == names and out.rejected == []
+
+
+def test_lines_that_close_badly_or_hold_more_than_one_triplet():
+    with pytest.raises(ParseError, match="does not close at the end"):
+        parse_complete("(A ; r ; B) and then some talk")
+    with pytest.raises(ParseError, match="more than one triplet"):
+        parse_complete("A ; r ; B ; s ; C")
+    # the one repair: bracketed triplets side by side are those triplets
+    assert parse_complete("(A ; r ; B) (C ; s ; D), (E ; t ; F)") == [
+        ("A", "r", "B"),
+        ("C", "s", "D"),
+        ("E", "t", "F"),
+    ]
+    assert parse_complete("(Sorry (song) ; by ; Justin Bieber).") == [("Sorry (song)", "by", "Justin Bieber")]

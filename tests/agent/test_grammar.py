@@ -110,3 +110,32 @@ def test_regex_and_gbnf_printers_escape_what_they_must():
     assert re.fullmatch(node.regex(), 'a"b\\c\n{x}|zz') and re.fullmatch(node.regex(), 'a"b\\c\n{x}|zpq')
     assert not re.fullmatch(node.regex(), 'a"b\\c\n{x}||')
     assert g.gbnf(node) == 'root ::= "a\\"b\\\\c\\n{x}|" [^\\n|]{1,3} ("p" | "q"){0,2}\n'
+
+
+@pytest.mark.parametrize("syntax", sorted(FORMATS))
+def test_constrained_triplet_fields_are_names_or_short_phrases(syntax):
+    """The grammar's fields match the parser's triplet rules: balanced brackets (one trailing
+    qualifier), no separator inside, no question mark; relations without sentence punctuation."""
+    fmt = FORMATS[syntax]
+    regex = fmt.grammar("complete", 2).regex()
+
+    def fits(*triplets):
+        return bool(re.fullmatch(regex, fmt.render_complete(list(triplets))))
+
+    assert fits(("Kiss and Tell (1945 film)", "starred", "Shirley Temple"), ("St. Louis", "in", "Missouri"))
+    assert fits(("John Tuchet, 4th Baron Audley", "father of", "James Tuchet"))
+    assert not fits(("Henry Grey, 4th Earl of Kent's father, is not a 25", "died", "25 December 1505) The"))
+    assert not fits(("Kiss and Tell (1945 film", "starred", "Shirley Temple"))  # unbalanced
+    assert not fits(("A (b (c))", "r", "B"))  # nested
+    assert not fits(("A", "r", "B ; s ; C"))  # a second triplet inside
+    assert not fits(("A", "r", "B | C"))
+    assert not fits(("Who is A? B", "r", "C"))
+    assert not fits(("A", "born in. The answer", "B"))  # a relation is a short phrase
+    if syntax == "json":  # the schema a server constrains with says the same
+        import jsonschema
+
+        schema = fmt.json_schema("complete", 2)
+        rendered = fmt.render_complete([("Sorry (song)", "by", "Justin Bieber")])
+        jsonschema.validate(json.loads(rendered), schema)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(json.loads(fmt.render_complete([("A", "r", "B ; s ; C")])), schema)

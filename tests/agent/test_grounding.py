@@ -68,6 +68,38 @@ def test_subject_matched_by_title_only():
     assert (g.pid, g.sentence, g.score) == ("p", 1, 1.0)
 
 
+def test_subject_and_object_must_be_named_in_one_sentence_not_scattered_over_the_passage():
+    p = {
+        "pid": "p",
+        "title": "Alpha Beta",
+        "sentences": ["Gamma lived in Delta.", "Epsilon was a painter.", "Zeta moved to Omega."],
+    }
+    # every token of both sides is in the passage (passage-wide overlap 1.0), but no sentence names
+    # more than a third of the object
+    scattered = ground_triplet("Gamma", "is", "Delta Epsilon Omega", [p])
+    assert scattered.pid is None and scattered.score == pytest.approx(1 / 3)
+    g = ground_triplet("Gamma", "lived in", "Delta", [p])
+    assert (g.pid, g.sentence, g.score) == ("p", 0, 1.0)
+    # a name's tokens must occur together: "Gamma ... Omega" are 8 tokens apart in one long sentence
+    long = {"pid": "l", "title": "T", "sentences": ["Gamma one two three four five six seven Omega."]}
+    assert ground_triplet("T", "is", "Gamma Omega", [long]).score == 0.5  # only one of them at a time
+    near = {"pid": "n", "title": "T", "sentences": ["Gamma one two Omega."]}
+    assert ground_triplet("T", "is", "Gamma Omega", [near]).score == 1.0  # within NAME_SLACK
+
+
+def test_the_subject_may_be_named_earlier_and_the_object_in_the_title():
+    p = {
+        "pid": "p",
+        "title": "Tucson, Arizona",
+        "sentences": ["Jane Roe founded the Desert Museum.", "She was born in Phoenix."],
+    }
+    g = ground_triplet("Jane Roe", "born in", "Phoenix", [p])  # named in sentence 0, "She" in sentence 1
+    assert (g.pid, g.sentence) == ("p", 1)
+    assert ground_triplet("Tucson", "located in", "Arizona", [p]).pid == "p"  # the title states it
+    # but the object must be in the stating sentence (or title), not only in an earlier one
+    assert ground_triplet("Phoenix", "home of", "Desert Museum", [p]).pid is None
+
+
 @pytest.mark.parametrize("dataset", ["hotpotqa", "2wikimultihopqa"])
 def test_gold_facts_ground_at_sentence_level_on_real_questions(ingested, dataset):
     """Triplets (title ; says ; words only the gold sentence has) ground to the gold passage and sentence."""

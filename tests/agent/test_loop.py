@@ -16,6 +16,7 @@ from factory.config import Params
 from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.retrieval.bm25 import BM25Retriever
+from factory.text import content_tokens
 from schemas import write_parquet
 
 BASE = Policy("base", None, -1)
@@ -238,7 +239,7 @@ def test_stop_when_an_iteration_adds_no_new_triplet(questions, retriever):
 def test_all_triplets_of_a_completion_are_kept_and_grounded(questions, retriever):
     q = questions[0]
     title, sentences = q["passages"][0]["title"], q["passages"][0]["sentences"]
-    words = " ".join(sentences).split()
+    words = content_tokens(sentences[0])  # names as words of the passage, without its brackets
 
     def reply(kind, r):
         if kind == "explore":
@@ -258,6 +259,25 @@ def test_all_triplets_of_a_completion_are_kept_and_grounded(questions, retriever
     assert [t["source_pid"] for t in rec["triplets"]][:2] == [q["passages"][0]["pid"]] * 2
     assert rec["triplets"][2]["source_pid"] is None  # hallucinated: ungrounded, still kept
     assert rec["steps"][1]["retrieved"] and len(rec["steps"][1]["retrieved"]) <= 10
+
+
+def test_lines_that_are_not_triplets_are_recorded_with_the_step_never_as_nodes(questions, retriever):
+    q = questions[0]
+    title, words = q["passages"][0]["title"], content_tokens(q["passages"][0]["sentences"][0])
+    chatter = f"({title}'s founder, is not a 25 ; 1755)  The answer, ; 1755, is not a 25 , 1755. )"
+
+    def reply(kind, r):
+        if kind == "explore":
+            if "(empty)" in r.messages[1][1]:
+                return render_explore("Look.", [(title, "about")])
+            return render_explore("Done.", [], sufficient=True, answer="no")
+        return render_complete([(title, "says", " ".join(words[:3]))]) + "\n" + chatter
+
+    (rec,) = run([q], FakeLLM(reply), retriever)
+    complete = rec["steps"][1]
+    assert complete["status"] == "ok" and len(rec["triplets"]) == 1
+    assert complete["error"].startswith("lines not read as triplets: ") and "is not a 25" in complete["error"]
+    assert complete["output"].endswith(chatter)  # the raw output keeps the line
 
 
 def test_rationalized_trajectories_never_record_the_hint(questions, retriever):

@@ -12,6 +12,7 @@ from factory.backtrace import (
     build_graph,
     supporting_subgraph,
 )
+from factory.backtrace.linking import node_key
 from factory.config import BACKTRACE_MODES
 
 
@@ -134,3 +135,57 @@ def test_title_case_names_of_common_words_link():
         ("Knott", "is a mountain in", "english lake district"), ("lake district", "in", "Cumbria")
     )
     assert build_graph(lower).links == []  # written in lower case: a common noun phrase
+
+
+def _triplets(*rows):
+    return [
+        {"triplet_id": f"x{n}", "step_index": 1, "pair_id": "p", "subject": s, "relation": r, "object": o}
+        for n, (s, r, o) in enumerate(rows)
+    ]
+
+
+@pytest.mark.parametrize("mode", BACKTRACE_MODES)
+def test_names_differing_by_an_article_are_one_node_and_their_triplet_rides_with_it(mode):
+    triplets = _triplets(
+        ("The Jewel of the Nile", "characters search for", "Jewel of the Nile"),  # x0: one node, two names
+        ("The Jewel of the Nile", "produced by", "Michael Douglas"),  # x1
+        ("Michael Douglas", "stars in", "Last Vegas"),  # x2
+        ("Paris", "twinned with", "Paris"),  # x3: the same name twice states nothing
+        ("Jewel of the Nile", "genre", "comedy"),  # x4: off the path
+    )
+    g = build_graph(triplets)
+    assert g.loops == {"jewel of nile": ["x0"]}
+    assert supporting_subgraph(g, ["jewel of nile"], ["last vegas"], mode) == {"x0", "x1", "x2"}
+    # an initial entity that is itself the target: no path, but the triplet naming it twice is kept
+    assert supporting_subgraph(g, ["jewel of nile"], ["jewel of nile"], mode) == {"x0"}
+    assert supporting_subgraph(g, ["paris"], ["paris"], mode) == set()
+    assert supporting_subgraph(g, ["michael douglas"], ["last vegas"], mode) == {"x2"}  # not on the path
+
+
+def test_nothing_merges_into_a_sentence_length_name():
+    long = "Tysons Galleria is an upscale shopping mall in McLean Virginia owned by Brookfield Properties"
+    triplets = _triplets(
+        ("Tysons Galleria", "located in", "McLean"),
+        ("Brookfield Properties", "describes", long),
+        ("Tysons Galleria mall", "opened in", "1988"),
+    )
+    g = build_graph(triplets)
+    # the six-word container at most: "tysons galleria" joins "tysons galleria mall", not the description
+    assert g.linker.node_of["tysons galleria"] == "tysons galleria mall"
+    assert g.linker.link("Tysons Galleria") == ["tysons galleria mall"]
+    description = node_key(long)
+    assert g.linker.node_of[description] == description  # the description is its own node
+    # paths may still cross it through a containment link (never labelled)
+    assert tuple(sorted(("tysons galleria mall", description))) in g.links
+    alone = build_graph(_triplets(("Tysons Galleria", "in", "McLean"), ("Brookfield", "describes", long)))
+    assert alone.linker.node_of["tysons galleria"] == "tysons galleria"  # without the mall: stays apart
+    # a long name written as a title is a name: "We Talk About When We Talk About Love" joins it
+    title = "What We Talk About When We Talk About Love"
+    rows = _triplets(
+        (title, "author", "Raymond Carver"),
+        ("Raymond Carver", "wrote", "We Talk About When We Talk About Love"),
+    )
+    assert build_graph(rows).linker.node_of[node_key(title[5:])] == node_key(title)
+    # without the bound, the name became the description (what the real graphs showed)
+    rows = _triplets(("Tysons Galleria", "opened in", "1988"), ("Brookfield", "describes", long))
+    assert build_graph(rows, merge_max_words=20).linker.node_of["tysons galleria"] == description

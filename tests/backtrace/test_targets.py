@@ -137,3 +137,45 @@ def test_weak_answers_do_not_link_by_containment():
     assert answer_nodes("no", g) == []
     # aliases: the ones that name a node exactly win over the others' containment
     assert answers_nodes(["U.S.", "United States", "US"], g) == ["united states"]
+
+
+def test_comparison_values_come_from_the_compared_entities_lookups_not_from_other_chains():
+    # Film C is a distractor the agent looked up in the same step; Zed is a passer-by in Film A's
+    # completion (a triplet that does not touch Film A); Bo Kim is looked up one step later
+    traj = make(
+        "Which film has the director who died later, Film A or Film B?",
+        [
+            [
+                ("Film C", "director", [("Film C", "director", "Cy Dee"), ("Cy Dee", "died", "1950")]),
+                ("Film A", "director", [("Film A", "director", "Ann Lee"), ("Zed Roe", "born in", "Oslo")]),
+            ],
+            [
+                ("Film B", "director", [("Film B", "director", "Bo Kim")]),
+                ("Ann Lee", "date of death", [("Ann Lee", "date of death", "1975")]),
+            ],
+            [("Bo Kim", "date of death", [("1987", "date of death of", "Bo Kim")])],
+        ],
+        "Going by what I found about Zed Roe, the answer is Film B.",
+        "Film B",
+    )
+    r = backtrace(traj, target_mode="answer_only")
+    # the ends of Film A's and Film B's chains only: not Cy Dee's 1950, not Zed Roe's Oslo
+    assert r["target_entities"] == ["1975", "1987", "film b"]
+    assert r["kept_triplet_ids"] == t(2, 4, 5, 6)
+    # the thought names Zed Roe, who is no value of the compared films: the chain ends are the targets
+    assert backtrace(traj)["kept_triplet_ids"] == t(2, 4, 5, 6)
+
+
+def test_an_answer_without_a_node_links_to_nothing_not_to_a_scattered_part_of_another_name():
+    g = _graph(
+        ("James Tuchet, 5th Baron Audley", "son of", "John Tuchet"),
+        ("Audley End", "seat of", "Baron Tuchet"),
+    )
+    from factory.backtrace import answer_nodes
+
+    # "baron tuchet" shares two words with the answer, scattered: a token subset of an unrelated name
+    assert answer_nodes("John Tuchet, 4th Baron Audley", g) == ["john tuchet"]  # the name inside it
+    g2 = _graph(("Audley End", "seat of", "Baron Tuchet"))
+    assert answer_nodes("John Tuchet, 4th Baron Audley", g2) == []
+    assert g2.linker.link("John Tuchet, 4th Baron Audley") == []
+    assert g2.linker.link("Tuchet") == ["baron tuchet"]  # a shorter mention still finds the full name

@@ -95,13 +95,48 @@ def test_naive_and_factory_on_the_fixture():
     assert rg.run_method(RECORDS, rg.factory_method(off))[0] == naive
 
 
-def test_main_prints_both_methods_and_writes_json(tmp_path, capsys):
+def test_authors_rule_on_the_fixture():
+    # A: raw names; Film X is in the question, Paris is the answer: both paths, as the naive method.
+    # B: the answer names no node, and the rule has no answer-passage step: nothing
+    authors, kept = rg.run_method(RECORDS, rg.authors_kept)
+    assert kept == [{"q/a#t0", "q/a#t1", "q/a#t2", "q/a#t3"}, set()]
+    assert authors == rg.run_method(RECORDS, rg.naive_kept)[0]
+
+
+def test_the_held_back_part_is_a_fixed_hash_of_the_question_id():
+    assert [rg.part_of(q) for q in ("q/a", "q/b", "q/c", "q/d")] == [
+        "development",
+        "development",
+        "held_back",
+        "development",
+    ]
+
+
+def test_main_prints_the_methods_side_by_side_per_part_and_writes_json(tmp_path, capsys):
+    held = dict(RECORDS[1], question_id="q/c")  # B's graph under a held-back id
     data = tmp_path / "records.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    data.write_text("".join(json.dumps(dict(r, dataset="musique")) + "\n" for r in [*RECORDS, held]))
     out = tmp_path / "figures.json"
     assert rg.main(["--data", str(data), "--json", str(out), "--ablate"]) == 0
     text = capsys.readouterr().out
     assert "naive (exact + shortest paths)" in text and "factory" in text and "without answer passage" in text
+    assert "authors' rule (KnowTrace)" in text and "musique / development:" in text
+    assert "musique / held_back:" in text
     figures = json.loads(out.read_text())
-    assert figures["factory"]["coverage"] == 1.0 and figures["naive"]["coverage"] == 0.5
-    assert figures["ablation"]["answer passage"]["coverage"] == 0.5
+    assert figures["factory"]["coverage"] == 1.0 and figures["naive"]["coverage"] == pytest.approx(1 / 3)
+    parts = figures["parts"]
+    assert parts["factory"]["musique"]["development"]["questions"] == 2
+    assert parts["factory"]["musique"]["held_back"]["questions"] == 1
+    assert parts["authors_rule"]["musique"]["development"]["coverage"] == 0.5
+    assert parts["authors_rule"]["musique"]["held_back"]["coverage"] == 0.0
+    assert parts["factory"]["musique"]["held_back"]["coverage"] == 1.0
+    assert figures["ablation"]["answer passage"]["coverage"] == pytest.approx(1 / 3)
+
+
+def test_grounding_attributes_each_extracted_triplet_to_its_passage():
+    g = rg.grounding_attribution(RECORDS, 0.5)
+    assert g["all"]["triplets"] == 6 and g["all"]["own_passage"] == 1.0 and g["all"]["ungrounded"] == 0.0
+    assert g["all"]["gold_triplets"] == 4 and g["all"]["gold_own_passage"] == 1.0
+    # a triplet whose object its passage never states is ungrounded, not attributed elsewhere
+    bad = dict(RECORDS[1], triplets=[dict(RECORDS[1]["triplets"][1], object="2024")])
+    assert rg.grounding_attribution([bad], 0.5)["all"]["ungrounded"] == 1.0

@@ -7,6 +7,7 @@ import pytest
 from factory.relevance.check import Source, check_relevance
 from factory.relevance.grounded import (
     ANSWER_ENTITY,
+    AUTHORS,
     KEEP_ALL,
     RANDOM,
     sq_method,
@@ -97,8 +98,6 @@ def _vals(cell: dict) -> dict:
     return {k: cell[k]["value"] for k in ("precision", "recall", "f1")}
 
 
-
-
 def test_micro_and_macro_scores_match_hand_computation():
     trajectories, labels = _case()
     res = _check(trajectories, labels)
@@ -121,6 +120,17 @@ def test_micro_and_macro_scores_match_hand_computation():
     assert _vals(para[ANSWER_ENTITY]["micro"]) == pytest.approx(
         {"precision": 1.0, "recall": 4 / 5, "f1": 8 / 9}
     )
+    # the authors' rule: one completion each, so only its first triplet (Alpha ; born in ; Gamma) is in
+    # their graph; Alpha (the lookup) -> Gamma (the answer): A, B and C keep t1, all relevant
+    assert _vals(para[AUTHORS]["micro"]) == pytest.approx({"precision": 1.0, "recall": 3 / 5, "f1": 0.75})
+    diff = res["groups"]["all"]["levels"]["paragraph"]["sq_minus_control"][AUTHORS]["micro_f1"]
+    assert diff["value"] == pytest.approx(2 * 3 / 9 - 0.75)
+    line = res["verdicts"]["hotpotqa"]["line"]
+    assert "Beside the KnowTrace authors' rule: S_q micro F1" in line
+    # HotpotQA (A, B): kept t1 twice, relevant 3 + 1: P 1, R 1/2
+    assert res["verdicts"]["hotpotqa"]["authors_rule_f1"] == pytest.approx(2 / 3)
+    report = render_markdown(res)
+    assert "| KnowTrace authors' rule |" in report and "S_q - authors' rule" in report
     # sentence level: only the HotpotQA trajectories; A relevant {t1,t3} tp 2, B relevant {t1} tp 1
     sent = res["groups"]["all"]["levels"]["sentence"]
     assert sent["trajectories"] == 2
@@ -166,8 +176,6 @@ def test_groups_by_dataset_qtype_route():
         "route=chain",
     } <= set(groups)
     assert groups["dataset=hotpotqa"]["trajectories"] == 2 and groups["dataset=musique"]["trajectories"] == 1
-
-
 
 
 def _population(n: int, sq_right: bool) -> tuple[list[dict], list[dict]]:

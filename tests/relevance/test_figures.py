@@ -9,7 +9,13 @@ import pytest
 from factory.plotting import NOTHING, texts
 from factory.relevance.figures import causal_figure, relevance_figure, write_figures
 
-METHODS = ("sq/undirected_shortest/thought_and_answer", "answer_entity", "random_matched", "keep_all")
+METHODS = (
+    "sq/undirected_shortest/thought_and_answer",
+    "authors_rule",
+    "answer_entity",
+    "random_matched",
+    "keep_all",
+)
 
 
 def c(value, lo=None, hi=None):
@@ -43,18 +49,19 @@ def relevance_result(value=0.5) -> dict:
 def test_relevance_bars_one_colour_per_series_with_cis():
     fig = relevance_figure(relevance_result())
     ax = fig.axes[0]
-    assert len(ax.containers) == 8  # 4 bar series + their error bars
+    assert len(ax.containers) == 10  # 5 bar series + their error bars
     bars = [cont for cont in ax.containers if hasattr(cont, "patches")]
     assert [b.get_label() for b in bars] == [
         "S_q undirected_shortest/thought_and_answer",
+        "KnowTrace authors' rule",
         "answer-entity only",
         "random at matched size",
         "keep all",
     ]
-    assert len({mcolors.to_hex(b.patches[0].get_facecolor()) for b in bars}) == 4
+    assert len({mcolors.to_hex(b.patches[0].get_facecolor()) for b in bars}) == 5
     assert all(len(b.patches) == 3 for b in bars)  # all + 2 datasets
     legend = fig.legends[0]
-    assert len({mcolors.to_hex(h.get_facecolor()) for h in legend.legend_handles}) == 4
+    assert len({mcolors.to_hex(h.get_facecolor()) for h in legend.legend_handles}) == 5
     assert [t.get_text() for t in ax.get_xticklabels()] == ["all", "hotpotqa", "musique"]
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from factory import paths
 from factory.backtrace import backtrace, backtrace_modes
+from factory.backtrace.authors_rule import authors_rule
 from factory.config import Params, load_params
 from factory.errors import FactoryError
 from factory.simulate.facts import gold_facts
@@ -139,6 +140,17 @@ def test_score_rows_count_true_and_false_positives(sample):
         len(kept - truth),
         len(truth - kept),
     )
+    # the authors' rule is scored beside S_q on the same trajectory
+    theirs = authors_rule(sim.trajectory)["kept_triplet_ids"]
+    assert [(r["mode"], r["target_mode"]) for r in rows] == [
+        ("undirected_shortest", "thought_and_answer"),
+        ("authors_rule", "authors_rule"),
+    ]
+    assert (rows[1]["tp"], rows[1]["fp"], rows[1]["fn"]) == (
+        len(theirs & truth),
+        len(theirs - truth),
+        len(truth - theirs),
+    )
 
 
 def test_simulate_stage(tmp_path, monkeypatch, ingested):
@@ -162,6 +174,8 @@ def test_simulate_stage(tmp_path, monkeypatch, ingested):
     assert [t["trajectory_id"] for t in truth] == [t["trajectory_id"] for t in trajectories]
     report = (paths.REPORTS / "backtrace_sensitivity.md").read_text()
     assert "| `undirected_shortest` |" in report and "x=0" in report and "x=1" in report
+    assert "vs the KnowTrace authors' rule, per dataset" in report
+    assert "| dataset=musique: project S_q |" in report and "| dataset=musique: authors' rule |" in report
     assert (paths.REPORTS / "backtrace_sensitivity.png").stat().st_size > 10_000
     saved = json.loads((paths.METRICS / "simulate.json").read_text())
     zero = [
