@@ -24,6 +24,7 @@ from pathlib import Path
 from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.llm.identity import SHORT, adapter_hash, weights_hash
+from factory.llm.prefix import PrefixCache, common_prefix
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ class LocalLLM:
         device: str = "auto",
         batch_size: int = 16,
         dtype: str = "auto",
+        prefix_cache: bool = True,
     ):
         self.model_path = Path(model_path)
         if not (self.model_path / "config.json").is_file():
@@ -110,6 +112,9 @@ class LocalLLM:
         self._model = None
         self._tokenizer = None
         self._grammar = None
+        self.prefix_cache = prefix_cache
+        self._prefixes = None
+        self._system_ids: dict[str, list[int]] = {}
 
     @property
     def tokenizer(self):
@@ -200,6 +205,18 @@ class LocalLLM:
         )
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def _prefix_length(self, request: ChatRequest, prompt: list[int]) -> int:
+        """Tokens at the start of ``prompt`` that its system message alone renders to (0: none)."""
+        messages = request.message_dicts()
+        if not self.prefix_cache or not messages or messages[0]["role"] != "system":
+            return 0
+        system = messages[0]["content"]
+        ids = self._system_ids.get(system)
+        if ids is None:
+            text = self.tokenizer.apply_chat_template(messages[:1], tokenize=False)
+            ids = self._system_ids[system] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return common_prefix(ids, prompt)
+
     def _generate_safely(
         self, requests: list[ChatRequest], prompts: list[list[int]], sampling: Sampling
     ) -> list[ChatResponse]:
@@ -228,9 +245,13 @@ class LocalLLM:
 
         t0 = time.perf_counter()
         pad = self.tokenizer.pad_token_id
-        width = max(len(p) for p in prompts)
-        input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts], device=self.device)
-        attention = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device)
+        if self._prefixes is None:
+            self._prefixes = PrefixCache(self.model, pad, self.device)
+        with torch.inference_mode():
+            layout = self._prefixes.layout(
+                prompts, [self._prefix_length(r, p) for r, p in zip(requests, prompts)], sampling.max_new_tokens
+            )
+        width = layout.width
         sampled = sampling.temperature > 0
         config = GenerationConfig(
             max_new_tokens=sampling.max_new_tokens,
@@ -242,6 +263,7 @@ class LocalLLM:
             eos_token_id=sorted(self.eos_ids),
             pad_token_id=pad,
             stop_strings=list(sampling.stop) or None,
+            disable_compile=True,  # the batch's shapes change every call: compiling would not pay
         )
         extra: dict = {"tokenizer": self.tokenizer} if sampling.stop else {}
         if any(r.constraint is not None for r in requests):
@@ -256,7 +278,11 @@ class LocalLLM:
             if sampled:
                 torch.manual_seed(batch_seed(requests))
             generated = self.model.generate(
-                input_ids=input_ids, attention_mask=attention, generation_config=config, **extra
+                input_ids=layout.input_ids,
+                attention_mask=layout.attention_mask,
+                cache=layout.cache,
+                generation_config=config,
+                **extra,
             )
         new_tokens = generated[:, width:].tolist()
         elapsed = time.perf_counter() - t0
