@@ -8,13 +8,10 @@ import glob
 import json
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-
-from tqdm.auto import tqdm
 
 from factory.errors import FactoryError, os_error_message
 
@@ -274,15 +271,15 @@ def progress(
     unit: str = "it",
     initial: int = 0,
 ):
-    """A progress bar with counts, rate and ETA on stderr (plain lines when not a terminal)."""
-    return tqdm(
+    """A progress bar on stderr with counts, rate and ETA that redraws on its own (a new line every
+    ~10 s when stderr is not a terminal): ``factory.progress.Progress``."""
+    from factory.progress import BAR_FORMAT, UNBOUNDED_FORMAT, Progress
+
+    return Progress(
         iterable,
         total=total,
         desc=desc,
         unit=unit,
         initial=initial,
-        file=sys.stderr,
-        dynamic_ncols=True,
-        mininterval=0.5 if sys.stderr.isatty() else 10.0,
-        disable=os.environ.get("FACTORY_NO_PROGRESS") == "1",
+        bar_format=BAR_FORMAT if total else UNBOUNDED_FORMAT,
     )

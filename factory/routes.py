@@ -124,22 +124,22 @@ def sample_questions(questions: Iterable[dict], n_per_dataset: int, seed: int) -
     return sorted(chosen, key=lambda q: q["question_id"])
 
 
-def classify_routes(
-    questions: Sequence[dict], llm: LLM, max_new_tokens: int = 48, chunk: int = 16
-) -> list[dict]:
-    """Ask ``llm`` (greedy, in batches of ``chunk`` with a progress bar) for the route of every question.
+def classify_routes(questions: Sequence[dict], llm: LLM, max_new_tokens: int = 48) -> list[dict]:
+    """Ask ``llm`` (greedy, in one call: the backend batches, and the progress bar shows its calls and
+    tokens as they go) for the route of every question.
 
     Returns one row per question, in input order: question_id, dataset, qtype, gold (the corpus's
     route), predicted (parallel | chain | unknown), raw reply, error (the LLM error, if the call
     failed: predicted is then unknown), prompt_version.
     """
     sampling = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=0)
-    requests = [ChatRequest.of(route_messages(q["question"]), sampling) for q in questions]
-    responses = []
+    requests = []
+    for q in questions:
+        messages = route_messages(q["question"])  # the same instructions and examples, then the question
+        requests.append(ChatRequest.of(messages, sampling, shared_messages=len(messages) - 1))
     with progress(total=len(requests), desc="classify-routes", unit="q") as bar:
-        for start in range(0, len(requests), chunk):
-            responses.extend(llm.generate(requests[start : start + chunk]))
-            bar.update(min(chunk, len(requests) - start))
+        responses = llm.generate(requests)
+        bar.update(len(requests))
     if len(responses) != len(requests):
         raise RuntimeError(f"LLM returned {len(responses)} responses for {len(requests)} requests")
     rows = []

@@ -25,6 +25,7 @@ NOT_OUTPUT_DECIDING = {
     # Every field of the typed params is written in params.yaml (test_config checks it), and DVC tracks the
     # values a stage reads through its `params:`; a changed default cannot reach a stage unseen.
     "factory/config.py": "typed params: their values are tracked through params.yaml",
+    "factory/progress.py": "progress bars and the LLM meter: what stderr shows, never what a stage writes",
     # Where a stage's shards run, never what they hold (tests/execution/test_cluster.py compares the bytes
     # of both engines). What the Ray engine imports for itself (its response cache's actor) is not
     # followed either: a stage that calls an LLM names factory/llm anyway.

@@ -177,6 +177,7 @@ def run_trajectories(
     sampling: Sampling,
     on_done: Callable[[dict], None] | None = None,
     *,
+    on_progress: Callable[[float], None] | None = None,
     passages: Mapping[str, Mapping] | None = None,
     run_id: str | None = None,
     rationalized: bool = False,
@@ -187,7 +188,9 @@ def run_trajectories(
     (its name is recorded; a scripted LLM records ``scripted``). ``passages``: pid -> passage for pooled
     retrieval (default: the questions' own pools). ``run_id`` prefixes trajectory ids (default
     ``<policy>/round_<r>``). ``rationalized``: give each trajectory the gold answer as a hint; the
-    recorded prompts stay hint-free. ``on_done`` gets each record as soon as it is finished.
+    recorded prompts stay hint-free. ``on_done`` gets each record as soon as it is finished;
+    ``on_progress`` gets, after every batch, how much of the unfinished trajectories is done (in
+    trajectories, from their calls against ``step_budget``): a long lockstep run's progress.
     """
     sample_ids = list(range(samples)) if isinstance(samples, int) else [int(s) for s in samples]
     run = Run(questions, llm, retriever, params, policy, round_, sampling, passages=passages, run_id=run_id)
@@ -223,4 +226,13 @@ def run_trajectories(
                 if on_done is not None:
                     on_done(record)
         active = still
+        if on_progress is not None:
+            budget = step_budget(params.agent)
+            on_progress(sum(min(job.tally.calls / budget, 0.9) for job in active))
     return [r for r in results if r is not None]
+
+
+def step_budget(agent: Any) -> int:
+    """The calls a trajectory makes at most without repairs: each iteration's explore step and one
+    completion per pair, then the final answer (for progress estimates only)."""
+    return agent.max_iterations * (1 + agent.max_pairs) + 1

@@ -113,7 +113,7 @@ def generate_trajectories(
             fp,
             work,
             desc=desc,
-            ticks_per_unit=samples,
+            ticks_per_unit=work.ticks_per_question,
             on_shard=on_shard,
             engine=engine,
         )
@@ -198,6 +198,32 @@ class GenerationShards:
             run_id=self.run_id,
         )
 
+    @property
+    def ticks_per_question(self) -> int:
+        """Progress units of a question: its samples, and its hint run's slot when rationalizing
+        (ticked when the hint run ends, or at once when a correct sample makes it unneeded)."""
+        return self.samples + int(self.rationalize)
+
+    def ticks_done(self, done: Mapping, question: dict) -> int:
+        """The progress ticks ``question`` has earned in ``done`` (a resumed run starts from them)."""
+        qid = question["question_id"]
+        samples = sum((qid, s, False) in done for s in range(self.samples))
+        slot = self.rationalize and samples == self.samples and not self.rationalization(done, question)
+        return samples + int(slot)
+
+    def after(
+        self, done: Mapping, question: dict, rationalized: bool, tick: Callable[[int], None]
+    ) -> list[tuple[dict, int, bool]]:
+        """A record of ``question`` is now in ``done``: tick its progress; the hint run it makes due."""
+        tick(1)
+        if rationalized or not self.rationalize:
+            return []
+        due = self.rationalization(done, question)
+        qid = question["question_id"]
+        if not due and all((qid, s, False) in done for s in range(self.samples)):
+            tick(1)  # a correct sample: no hint run will come
+        return due
+
     def rationalization(self, done: Mapping, question: dict) -> list[tuple[dict, int, bool]]:
         """The hint run of ``question`` once all its samples are in ``done`` and wrong (and it has none)."""
         qid = question["question_id"]
@@ -217,10 +243,7 @@ class GenerationShards:
         def on_done(record: dict) -> list[tuple[dict, int, bool]]:
             key = record_key(record)
             done[key] = record
-            if key[2]:
-                return []
-            tick(1)
-            return self.rationalization(done, by_id[key[0]])
+            return self.after(done, by_id[key[0]], key[2], tick)
 
         todo = [(q, s, False) for q in shard for s in range(self.samples)]
         window = self.params.trajectories.window or 8 * self.params.llm.concurrency
@@ -228,9 +251,10 @@ class GenerationShards:
         return [done[key] for key in plan_keys(shard, self.samples) if key in done]
 
     def _in_lockstep(self, shard, llm, retriever, passages, tick) -> list[dict]:
-        def batch(
-            questions: list[dict], sample_ids: list[int], rationalized: bool, on_done=None
-        ) -> list[dict]:
+        # a long lockstep batch moves the bar by its trajectories' steps (Progress.work)
+        in_flight = getattr(tick, "work", None)
+
+        def batch(questions: list[dict], sample_ids: list[int], rationalized: bool) -> list[dict]:
             return run_trajectories(
                 questions,
                 llm,
@@ -240,16 +264,18 @@ class GenerationShards:
                 self.round_,
                 sample_ids,
                 self.sampling,
-                on_done=on_done,
+                on_done=lambda _record: tick(1),
+                on_progress=in_flight,
                 passages=passages,
                 run_id=self.run_id,
                 rationalized=rationalized,
             )
 
-        records = batch(shard, list(range(self.samples)), False, on_done=lambda _r: tick(1))
+        records = batch(shard, list(range(self.samples)), False)
         if self.rationalize:
             done = {record_key(r): r for r in records}
             wrong = [q for q in shard if self.rationalization(done, q)]
+            tick(len(shard) - len(wrong))  # questions with a correct sample need no hint run
             if wrong:
                 records += batch(wrong, [self.samples], True)
         by_key = {record_key(r): r for r in records}
@@ -295,21 +321,19 @@ def _generate_continuously(
         ]
         todo = [u for q in questions for u in work.rationalization(done, q)] + todo
         window = params.trajectories.window or 8 * params.llm.concurrency
-        initial = sum(1 for (_, _, rat) in done if not rat)
+        initial = sum(work.ticks_done(done, q) for q in questions)
         # a record is journaled once its replies are committed to the response cache (a re-run of a
         # killed run is then answered from the cache for every record the journal holds)
         cache = getattr(llm, "cache", None)
         after_replies = getattr(cache, "then", None) or (lambda action: action())
-        with progress(total=len(questions) * samples, desc=desc, unit="traj", initial=initial) as bar:
+        total = len(questions) * work.ticks_per_question
+        with progress(total=total, desc=desc, unit="traj", initial=initial) as bar:
 
             def on_done(record: dict) -> list[tuple[dict, int, bool]]:
                 key = record_key(record)
                 after_replies(functools.partial(journal.append, record))
                 done[key] = outcome(record)
-                if key[2]:
-                    return []
-                bar.update(1)
-                return work.rationalization(done, by_id[key[0]])
+                return work.after(done, by_id[key[0]], key[2], bar)
 
             try:
                 run_continuously(work.run(questions, llm, retriever, passages), todo, window, on_done)

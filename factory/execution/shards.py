@@ -104,7 +104,7 @@ def run_in_shards(
     initial = sum(len(s) for s, d in zip(shards, done) if d) * ticks_per_unit
     todo = [(k, shard) for k, (shard, is_done) in enumerate(zip(shards, done)) if not is_done]
     with progress(total=len(units) * ticks_per_unit, desc=desc, unit="traj", initial=initial) as bar:
-        for k, rows in engine.map(work, todo, bar.update):
+        for k, rows in engine.map(work, todo, bar):
             if isinstance(rows, tuple):
                 rows, shard_counts = rows
                 for name, n in shard_counts.items():

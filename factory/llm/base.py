@@ -52,6 +52,10 @@ class ChatRequest:
     # which calls belong together (a trajectory's): routed to one endpoint when it can. Not part of
     # the reply, so not of the cache key
     affinity: str | None = field(default=None, compare=False)
+    # leading messages that every call of this kind repeats (instructions, few-shot turns): the local
+    # backend computes them once (factory.llm.prefix). None: the system message, when one leads. Not
+    # part of the reply, so not of the cache key
+    shared_messages: int | None = field(default=None, compare=False)
 
     @staticmethod
     def of(
@@ -60,9 +64,15 @@ class ChatRequest:
         sample: int = 0,
         constraint: Constraint | None = None,
         affinity: str | None = None,
+        shared_messages: int | None = None,
     ) -> ChatRequest:
         return ChatRequest(
-            tuple((m["role"], m["content"]) for m in messages), sampling, sample, constraint, affinity
+            tuple((m["role"], m["content"]) for m in messages),
+            sampling,
+            sample,
+            constraint,
+            affinity,
+            shared_messages,
         )
 
     def message_dicts(self) -> list[dict]:

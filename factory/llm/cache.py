@@ -22,6 +22,7 @@ import msgspec
 
 from factory.llm.base import LLM, ChatRequest, ChatResponse
 from factory.llm.responses import ResponseCache
+from factory.progress import meter
 
 
 def cache_key(backend: str, identity: str, request: ChatRequest, constraint_via: str = "") -> str:
@@ -116,6 +117,7 @@ class CachedLLM:
         for key in keys:
             if key in found:
                 self.hits += 1
+                meter.add(calls=1)
                 out.append(dataclasses.replace(found[key]))
             else:
                 self.misses += 1
@@ -129,6 +131,7 @@ class CachedLLM:
         found = self.cache.get(key)
         if found is not None:
             self.hits += 1
+            meter.add(calls=1)
             return found
         self.misses += 1
         shared = self._in_flight.get(key)

@@ -25,6 +25,7 @@ from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.llm.identity import SHORT, adapter_hash, weights_hash
 from factory.llm.prefix import PrefixCache, common_prefix
+from factory.progress import meter
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class LocalLLM:
         self._grammar = None
         self.prefix_cache = prefix_cache
         self._prefixes = None
-        self._system_ids: dict[str, list[int]] = {}
+        self._shared_ids: dict[tuple, list[int]] = {}  # shared messages -> their tokens
 
     @property
     def tokenizer(self):
@@ -206,15 +207,18 @@ class LocalLLM:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def _prefix_length(self, request: ChatRequest, prompt: list[int]) -> int:
-        """Tokens at the start of ``prompt`` that its system message alone renders to (0: none)."""
-        messages = request.message_dicts()
-        if not self.prefix_cache or not messages or messages[0]["role"] != "system":
+        """Tokens at the start of ``prompt`` that its shared messages alone render to (0: none)."""
+        shared = request.shared_messages
+        if shared is None:
+            shared = int(bool(request.messages) and request.messages[0][0] == "system")
+        if not self.prefix_cache or not 0 < shared < len(request.messages):
             return 0
-        system = messages[0]["content"]
-        ids = self._system_ids.get(system)
+        head = request.messages[:shared]
+        ids = self._shared_ids.get(head)
         if ids is None:
-            text = self.tokenizer.apply_chat_template(messages[:1], tokenize=False)
-            ids = self._system_ids[system] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            messages = [{"role": r, "content": c} for r, c in head]
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False)
+            ids = self._shared_ids[head] = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         return common_prefix(ids, prompt)
 
     def _generate_safely(
@@ -241,16 +245,15 @@ class LocalLLM:
         self, requests: list[ChatRequest], prompts: list[list[int]], sampling: Sampling
     ) -> list[ChatResponse]:
         import torch
-        from transformers import GenerationConfig
+        from transformers import GenerationConfig, StoppingCriteriaList
 
         t0 = time.perf_counter()
         pad = self.tokenizer.pad_token_id
         if self._prefixes is None:
             self._prefixes = PrefixCache(self.model, pad, self.device)
         with torch.inference_mode():
-            layout = self._prefixes.layout(
-                prompts, [self._prefix_length(r, p) for r, p in zip(requests, prompts)], sampling.max_new_tokens
-            )
+            prefixes = [self._prefix_length(r, p) for r, p in zip(requests, prompts)]
+            layout = self._prefixes.layout(prompts, prefixes, sampling.max_new_tokens)
         width = layout.width
         sampled = sampling.temperature > 0
         config = GenerationConfig(
@@ -266,6 +269,7 @@ class LocalLLM:
             disable_compile=True,  # the batch's shapes change every call: compiling would not pay
         )
         extra: dict = {"tokenizer": self.tokenizer} if sampling.stop else {}
+        extra["stopping_criteria"] = StoppingCriteriaList([TokenMeter(len(requests), self.eos_ids)])
         if any(r.constraint is not None for r in requests):
             from transformers import LogitsProcessorList
 
@@ -285,6 +289,7 @@ class LocalLLM:
                 **extra,
             )
         new_tokens = generated[:, width:].tolist()
+        meter.add(calls=len(requests))
         elapsed = time.perf_counter() - t0
         responses = []
         for prompt, ids in zip(prompts, new_tokens):
@@ -318,6 +323,23 @@ class LocalLLM:
                 )
             )
         return responses
+
+
+class TokenMeter:
+    """A stopping criterion that never stops: it adds each decoding step's new tokens (rows not yet
+    ended) to ``factory.progress.meter``, so a long batch shows progress token by token."""
+
+    def __init__(self, rows: int, eos_ids: set[int]):
+        self.ended = [False] * rows
+        self.eos_ids = eos_ids
+
+    def __call__(self, input_ids, scores, **kwargs):
+        import torch
+
+        last = input_ids[:, -1].tolist()
+        meter.add(tokens=sum(not ended for ended in self.ended))
+        self.ended = [ended or token in self.eos_ids for ended, token in zip(self.ended, last)]
+        return torch.zeros(len(last), dtype=torch.bool, device=input_ids.device)
 
 
 def _error(reason: str) -> ChatResponse:

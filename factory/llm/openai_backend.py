@@ -52,6 +52,7 @@ from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, ChatResponse
 from factory.llm.fleet import Fleet
 from factory.llm.served import ServedModels
+from factory.progress import meter
 
 log = logging.getLogger(__name__)
 
@@ -382,6 +383,7 @@ def _response(data: Any, latency_s: float) -> ChatResponse:
     if content is not None and not isinstance(content, str):
         raise _Malformed("message content is not text")
     usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    meter.add(calls=1, tokens=int(usage.get("completion_tokens") or 0))
     return ChatResponse(
         text=content or "",
         prompt_tokens=int(usage.get("prompt_tokens") or 0),

@@ -107,6 +107,32 @@ def test_batched_greedy_equals_one_by_one_and_keeps_order(base_llm):
     assert [g.text for i, g in enumerate(got) if i % 2] == [s.text for s in short_alone]
 
 
+SYSTEM_LONG = (
+    "You read passages and write down the facts they state about one entity and relation, one per "
+    "line, in the form (subject ; relation ; object). Example: (Budapest ; river ; Danube)."
+)
+
+
+def test_prefix_cache_gives_the_tokens_of_whole_prompts(sharp_model_dir, base_llm):
+    """Rows with a long system prompt start from its cached keys and values; rows of two different
+    prefixes and a row without one share a batch; greedy fp32 output equals whole-prompt prefill."""
+    greedy = Sampling(max_new_tokens=12)
+    requests = [
+        ChatRequest.of([{"role": "system", "content": system}, {"role": "user", "content": q}], greedy)
+        for system in (SYSTEM_LONG, SYSTEM_LONG.replace("facts", "claims") + " Be brief.")
+        for q in QUESTIONS[:3]
+    ] + [ChatRequest.of([{"role": "user", "content": QUESTIONS[3]}], greedy)]
+    prompts = [base_llm._prompt(r) for r in requests]
+    prefixes = [base_llm._prefix_length(r, p) for r, p in zip(requests, prompts)]
+    assert min(prefixes[:6]) >= 32 and prefixes[-1] == 0 and len(set(prefixes[:6])) == 2
+    whole = LocalLLM(sharp_model_dir, device="cpu", batch_size=8, dtype="float32", prefix_cache=False)
+    expected = [r.text for r in whole.generate(requests)]
+    assert [r.text for r in base_llm.generate(requests)] == expected
+    assert [base_llm.generate([r])[0].text for r in requests] == expected  # and alone
+    assert len(base_llm._prefixes._kv) >= 2  # the two system prompts were cached
+    whole.close()
+
+
 def test_token_counts_and_length_finish(base_llm):
     request = _requests(Sampling(max_new_tokens=7))[0]
     (resp,) = base_llm.generate([request])
