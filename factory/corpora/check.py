@@ -38,8 +38,8 @@ HUB = (
     "removed from dvc.yaml: {dataset: hotpotqa, path: hotpotqa/hotpot_qa, name: distractor}, "
     "{dataset: 2wikimultihopqa, path: ohjoonhee/2WikiMultihopQA} and {dataset: musique, path: "
     "dgslibisey/MuSiQue}, each with split: train and again with split: validation; make demo runs "
-    "offline, so run `dvc repro` yourself (it downloads them once), or save each with datasets' "
-    "save_to_disk and give that folder as path"
+    "offline, so run `dvc repro` yourself with network, or save each with datasets' save_to_disk and "
+    "give that folder as path"
 )
 
 
