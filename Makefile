@@ -39,7 +39,9 @@ $(PLOTS_TEMPLATE): $(STAMP) factory/dvc_plots.py
 
 setup: $(STAMP) $(PLOTS_TEMPLATE)
 
+# check-corpora: a clone without ../shared/corpora stops here, before any work, saying where corpora come from
 demo: setup
+	@$(BIN)/factory check-corpora
 	$(BIN)/dvc repro
 	@$(BIN)/python -m factory.where
 

@@ -1,6 +1,6 @@
 """Response cache benchmark: the SQLite cache at the size of the full protocol.
 
-The full protocol (README, *The full protocol*) makes about 5.4M calls (`factory params --cost`),
+The full protocol (docs/full-scale.md, *The full protocol*) makes about 5.4M calls (`factory params --cost`),
 every one a cache entry. This fills a cache with that many entries of a realistic size (an explore
 reply of ~160 characters, the protocol's model identity), then measures what a run pays:
 

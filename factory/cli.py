@@ -86,6 +86,13 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
         "--cost", action="store_true", help="print the protocol's LLM calls (formula and numbers) instead"
     )
     p.set_defaults(_module=None)
+    p = sub.add_parser(
+        "check-corpora",
+        help="check that the corpus files the params and dvc.yaml name exist, before any work (make demo's "
+        "first step); if not, say where corpora come from",
+    )
+    _common(p)
+    p.set_defaults(_module=None)
     return parser
 
 
@@ -132,6 +139,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
         params = load_params(args.params, args.sets)
+        if args.command == "check-corpora":
+            from factory.corpora.check import missing_sources, no_corpora_message
+
+            missing = missing_sources(params)
+            if missing:
+                raise FactoryError(no_corpora_message(missing))
+            return 0
         if args._module is None:
             if args.cost:
                 from factory.bootstrap.cost import render_cost

@@ -1,4 +1,4 @@
-"""Data contracts of every artifact (DESIGN §8), and how artifacts are written and read.
+"""Data contracts of every artifact (docs/design.md §8), and how artifacts are written and read.
 
 - ``schemas.contracts``: one pyarrow schema per artifact (``ARTIFACTS`` by name);
 - ``schemas.validate``: rows and tables checked against a contract (``SchemaError`` names the

@@ -1,4 +1,4 @@
-"""The data contracts of every artifact (DESIGN §8): one pyarrow schema each, by artifact name.
+"""The data contracts of every artifact (docs/design.md §8): one pyarrow schema each, by artifact name.
 
 Fields marked ``nullable=False`` are required. Contracts are shared across stages: extend them,
 never rename a field. How a contract is checked is ``schemas.validate``; how artifacts are written

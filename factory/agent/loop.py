@@ -1,4 +1,4 @@
-"""The KnowTrace agent loop (DESIGN §1): runs of trajectory programs, and the lockstep driver.
+"""The KnowTrace agent loop (docs/design.md §1): runs of trajectory programs, and the lockstep driver.
 
 Each trajectory is a small generator program (``factory.agent.program``): it yields the LLM calls
 it needs next and receives their outcomes. Two drivers run programs. The lockstep

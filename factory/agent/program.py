@@ -1,4 +1,4 @@
-"""One trajectory as a program: the KnowTrace loop (DESIGN §1) for one question, driven by a driver.
+"""One trajectory as a program: the KnowTrace loop (docs/design.md §1) for one question, driven by a driver.
 
 ``program`` is a generator: it yields the LLM calls it needs next (one explore, or one complete
 per pair, or the forced final) as ``Call`` objects and receives their ``Outcome`` once every call is

@@ -1,4 +1,4 @@
-"""Knowledge backtracing (DESIGN §2): which generations of a trajectory contributed to its answer.
+"""Knowledge backtracing (docs/design.md §2): which generations of a trajectory contributed to its answer.
 
 The public functions are importable from here; the rules are documented in ``labels`` (labels and
 token accounting), ``graph`` (the graph G and the supporting subgraph S_q), ``targets`` (initial and

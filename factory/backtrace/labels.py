@@ -1,4 +1,4 @@
-"""Knowledge backtracing (DESIGN §2): which generations of a trajectory contributed to its answer.
+"""Knowledge backtracing (docs/design.md §2): which generations of a trajectory contributed to its answer.
 
 Pure functions over a trajectory record (``schemas.TRAJECTORY`` as ``read_rows`` gives it), all
 importable from ``factory.backtrace`` (the graph and path search live in ``factory.backtrace.graph``,
@@ -40,7 +40,7 @@ Rules this module chooses (and tests):
   ``answer_only`` = the answer's nodes alone; ``gold_answer`` (oracle) = the gold answers' nodes
   (``gold_answers`` argument, else the trajectory's ``answers``); ``question_only`` = nodes named in
   the question (a no-answer control: for chain questions it usually finds nothing beyond I).
-- Yes/no and comparison answers (the rule DESIGN §2 asks for): the *compared entities* C are the
+- Yes/no and comparison answers (the rule docs/design.md §2 asks for): the *compared entities* C are the
   question's entities that the agent looked up (``targets.compared_entities``; not a distractor it
   looked up beside them, not a value the question names: "Spain" in "Are A and B both in Spain?").
   When the answer is yes/no, or all its nodes are compared entities ("Which film is newer, A or B?"

@@ -1,4 +1,4 @@
-"""The stopping rule of bootstrapping (DESIGN §5): after each round, does the chain go on?
+"""The stopping rule of bootstrapping (docs/design.md §5): after each round, does the chain go on?
 
 After each round, the new policy's held-out EM is compared with the
 best policy so far (the base model included). The round improves when its EM rises by at least

@@ -1,7 +1,7 @@
 """What every dataset builder shares: field checks, passage ids, sentence splits (files are read by
 ``factory.corpora.files``).
 
-A builder turns one raw record into a Question row (DESIGN §8, assembled by
+A builder turns one raw record into a Question row (docs/design.md §8, assembled by
 ``factory.corpora.question.make_question``) whose passages are entries of a ``PassagePool``, or raises
 ``BadRecord`` naming the record and the field. Passage ids are a stable hash of (dataset, title,
 text), so the same paragraph gets the same pid in every question and every run.

@@ -3,7 +3,15 @@
 Hub copies of these corpora use column-oriented nested fields (HotpotQA on the hub:
 ``context = {title: [...], sentences: [[...]]}``, ``supporting_facts = {title: [...], sent_id: [...]}``,
 ``id`` instead of ``_id``). ``to_official`` turns such a row back into the official layout so one
-builder per dataset serves both sources.
+builder per dataset serves both sources. The hub ids docs/corpora.md names, and the layouts read:
+
+- ``hotpotqa/hotpot_qa`` (config ``distractor``): ``id``, ``context {title, sentences}``,
+  ``supporting_facts {title, sent_id}``;
+- ``ohjoonhee/2WikiMultihopQA``: ``_id``, ``context {title, content}``, ``supporting_facts {title,
+  sent_id}``, ``evidences {fact, relation, entity}`` (the official [subject, relation, object]
+  triplets as three parallel columns, in that order);
+- ``dgslibisey/MuSiQue``: the official JSONL files (``musique_ans_v1.0_{train,dev}.jsonl``, splits
+  ``train`` and ``validation``), read as they are.
 """
 
 from __future__ import annotations
@@ -13,6 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from factory.errors import FactoryError
+
+# 2WikiMultihopQA's evidence triplets stored as parallel columns: (subject, relation, object) by name or,
+# in ohjoonhee/2WikiMultihopQA, as (fact, relation, entity). A dict with neither set of columns stays as
+# it is, and the builder quarantines the record naming the field.
+EVIDENCE_COLUMNS = (("subject", "relation", "object"), ("fact", "relation", "entity"))
 
 
 def _zip_columns(value: Any, first: str, seconds: tuple[str, ...]) -> Any:
@@ -31,11 +44,9 @@ def to_official(row: dict, dataset: str) -> dict:
         row["context"] = _zip_columns(row.get("context"), "title", ("sentences", "content"))
         row["supporting_facts"] = _zip_columns(row.get("supporting_facts"), "title", ("sent_id", "sent_idx"))
         ev = row.get("evidences")
-        if isinstance(ev, dict):
-            row["evidences"] = [
-                list(t)
-                for t in zip(*(ev[k] for k in ("subject", "relation", "object") if k in ev), strict=False)
-            ]
+        columns = next((c for c in EVIDENCE_COLUMNS if isinstance(ev, dict) and set(c) <= set(ev)), None)
+        if columns is not None:
+            row["evidences"] = [list(t) for t in zip(*(ev[k] for k in columns), strict=False)]
         elif isinstance(ev, list):
             row["evidences"] = [
                 [e["subject"], e["relation"], e["object"]] if isinstance(e, dict) else e for e in ev

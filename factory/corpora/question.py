@@ -1,4 +1,5 @@
-"""A Question row (DESIGN §8) assembled from a raw record's fields and its paragraphs' pool entries."""
+"""A Question row (docs/design.md §8) assembled from a raw record's fields and its paragraphs' pool
+entries."""
 
 from __future__ import annotations
 

@@ -1,2 +1,2 @@
-"""Relevance labels against the corpora's gold supporting facts (DESIGN §4): grounding, controls, CIs,
+"""Relevance labels against the corpora's gold supporting facts (docs/design.md §4): grounding, controls, CIs,
 reports."""

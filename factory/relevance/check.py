@@ -1,4 +1,4 @@
-"""Backtraced relevance labels checked against the corpora's gold supporting facts (DESIGN §4).
+"""Backtraced relevance labels checked against the corpora's gold supporting facts (docs/design.md §4).
 
 For every evaluated trajectory (correct ones only: they are what gets trained on):
 

@@ -1,4 +1,4 @@
-"""The causal check of backtracing (DESIGN §4): a trajectory's final answer re-asked on other graphs.
+"""The causal check of backtracing (docs/design.md §4): a trajectory's final answer re-asked on other graphs.
 
 For a correct trajectory with graph G and supporting subgraph S_q (its backtrace labels under one
 mode x target mode), the forced-final prompt of the trajectory's own prompt version is asked again

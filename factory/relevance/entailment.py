@@ -1,4 +1,4 @@
-"""Entailment-checked grounding (DESIGN §4): does the passage a triplet grounds to state the triplet?
+"""Entailment-checked grounding (docs/design.md §4): does the passage a triplet grounds to state the triplet?
 
 Lexical grounding (``factory.agent.grounding``) attributes a triplet to the retrieved passage whose
 tokens cover its subject and object best. It never reads the relation: ``(Scott Derrickson ; married

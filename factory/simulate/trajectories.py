@@ -1,4 +1,4 @@
-"""Simulated trajectories with known contributive triplets, to measure backtracing (DESIGN §2).
+"""Simulated trajectories with known contributive triplets, to measure backtracing (docs/design.md §2).
 
 For a real question the gold facts are known; the simulator writes the trajectory an agent would
 produce if it looked those facts up, then adds noise at a level x in [0, 1]. The true contributive

@@ -1,4 +1,4 @@
-"""Stage backtrace: label every trajectory of a round under every mode x target mode (DESIGN §2).
+"""Stage backtrace: label every trajectory of a round under every mode x target mode (docs/design.md §2).
 
 Reads data/trajectories/<V>/seed_<S>/round_<R>.parquet, writes data/labels/<V>/seed_<S>/round_<R>.parquet
 (``schemas.LABELS``, one row per trajectory x mode x target mode, sorted) and

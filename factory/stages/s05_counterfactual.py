@@ -1,4 +1,5 @@
-"""Stage counterfactual: the causal check of a round's backtrace labels (DESIGN §4, the review's falsifier).
+"""Stage counterfactual: the causal check of a round's backtrace labels (docs/design.md §4, the review's
+falsifier).
 
 Reads data/trajectories/<V>/seed_<S>/round_<R>.parquet and its labels (the params.backtrace.mode x
 target_mode rows: S_q), re-asks the forced-final prompt of every correct trajectory (or a seeded sample

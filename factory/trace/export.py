@@ -1,6 +1,6 @@
 """Export a round's correct trajectories in the TRACE protocol: SFT targets and RL prompts.
 
-Per correct trajectory of a variant's round (DESIGN §6):
+Per correct trajectory of a variant's round (docs/design.md §6):
 
 - the prompt: a system message stating the protocol and a user message with the question and the
   passages the trajectory retrieved (de-duplicated, in first-retrieval order, numbered [1]..[n],

@@ -1,6 +1,6 @@
 """TRACE reward functions for RL trainers (TRL ``GRPOTrainer`` signature) and the protocol parser.
 
-The TRACE output protocol (DESIGN §6)::
+The TRACE output protocol (docs/design.md §6)::
 
     <relevance>[1, 3]</relevance>
     <analysis>Scott Derrickson (nationality): American [1]. ...</analysis>

@@ -1,4 +1,4 @@
-"""What each supervision variant keeps of a trajectory (DESIGN §3).
+"""What each supervision variant keeps of a trajectory (docs/design.md §3).
 
 ``kept_units`` is the ONE place that decides what a variant keeps of a trajectory; the supervision
 sets, the TRACE export and the gates all call it, so the variants stay comparable:

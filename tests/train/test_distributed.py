@@ -33,7 +33,7 @@ V = "backtrace"
 STEPS, BATCH, ACCUM, WORLD = 3, 2, 2, 2
 # What the process writes to disk under the project folder, as Python's audit hooks see it: files opened
 # for writing, renames, removals and folders made. Each rank keeps its list and dumps it at exit
-# (outside the project folder); then it runs `python -m factory.cli`, the README's command.
+# (outside the project folder); then it runs `python -m factory.cli`, the command docs/full-scale.md gives.
 LAUNCH = """\
 import atexit, json, os, runpy, sys
 
