@@ -131,6 +131,20 @@ def test_prefix_cache_gives_the_tokens_of_whole_prompts(sharp_model_dir, base_ll
     assert [base_llm.generate([r])[0].text for r in requests] == expected  # and alone
     assert len(base_llm._prefixes._kv) >= 2  # the two system prompts were cached
     whole.close()
+    assert [_plain_greedy(base_llm, p, 12) for p in prompts] == expected  # = transformers alone
+
+
+def _plain_greedy(llm: LocalLLM, prompt: list[int], new_tokens: int) -> str:
+    """What transformers' own generate makes of one prompt (no cache given, no padding), greedy."""
+    import torch
+
+    with torch.inference_mode():
+        out = llm.model.generate(
+            torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False, pad_token_id=llm.tokenizer.pad_token_id
+        )
+    ids = out[0, len(prompt) :].tolist()
+    end = next((j for j, t in enumerate(ids) if t in llm.eos_ids), len(ids))
+    return llm.tokenizer.decode(ids[:end], skip_special_tokens=True)
 
 
 def test_token_counts_and_length_finish(base_llm):
