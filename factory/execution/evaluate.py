@@ -8,6 +8,7 @@ from factory.config import Params
 from factory.execution.generate import generate_trajectories
 from factory.execution.sampling import evaluation_sample
 from factory.execution.summary import summarize_file
+from factory.llm.base import cache_use
 
 
 def evaluate_policy(
@@ -39,8 +40,7 @@ def evaluate_policy(
             run_id=run_id,
             desc=desc,
         )
-        cache = {"hits": int(getattr(llm, "hits", 0)), "misses": int(getattr(llm, "misses", 0))}
-        identity = llm.identity
+        cache, identity = cache_use(llm), llm.identity
     finally:
         llm.close()
     summary = summarize_file(out_path, breakdowns=("dataset", "qtype", "route"))

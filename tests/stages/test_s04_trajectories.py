@@ -51,7 +51,7 @@ def project(tmp_path, monkeypatch, ingested):
 def use_policy(monkeypatch, make):
     """Inject a test policy where generation and evaluation build their LLM (params can only name
     local|openai)."""
-    for where in ("factory.stages.s04_trajectories", "factory.execution.evaluate"):
+    for where in ("factory.execution.round", "factory.execution.evaluate"):
         monkeypatch.setattr(f"{where}.make_policy_llm", lambda params, policy: make())
 
 
