@@ -15,6 +15,7 @@ import importlib
 import logging
 import os
 import pkgutil
+import re
 import sys
 import traceback
 from pathlib import Path
@@ -25,13 +26,14 @@ from factory.errors import FactoryError, os_error_message
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
+STAGE_MODULE = re.compile(r"^s\d\d_\w+$")  # s<NN>_<name>: a stage; other modules there serve the stages
 
 
 def stage_names() -> dict[str, str]:
     """command -> module name, in data-flow order ('s04_trajectories' -> 'trajectories')."""
     import factory.stages as pkg
 
-    names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if not m.name.startswith("_"))
+    names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if STAGE_MODULE.match(m.name))
     return {n.split("_", 1)[1].replace("_", "-"): n for n in names}
 
 

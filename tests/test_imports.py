@@ -32,5 +32,5 @@ def test_the_import_reader_sees_lazy_and_from_imports():
     # the checks above are only as good as the reader: a function-level import and `from pkg import module`
     loop = imports_of(module_file("factory.agent.loop"))
     assert "factory.agent.grounding" in loop  # imported inside a function
-    stage = imports_of(module_file("factory.stages.s04_trajectories"))
+    stage = imports_of(module_file("factory.stages.s05_backtrace"))
     assert "factory.paths" in stage  # from factory import paths

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from factory.agent.policy import Policy
-from factory.agent.setup import load_inputs, make_policy_llm
 from factory.config import Params
-from factory.execution.generate import generate_trajectories
+from factory.execution.round import generate_sample
 from factory.execution.sampling import evaluation_sample
 from factory.execution.summary import summarize_file
 
@@ -20,29 +19,16 @@ def evaluate_policy(
     evaluation (one, shared by all chains) pairs question by question with every round's, which the
     paired stop test needs; protocol seeds repeat the training, not the choice of evaluation questions.
     """
-    inputs = load_inputs(params)
-    chosen, sampling = evaluation_sample(params, inputs.questions, split)
-    chosen = inputs.rows(chosen)
-    llm = make_policy_llm(params, policy)
-    try:
-        records = generate_trajectories(
-            params,
-            chosen,
-            llm=llm,
-            retriever=inputs.retriever,
-            passages=inputs.passages,
-            policy=policy,
-            round_=max(policy.round, 0),
-            samples=1,
-            sampling=sampling,
-            out_path=out_path,
-            run_id=run_id,
-            desc=desc,
-        )
-        cache = {"hits": int(getattr(llm, "hits", 0)), "misses": int(getattr(llm, "misses", 0))}
-        identity = llm.identity
-    finally:
-        llm.close()
+    generated = generate_sample(
+        params,
+        policy,
+        lambda questions: evaluation_sample(params, questions, split),
+        round_=max(policy.round, 0),
+        samples=1,
+        out_path=out_path,
+        run_id=run_id,
+        desc=desc,
+    )
     summary = summarize_file(out_path, breakdowns=("dataset", "qtype", "route"))
     summary.pop("rationalized", None)  # evaluation never rationalizes
     overall = summary["overall"]
@@ -50,13 +36,13 @@ def evaluate_policy(
         "status": "done",
         "policy": policy.name,
         "policy_round": policy.round,
-        "model": identity,
+        "model": generated.model,
         "prompt_version": params.agent.prompt_version,
-        "questions": len(chosen),
-        "eval_seed": sampling.seed,
+        "questions": generated.questions,
+        "eval_seed": generated.sampling.seed,
         "em": overall["em"],
         "f1": overall["f1"],
-        "cache": cache,
+        "cache": generated.cache,
         **summary,
     }
-    return metrics, records
+    return metrics, generated.records

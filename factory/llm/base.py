@@ -106,3 +106,9 @@ class LLM(Protocol):
     def count_tokens(self, text: str) -> int: ...
 
     def close(self) -> None: ...
+
+
+def cache_use(llm: LLM) -> dict[str, int]:
+    """{"hits", "misses"}: the calls a backend answered from its response cache and those it sent on
+    (both 0 for a backend without a cache, ``llm.cache: false``)."""
+    return {"hits": int(getattr(llm, "hits", 0)), "misses": int(getattr(llm, "misses", 0))}

@@ -3,11 +3,14 @@ factory.relevance.figures)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
+from pathlib import Path
 
 from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, KEEP_ALL, RANDOM
 
 CONTROLS = (AUTHORS, ANSWER_ENTITY, RANDOM, KEEP_ALL)
+log = logging.getLogger(__name__)
 LABELS = {
     KEEP_ALL: "keep all",
     ANSWER_ENTITY: "answer-entity only",
@@ -146,3 +149,20 @@ def render_markdown(result: Mapping) -> str:
         )
     lines.append("")
     return "\n".join(lines)
+
+
+def log_verdicts(result: Mapping, sources: int, left_out: int, report: Path) -> None:
+    """A warning when the check could not run in full (its status), then every verdict line: the
+    labels against gold facts, then the causal check's."""
+    if result["status"] != "ok":
+        log.warning(
+            "validate-labels: %s (%d sources, %d left out); wrote %s",
+            result["status"],
+            sources,
+            left_out,
+            report,
+        )
+    for verdict in result["verdicts"].values():
+        log.info("%s", verdict["line"])
+    for verdict in result["causal"].get("verdicts", {}).values():
+        log.info("causal check: %s", verdict["line"])

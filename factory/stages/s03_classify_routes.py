@@ -8,6 +8,7 @@ from factory import paths
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import outputs_together, write_json
+from factory.llm.base import cache_use
 from factory.routes import PROMPT_VERSION, classify_routes, route_metrics, sample_questions
 from schemas import read_rows, write_parquet
 
@@ -29,8 +30,7 @@ def run(params: Params) -> None:
     llm = make_llm(params)
     try:
         rows = classify_routes(sample, llm, max_new_tokens=params.routes.max_new_tokens)
-        identity = llm.identity
-        hits, misses = getattr(llm, "hits", 0), getattr(llm, "misses", 0)
+        identity, cache = llm.identity, cache_use(llm)
     finally:
         llm.close()
     write_parquet(rows, paths.ROUTES_PREDICTED, "route_predictions")
@@ -51,6 +51,6 @@ def run(params: Params) -> None:
         None if overall["accuracy"] is None else round(overall["accuracy"], 3),
         overall["unknown"],
         overall["llm_errors"],
-        hits,
-        misses,
+        cache["hits"],
+        cache["misses"],
     )

@@ -16,15 +16,13 @@ import logging
 from pathlib import Path
 
 from factory import paths
-from factory.agent.policy import is_untrainable
-from factory.bootstrap.rounds import policy_for, skip_reason
+from factory.bootstrap.rounds import policy_for
 from factory.config import Params
-from factory.errors import FactoryError
-from factory.io import output_folder, outputs_together, write_json
+from factory.io import output_folder, outputs_together
 from factory.stages import chain_arguments
-from factory.train.live import write_untrained
-from factory.train.lora import SKIPPED, is_main_process, reset_output, train_lora, write_status
-from schemas import read_round_input
+from factory.stages.round import Round
+from factory.train.lora import is_main_process, train_lora
+from factory.train.round import base_model_path, check_trainable, starting_point, write_skipped
 
 COMMAND = "train"
 HELP = "LoRA fine-tuning of a variant's round on its supervision set (loss on assistant tokens only)"
@@ -33,30 +31,6 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser) -> None:
     chain_arguments(parser, "bootstrapping round (0 = the set from the base model's trajectories)")
-
-
-def base_model_path(params: Params) -> Path:
-    """The local base model folder: llm.model for the local backend, model.dir when serving via openai."""
-    path = Path(params.llm.model if params.llm.backend == "local" else params.model.dir)
-    if not (path / "config.json").exists():
-        raise FactoryError(f"base model folder {path} not found (run `factory prepare-model` first)")
-    return path
-
-
-def check_trainable(rows: list[dict], variant: str, source: Path) -> None:
-    """Refuse sets from scripted/simulated generators or from another variant's chain."""
-    for row in rows:
-        if is_untrainable(row["policy"]):
-            raise FactoryError(
-                f"{source}: example {row['example_id']!r} comes from the {row['policy']!r} policy (field "
-                "'policy'); "
-                "scripted and simulated trajectories are for tests and demos and are never trained on"
-            )
-        if row["variant"] != variant:
-            raise FactoryError(
-                f"{source}: example {row['example_id']!r} belongs to variant {row['variant']!r} (field "
-                f"'variant'), not {variant!r}"
-            )
 
 
 def output_folders(variant: str, round_: int, seed: int) -> tuple[Path, Path]:
@@ -69,30 +43,18 @@ def output_folders(variant: str, round_: int, seed: int) -> tuple[Path, Path]:
 @outputs_together()
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     out, live_dir = output_folders(variant, round_, seed)
-    metrics_path = paths.stage_metrics("train", variant, round_, seed)
-    head = {"variant": variant, "round": round_, "seed": seed}
-    reason = skip_reason(variant, round_, seed)
+    rnd = Round(COMMAND, variant, round_, seed, writes_metrics=is_main_process())
+    head = rnd.head()
+    reason = rnd.stop_reason()
     if reason:
-        reset_output(out)
-        write_status(out, SKIPPED, reason)
-        metrics = {**head, "status": SKIPPED, "reason": reason}
-        if is_main_process():
-            write_json(metrics_path, metrics)
-            write_untrained(live_dir, SKIPPED)
-        log.info("train %s round %d (seed %d): skipped: %s", variant, round_, seed, reason)
-        return metrics
+        return rnd.skip(head, reason, lambda _: write_skipped(out, live_dir, reason))
 
-    source = paths.supervision_dir(variant, round_, seed) / "train.parquet"
-    rows = read_round_input(source, "variants", variant, round_, seed)
+    source = rnd.supervision_dir / "train.parquet"
+    rows = rnd.read(source, "variants")
     check_trainable(rows, variant, source)
     head["examples_in_set"] = len(rows)
-    init_adapter, init_policy = None, "base"
-    if params.train.init == "previous":
-        previous = policy_for(variant, round_, seed)
-        init_adapter, init_policy = previous.adapter, previous.name
-        if previous.adapter is not None:
-            # The continued adapter has already seen the (accumulated) examples of its own rounds.
-            rows = [r for r in rows if r["round"] > previous.round]
+    previous = policy_for(variant, round_, seed) if params.train.init == "previous" else None
+    rows, init_adapter, init_policy = starting_point(rows, previous)
     # Effective seed of this chain (common rule: param seed + 1000 * protocol seed).
     train_params = params.train.model_copy(update={"seed": params.train.seed + 1000 * seed})
     log.info(
@@ -105,7 +67,4 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         init_policy,
     )
     result = train_lora(rows, base_model_path(params), out, train_params, init_adapter, live_dir)
-    metrics = {**head, **result, "init_policy": init_policy, "supervision": str(source)}
-    if is_main_process():
-        write_json(metrics_path, metrics)
-    return metrics
+    return rnd.write_metrics({**head, **result, "init_policy": init_policy, "supervision": str(source)})

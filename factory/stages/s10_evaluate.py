@@ -15,13 +15,13 @@ import logging
 
 from factory import paths
 from factory.agent.policy import BASE
-from factory.bootstrap.rounds import policy_after, skip_reason
+from factory.bootstrap.rounds import policy_after
 from factory.config import VARIANTS, Params
 from factory.execution.engine import preflight
 from factory.execution.evaluate import evaluate_policy
-from factory.io import outputs_together, write_json
+from factory.io import outputs_together
 from factory.stages import chain_arguments
-from schemas import write_parquet
+from factory.stages.round import Round, empty_parquet
 
 COMMAND = "evaluate"
 HELP = (
@@ -52,19 +52,14 @@ def output_paths(variant: str, round_: int, split: str, seed: int):
 def run(params: Params, variant: str, round_: int = 0, split: str = "heldout", seed: int = 0) -> dict:
     preflight(params)  # a Ray cluster that cannot be reached fails here, before any work
     data_path, metrics_path = output_paths(variant, round_, split, seed)
-    head = {"variant": variant, "round": round_ if variant != BASE else None, "seed": seed, "split": split}
-    reason = skip_reason(variant, round_, seed) if variant != BASE else None
+    rnd = Round(COMMAND, variant, round_, seed, metrics_path=metrics_path, note=split)
+    head = rnd.head(round=round_ if variant != BASE else None, split=split)
+    reason = rnd.stop_reason()  # None for the base model
     if reason is not None:
-        write_parquet([], data_path, "trajectory")
-        metrics = {**head, "status": "skipped", "reason": reason}
-        write_json(metrics_path, metrics)
-        log.info("evaluate %s round %d (seed %d, %s): skipped (%s)", variant, round_, seed, split, reason)
-        return metrics
+        return rnd.skip(head, reason, empty_parquet(data_path, "trajectory"))
 
     policy = policy_after(variant, round_ if variant != BASE else -1, seed)
-    run_id = (
-        f"eval/{BASE}/{split}" if variant == BASE else f"eval/{variant}/seed_{seed}/round_{round_}/{split}"
-    )
+    run_id = f"eval/{BASE}/{split}" if variant == BASE else f"eval/{rnd.run_id}/{split}"
     result, _ = evaluate_policy(
         params,
         policy,
@@ -73,8 +68,7 @@ def run(params: Params, variant: str, round_: int = 0, split: str = "heldout", s
         out_path=data_path,
         desc=f"evaluate {variant} r{round_} {split}",
     )
-    metrics = {**head, **result}
-    write_json(metrics_path, metrics)
+    metrics = rnd.write_metrics({**head, **result})
     log.info(
         "evaluate %s (policy %s) on %d %s questions: EM %.3f F1 %.3f -> %s",
         variant,

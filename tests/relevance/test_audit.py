@@ -13,7 +13,7 @@ from factory import paths
 from factory.cli import main
 from schemas import read_rows
 from tests.browser import browser, console_errors, evaluate, load  # noqa: F401
-from tests.stages.test_s08_validate_labels import (  # noqa: F401
+from tests.stages.test_s13_validate_labels import (  # noqa: F401
     DATASETS,
     _write_counterfactual,
     _write_inputs,

@@ -17,7 +17,7 @@ import pytest
 
 from factory import cli, io, paths
 from factory.cli import main
-from tests.stages.test_s06_variants import _traj, _write_round, question_pool, workdir  # noqa: F401
+from tests.stages.test_s07_variants import _traj, _write_round, question_pool, workdir  # noqa: F401
 from tests.stages.test_s09_train import decide
 
 OUTPUT_ROOTS = ("data", "metrics", "reports", "models", "dvclive")

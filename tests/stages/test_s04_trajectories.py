@@ -51,8 +51,7 @@ def project(tmp_path, monkeypatch, ingested):
 def use_policy(monkeypatch, make):
     """Inject a test policy where generation and evaluation build their LLM (params can only name
     local|openai)."""
-    for where in ("factory.stages.s04_trajectories", "factory.execution.evaluate"):
-        monkeypatch.setattr(f"{where}.make_policy_llm", lambda params, policy: make())
+    monkeypatch.setattr("factory.execution.round.make_policy_llm", lambda params, policy: make())
 
 
 def sets(**kw) -> list[str]:

@@ -260,7 +260,7 @@ def _stage_inputs(tmp_path, scripted, ingested, trajectories, labels):
 def test_stage_writes_parquet_jsonl_stats_deterministically(tmp_path, monkeypatch, scripted, ingested):
     from factory import paths
     from factory.config import Params
-    from factory.stages import s07_export_trace as stage
+    from factory.stages import s08_export_trace as stage
 
     # The stage refuses scripted trajectories (checked below); to exercise its files, these real
     # scripted trajectories are relabelled as a model policy.
@@ -308,7 +308,7 @@ def test_stage_writes_parquet_jsonl_stats_deterministically(tmp_path, monkeypatc
 def test_stage_empty_round_writes_empty_files(tmp_path, monkeypatch, scripted, ingested):
     from factory import paths
     from factory.config import Params
-    from factory.stages import s07_export_trace as stage
+    from factory.stages import s08_export_trace as stage
 
     monkeypatch.chdir(tmp_path)
     _stage_inputs(tmp_path, scripted, ingested, [], [])

@@ -1,0 +1,1 @@
+"""The causal check of the backtrace labels: correct trajectories re-asked under counterfactual conditions."""

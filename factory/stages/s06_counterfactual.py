@@ -1,0 +1,104 @@
+"""Stage counterfactual: the causal check of a round's backtrace labels (docs/design.md §4, the review's
+falsifier).
+
+Reads data/trajectories/<V>/seed_<S>/round_<R>.parquet and its labels (the params.backtrace.mode x
+target_mode rows: S_q), re-asks the forced-final prompt of every correct trajectory (or a seeded sample
+of ``counterfactual.max_trajectories``) with the policy that generated the round, greedy, under the
+``counterfactual.conditions`` (factory.relevance.counterfactual), and writes
+data/counterfactual/<V>/seed_<S>/round_<R>.parquet (``schemas.COUNTERFACTUAL``) and
+metrics/counterfactual/<V>/seed_<S>/round_<R>.json: the LLM calls it cost, accuracy per condition,
+the effects with bootstrap CIs and one verdict line per dataset (factory.relevance.causal, through
+factory.causal.round_metrics).
+Checkpointed per shard: a killed run resumes and writes the same file. A skipped round (empty
+trajectory file) writes an empty file and status ``skipped``.
+"""
+
+from __future__ import annotations
+
+from factory.agent.loop import constrained_decoding
+from factory.agent.setup import make_policy_llm
+from factory.bootstrap.rounds import policy_for
+from factory.causal.round_metrics import (
+    kept_sets,
+    log_round,
+    plan_head,
+    planned_calls,
+    round_metrics,
+    round_plan,
+)
+from factory.config import Params
+from factory.execution.engine import preflight
+from factory.execution.sampling import derived_seed
+from factory.io import outputs_together
+from factory.llm.base import cache_use
+from factory.relevance.counterfactual import counterfactual_round, select_trajectories
+from factory.stages import chain_arguments
+from factory.stages.round import Round, empty_parquet
+from schemas import read_rows
+
+OUTCOME_COLUMNS = ["trajectory_id", "dataset", "correct"]  # what choosing the re-asked ones needs
+TRAJECTORY_COLUMNS = [  # what re-asking one needs
+    "trajectory_id",
+    "question_id",
+    "dataset",
+    "qtype",
+    "route",
+    "prompt_version",
+    "question",
+    "answers",
+    "correct",
+    "triplets",
+]
+LABEL_COLUMNS = ["trajectory_id", "mode", "target_mode", "kept_triplet_ids"]  # S_q
+
+COMMAND = "counterfactual"
+HELP = (
+    "re-ask a round's correct trajectories without S_q, with S_q only, without a random set of its size "
+    "and closed-book: is S_q load-bearing, which answers are parametric"
+)
+
+
+def add_arguments(parser) -> None:
+    chain_arguments(parser, "bootstrapping round whose trajectories are re-asked")
+
+
+@outputs_together()
+def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
+    preflight(params)  # a Ray cluster that cannot be reached fails here, before any work
+    cp, bp = params.counterfactual, params.backtrace
+    rnd = Round(COMMAND, variant, round_, seed)
+    head = rnd.head("protocol_seed", **plan_head(params, seed))
+    # Only the re-asked trajectories are read whole (without their steps), and only their labels.
+    outcomes = rnd.read(rnd.trajectories, "trajectories", columns=OUTCOME_COLUMNS)
+    if not outcomes:
+        empty = empty_parquet(rnd.counterfactual, "counterfactual")
+        return rnd.skip(head, rnd.empty_reason(), empty, trajectories=0)
+    sample_seed = derived_seed(cp.seed, seed, round_)
+    chosen = [t["trajectory_id"] for t in select_trajectories(outcomes, cp.max_trajectories, sample_seed)]
+    trajectories = read_rows(rnd.trajectories, TRAJECTORY_COLUMNS, where={"trajectory_id": chosen})
+    where = {"trajectory_id": chosen, "mode": [bp.mode], "target_mode": [bp.target_mode]}
+    labels = rnd.read(rnd.labels, "backtrace", columns=LABEL_COLUMNS, where=where)
+    correct = sum(1 for t in outcomes if t["correct"])
+    policy = policy_for(variant, round_, seed)
+    llm = make_policy_llm(params, policy)
+    try:
+        result = counterfactual_round(
+            trajectories,
+            kept_sets(labels, bp.mode, bp.target_mode),
+            llm=llm,
+            plan=round_plan(params, head, policy, constrained_decoding(params, llm)),
+            max_trajectories=cp.max_trajectories,
+            sample_seed=sample_seed,
+            shard_size=cp.shard_size,
+            out_path=rnd.counterfactual,
+            desc=f"counterfactual {variant} r{round_} ({planned_calls(params, correct)} calls)",
+            correct=correct,
+            params=params,
+            policy=policy,
+        )
+        cache, model = cache_use(llm), llm.identity
+    finally:
+        llm.close()
+    metrics = rnd.write_metrics(round_metrics(head, params, outcomes, result, policy, model, cache))
+    log_round(f"counterfactual {variant} round {round_} (seed {seed}, policy {policy.name})", metrics)
+    return metrics
