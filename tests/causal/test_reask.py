@@ -16,8 +16,8 @@ from factory.config import CONDITIONS
 from factory.errors import FactoryError
 from factory.llm.base import ChatResponse
 from factory.llm.openai_backend import OpenAILLM
-from factory.relevance.causal import causal_summary
-from factory.relevance.counterfactual import (
+from factory.causal.effects import causal_summary
+from factory.causal.reask import (
     Plan,
     condition_graphs,
     counterfactual_round,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from factory.config import CONDITIONS
-from factory.relevance.causal import causal_summary, outcomes, parametric_exclusion
+from factory.causal.effects import causal_summary, outcomes, parametric_exclusion
 
 SEEDS = (1, 2, 3)
 

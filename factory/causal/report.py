@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from factory.config import CONDITIONS
-from factory.relevance.causal import causal_summary, parametric_flags, points
+from factory.causal.effects import causal_summary, parametric_flags, points
 from factory.relevance.check import Source, content_key
 from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, prepare, sq_method
 from factory.relevance.scores import level_counts
