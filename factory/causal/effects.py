@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from factory.config import CONDITIONS
-from factory.relevance.stats import bootstrap_rng, bootstrap_weights, interval, number
+from factory.stats import TRAJECTORIES, bootstrap_weights, interval, number, seeded_rng
 
 NECESSITY_NEEDS = ("full", "without_sq", "without_random")
 SUFFICIENCY_NEEDS = ("full", "only_sq")
@@ -90,7 +90,9 @@ def _cell(x: np.ndarray, weights: np.ndarray) -> dict:
 
 def _weights(n: int, samples: int, seed: int, *names: str) -> np.ndarray:
     """Bootstrap occurrence counts of n trajectories (a stable generator per group and subset)."""
-    return bootstrap_weights(n, samples, bootstrap_rng(seed, *names)) if n else np.zeros((samples, 0))
+    if not n:
+        return np.zeros((samples, 0))
+    return bootstrap_weights(n, samples, seeded_rng(TRAJECTORIES, seed, *names))
 
 
 def _group_stats(

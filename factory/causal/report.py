@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from factory.config import CONDITIONS
 from factory.causal.effects import causal_summary, parametric_flags, points
+from factory.config import CONDITIONS
 from factory.relevance.check import Source, content_key
 from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, prepare, sq_method
 from factory.relevance.scores import level_counts
-from factory.relevance.stats import bootstrap_rng, bootstrap_weights, score
+from factory.stats import TRAJECTORIES, bootstrap_weights, score, seeded_rng
 
 
 def pooled_rows(
@@ -94,7 +94,8 @@ def parametric_relevance(
             out[name] = {"trajectories": 0, "methods": {}}
             continue
         rel, counts = level_counts(items, "paragraph", methods)
-        weights = bootstrap_weights(len(items), bootstrap_samples, bootstrap_rng(seed, "parametric", name))
+        rng = seeded_rng(TRAJECTORIES, seed, "parametric", name)
+        weights = bootstrap_weights(len(items), bootstrap_samples, rng)
         scores, _ = score(counts, rel, np.arange(len(items)), weights)
         out[name] = {"trajectories": len(items), "methods": scores}
     return out

@@ -20,11 +20,6 @@ from factory import paths
 from factory.agent.loop import constrained_decoding
 from factory.agent.setup import make_policy_llm
 from factory.bootstrap.rounds import policy_for, skip_reason
-from factory.config import CONDITIONS, Params
-from factory.errors import FactoryError
-from factory.execution.engine import preflight
-from factory.execution.sampling import derived_seed
-from factory.io import outputs_together, write_json
 from factory.causal.effects import causal_summary
 from factory.causal.reask import (
     Plan,
@@ -32,6 +27,11 @@ from factory.causal.reask import (
     rows_per_trajectory,
     select_trajectories,
 )
+from factory.config import CONDITIONS, Params
+from factory.errors import FactoryError
+from factory.execution.engine import preflight
+from factory.execution.sampling import derived_seed
+from factory.io import outputs_together, write_json
 from factory.stages import chain_arguments
 from factory.variants.kept import labels_index
 from schemas import read_round_input, read_rows, write_parquet

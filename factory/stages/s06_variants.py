@@ -20,10 +20,10 @@ from collections import Counter
 from factory import paths
 from factory.agent.policy import assert_trainable
 from factory.bootstrap.rounds import skip_reason
+from factory.causal.effects import parametric_exclusion
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import atomic_path, jsonl_line, outputs_together, write_json, write_jsonl
-from factory.causal.effects import parametric_exclusion
 from factory.stages import chain_arguments
 from factory.variants.kept import labels_index
 from factory.variants.sets import SetBuilder, check_new_ids, earlier_examples

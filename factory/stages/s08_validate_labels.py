@@ -21,10 +21,10 @@ import re
 from pathlib import Path
 
 from factory import paths
+from factory.causal.report import causal_check, render_causal_section
 from factory.config import Params
 from factory.io import outputs_together, write_json, write_text
 from factory.relevance.audit import render_audit
-from factory.causal.report import causal_check, render_causal_section
 from factory.relevance.check import Source, check_relevance
 from factory.relevance.entailment import judge_sources
 from factory.relevance.entailment_report import entailment_result, render_entailment_markdown

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from factory.config import CONDITIONS
 from factory.causal.effects import causal_summary, outcomes, parametric_exclusion
+from factory.config import CONDITIONS
 
 SEEDS = (1, 2, 3)
 

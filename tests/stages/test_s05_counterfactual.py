@@ -13,8 +13,8 @@ from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import read_json
 from schemas import COUNTERFACTUAL, read_rows, write_parquet
-from tests.mock_openai_server import MockOpenAIServer
 from tests.causal.test_reask import key_script, key_trajectories
+from tests.mock_openai_server import MockOpenAIServer
 from tests.test_variants import make_labels
 
 V, R = "backtrace", 0
