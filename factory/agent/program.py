@@ -222,29 +222,29 @@ def program_for(
     ctx: Context, q: dict, tid: str, hint: str | None
 ) -> Generator[list[Call], list[Outcome], dict]:
     """The KnowTrace loop for one question; returns the trajectory's fields (without run metadata)."""
-    run = _Trajectory(tid)
+    trajectory = _Trajectory(tid)
     stop_reason, answer, thought = "max_iterations", None, None
     for _iteration in range(ctx.params.agent.max_iterations):
-        ex, pairs = yield from _explore(ctx, q, hint, run)
+        ex, pairs = yield from _explore(ctx, q, hint, trajectory)
         if ex is None:
             break
         if ex.sufficient:
             answer, thought, stop_reason = ex.answer, ex.thought, "sufficient"
             break
-        added = yield from _retrieve_and_ground(ctx, q, pairs, run)
-        if run.failure is not None:
+        added = yield from _retrieve_and_ground(ctx, q, pairs, trajectory)
+        if trajectory.failure is not None:
             break
         if added == 0:
             stop_reason = "no_new_triplets"
             break
-    if run.failure is not None:
-        stop_reason = run.failure[0]
+    if trajectory.failure is not None:
+        stop_reason = trajectory.failure[0]
     if answer is None:
-        final = yield from _final(ctx, q, hint, run)
+        final = yield from _final(ctx, q, hint, trajectory)
         if final is not None:
             answer, thought = final.answer, final.thought
-    if run.failure is not None:
-        status, error = run.failure
+    if trajectory.failure is not None:
+        status, error = trajectory.failure
     else:
         status, error = ("max_iterations" if stop_reason == "max_iterations" else "ok"), None
     return {
@@ -253,8 +253,8 @@ def program_for(
         "stop_reason": stop_reason,
         "answer": answer,
         "final_thought": thought,
-        "steps": run.steps,
-        "triplets": run.triplets,
+        "steps": trajectory.steps,
+        "triplets": trajectory.triplets,
     }
 
 
@@ -265,27 +265,27 @@ def _with_hint(build: Callable, ctx: Context, q: dict, graph: list, hint: str | 
 
 
 def _explore(
-    ctx: Context, q: dict, hint: str | None, run: _Trajectory
+    ctx: Context, q: dict, hint: str | None, trajectory: _Trajectory
 ) -> Generator[list[Call], list[Outcome], tuple[Any, list[dict]]]:
     """One explore call: (its parsed reply, the pairs it asks for); (None, []) when the call failed."""
     a, fmt = ctx.params.agent, ctx.fmt
-    sent, recorded = _with_hint(prompts.explore_messages, ctx, q, run.graph(), hint)
+    sent, recorded = _with_hint(prompts.explore_messages, ctx, q, trajectory.graph(), hint)
     (out,) = yield [ctx.call("explore", sent, recorded, lambda text: fmt.parse_explore(text, a.max_pairs))]
     if out.status != "ok":
-        run.record("explore", out)
-        run.fail(out)
+        trajectory.record("explore", out)
+        trajectory.fail(out)
         return None, []
     ex = out.parsed
     if ex.sufficient:
-        run.record("explore", out, sufficient=True, thought=ex.thought, answer=ex.answer)
+        trajectory.record("explore", out, sufficient=True, thought=ex.thought, answer=ex.answer)
         return ex, []
-    pairs = run.new_pairs(ex.pairs)
-    run.record("explore", out, sufficient=False, thought=ex.thought, pairs=pairs)
+    pairs = trajectory.new_pairs(ex.pairs)
+    trajectory.record("explore", out, sufficient=False, thought=ex.thought, pairs=pairs)
     return ex, pairs
 
 
 def _retrieve_and_ground(
-    ctx: Context, q: dict, pairs: list[dict], run: _Trajectory
+    ctx: Context, q: dict, pairs: list[dict], trajectory: _Trajectory
 ) -> Generator[list[Call], list[Outcome], int]:
     """Retrieve passages and ask one complete call per pair, all at once; ground the new triplets and add
     them to G. Returns how many were added."""
@@ -305,9 +305,9 @@ def _retrieve_and_ground(
     outs = yield calls
     added = 0
     for pair, retrieved, out in zip(pairs, shown, outs):
-        new_ids = _add_triplets(ctx, run, pair, retrieved, out.parsed or [])
+        new_ids = _add_triplets(ctx, trajectory, pair, retrieved, out.parsed or [])
         added += len(new_ids)
-        run.record(
+        trajectory.record(
             "complete",
             out,
             pair_id=pair["pair_id"],
@@ -315,7 +315,7 @@ def _retrieve_and_ground(
             triplet_ids=new_ids,
             error=_rejected(out.parsed),
         )
-        run.fail(out)
+        trajectory.fail(out)
     return added
 
 
@@ -338,18 +338,18 @@ def _retrieve(ctx: Context, q: dict, pair: dict, pool: list[str] | None) -> list
 
 
 def _add_triplets(
-    ctx: Context, run: _Trajectory, pair: dict, retrieved: list[Mapping], completed: Any
+    ctx: Context, trajectory: _Trajectory, pair: dict, retrieved: list[Mapping], completed: Any
 ) -> list[str]:
     """Ground the completed triplets not yet in G against the passages shown and add them; their ids."""
-    index, new_ids = len(run.steps), []
+    index, new_ids = len(trajectory.steps), []
     for subject, relation, obj in completed:
         key = (normalize_answer(subject), normalize_answer(relation), normalize_answer(obj))
-        if key in run.seen:
+        if key in trajectory.seen:
             continue
-        run.seen.add(key)
+        trajectory.seen.add(key)
         g = ctx.ground(subject, relation, obj, retrieved, ctx.params.agent.grounding_threshold)
-        triplet_id = f"{run.tid}#t{len(run.triplets) + 1}"
-        run.triplets.append(
+        triplet_id = f"{trajectory.tid}#t{len(trajectory.triplets) + 1}"
+        trajectory.triplets.append(
             {
                 "triplet_id": triplet_id,
                 "step_index": index,
@@ -367,14 +367,14 @@ def _add_triplets(
 
 
 def _final(
-    ctx: Context, q: dict, hint: str | None, run: _Trajectory
+    ctx: Context, q: dict, hint: str | None, trajectory: _Trajectory
 ) -> Generator[list[Call], list[Outcome], Any]:
     """The forced final call (no answer was given): its parsed reply, None when the call failed."""
-    sent, recorded = _with_hint(prompts.final_messages, ctx, q, run.graph(), hint)
+    sent, recorded = _with_hint(prompts.final_messages, ctx, q, trajectory.graph(), hint)
     (out,) = yield [ctx.call("final", sent, recorded, ctx.fmt.parse_final)]
     if out.status != "ok":
-        run.record("final", out)
-        run.fail(out)
+        trajectory.record("final", out)
+        trajectory.fail(out)
         return None
-    run.record("final", out, thought=out.parsed.thought, answer=out.parsed.answer)
+    trajectory.record("final", out, thought=out.parsed.thought, answer=out.parsed.answer)
     return out.parsed
