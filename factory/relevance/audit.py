@@ -116,7 +116,7 @@ def graph_drawing(triplets: Sequence[Mapping]) -> dict | None:
     return {"width": width, "height": height, "edges": edges, "nodes": nodes_at}
 
 
-def _section(
+def trajectory_section(
     src: Source,
     t: Mapping,
     labels: Mapping | None,
@@ -124,8 +124,8 @@ def _section(
     passages_by_pid: Mapping[str, Mapping],
     counterfactual: Sequence[Mapping],
     threshold: float,
-) -> dict:
-    """What audit_section.html.j2 shows of one trajectory."""
+) -> str:
+    """One trajectory's section of the page (HTML, from audit_section.html.j2)."""
     grounding = ground_for_relevance(t, passages_by_pid, threshold)
     gold_pids, _ = gold_support(question)
     passage_of = {}
@@ -134,7 +134,7 @@ def _section(
             p = passages_by_pid.get(pid) or {}
             text = (p.get("sentences") or [""])[sent] if sent is not None and p.get("sentences") else ""
             passage_of[tid] = f"{p.get('title', pid)}: {text}".strip()
-    return {
+    section = {
         "trajectory": t,
         "source": src.name,
         "labelled": bool(labels),
@@ -148,20 +148,7 @@ def _section(
         "graph": graph_drawing(t.get("triplets") or []),
         "counterfactual": counterfactual,
     }
-
-
-def trajectory_section(
-    src: Source,
-    t: Mapping,
-    labels: Mapping | None,
-    question: Mapping,
-    passages_by_pid: Mapping[str, Mapping],
-    counterfactual: Sequence[Mapping],
-    threshold: float,
-) -> str:
-    """One trajectory's section of the page (HTML)."""
-    data = _section(src, t, labels, question, passages_by_pid, counterfactual, threshold)
-    return _templates().get_template("audit_section.html.j2").render(section=data)
+    return _templates().get_template("audit_section.html.j2").render(section=section)
 
 
 def _row_of(row: Mapping, t: Mapping, combo: tuple) -> bool:
@@ -187,7 +174,8 @@ def render_audit(
         labels = next((r for r in src.labels if _row_of(r, t, combo)), None)
         cf = [r for r in counterfactual_rows.get(src.name, []) if _row_of(r, t, combo)]
         question = questions_by_id.get(t["question_id"], {})
-        sections.append(_section(src, t, labels, question, passages_by_pid, cf, threshold))
+        section = trajectory_section(src, t, labels, question, passages_by_pid, cf, threshold)
+        sections.append(Markup(section))  # markup its own template rendered and escaped
     return _templates().get_template("audit.html.j2").render(
         sections=sections,
         per_dataset=per_dataset,
