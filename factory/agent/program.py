@@ -188,138 +188,63 @@ def _rejected(parsed: Any) -> str | None:
     return "lines not read as triplets: " + " | ".join(rejected) if rejected else None
 
 
+@dataclass
+class _Trajectory:
+    """What one trajectory's program builds up: its steps, the graph G and the first failure."""
+
+    tid: str
+    steps: list[dict] = field(default_factory=list)
+    triplets: list[dict] = field(default_factory=list)
+    seen: set[tuple[str, str, str]] = field(default_factory=set)  # normalized triplets already in G
+    pair_count: int = 0
+    failure: tuple[str, str] | None = None  # (status, reason) of the first failed step
+
+    def graph(self) -> list[tuple[str, str, str]]:
+        return [(t["subject"], t["relation"], t["object"]) for t in self.triplets]
+
+    def record(self, kind: str, out: Outcome, **fields: Any) -> None:
+        self.steps.append(_step(len(self.steps), kind, out, **fields))
+
+    def fail(self, out: Outcome) -> None:
+        """Keep the first failed step (the last one recorded) as the trajectory's failure."""
+        if self.failure is None and out.status != "ok":
+            self.failure = (out.status, f"step {len(self.steps) - 1} ({self.steps[-1]['kind']}): {out.error}")
+
+    def new_pairs(self, pairs: list[tuple[str, str]]) -> list[dict]:
+        out = []
+        for entity, relation in pairs:
+            self.pair_count += 1
+            out.append({"pair_id": f"{self.tid}#p{self.pair_count}", "entity": entity, "relation": relation})
+        return out
+
+
 def program_for(
     ctx: Context, q: dict, tid: str, hint: str | None
 ) -> Generator[list[Call], list[Outcome], dict]:
     """The KnowTrace loop for one question; returns the trajectory's fields (without run metadata)."""
-    a, version, fmt = ctx.params.agent, ctx.version, ctx.fmt
-    question = q["question"]
-    pool = [p["pid"] for p in q.get("passages") or []] if ctx.params.index.scope == "question" else None
-    steps: list[dict] = []
-    triplets: list[dict] = []
-    seen: set[tuple[str, str, str]] = set()
-    pair_count = 0
-    failure: tuple[str, str] | None = None  # (status, reason) of the first failed step
-    stop_reason = "max_iterations"
-    answer = thought = None
-
-    def graph() -> list[tuple[str, str, str]]:
-        return [(t["subject"], t["relation"], t["object"]) for t in triplets]
-
-    def fail(out: Outcome) -> None:
-        nonlocal failure
-        if failure is None and out.status != "ok":
-            failure = (out.status, f"step {len(steps) - 1} ({steps[-1]['kind']}): {out.error}")
-
-    for _iteration in range(a.max_iterations):
-        sent = prompts.explore_messages(version, question, graph(), hint)
-        recorded = prompts.explore_messages(version, question, graph()) if hint is not None else sent
-        (out,) = yield [
-            ctx.call("explore", sent, recorded, lambda text: fmt.parse_explore(text, a.max_pairs))
-        ]
-        if out.status != "ok":
-            steps.append(_step(len(steps), "explore", out))
-            fail(out)
+    trajectory = _Trajectory(tid)
+    stop_reason, answer, thought = "max_iterations", None, None
+    for _iteration in range(ctx.params.agent.max_iterations):
+        ex, pairs = yield from _explore(ctx, q, hint, trajectory)
+        if ex is None:
             break
-        ex = out.parsed
         if ex.sufficient:
-            steps.append(
-                _step(len(steps), "explore", out, sufficient=True, thought=ex.thought, answer=ex.answer)
-            )
             answer, thought, stop_reason = ex.answer, ex.thought, "sufficient"
             break
-        pairs = []
-        for entity, relation in ex.pairs:
-            pair_count += 1
-            pairs.append({"pair_id": f"{tid}#p{pair_count}", "entity": entity, "relation": relation})
-        steps.append(_step(len(steps), "explore", out, sufficient=False, thought=ex.thought, pairs=pairs))
-
-        calls, shown = [], []
-        for pair in pairs:
-            query = f"{pair['entity']} {pair['relation']}"
-            if ctx.params.retrieval.query_with_question:
-                query = f"{query} {question}"
-            hits = ctx.retriever.search(query, q["dataset"], ctx.params.retrieval.top_n, pool)
-            retrieved = []
-            for hit in hits:
-                try:  # not .get: a ChainMap's get looks the pid up twice (`in`, then `[]`)
-                    passage = ctx.passages[hit.pid]
-                except KeyError:
-                    raise FactoryError(
-                        f"question {q['question_id']!r}: retrieved passage {hit.pid!r} is not among the "
-                        "passages given to the agent"
-                    ) from None
-                retrieved.append(passage)
-            shown.append(retrieved)
-            msgs = prompts.complete_messages(
-                version,
-                question,
-                pair["entity"],
-                pair["relation"],
-                [(p["title"], _passage_text(p)) for p in retrieved],
-                a.passage_chars,
-            )
-            calls.append(ctx.call("complete", msgs, msgs, fmt.parse_complete))
-        outs = yield calls
-
-        added = 0
-        for pair, retrieved, out in zip(pairs, shown, outs):
-            index = len(steps)
-            new_ids = []
-            for subject, relation, obj in out.parsed or []:
-                key = (normalize_answer(subject), normalize_answer(relation), normalize_answer(obj))
-                if key in seen:
-                    continue
-                seen.add(key)
-                g = ctx.ground(subject, relation, obj, retrieved, a.grounding_threshold)
-                triplet_id = f"{tid}#t{len(triplets) + 1}"
-                triplets.append(
-                    {
-                        "triplet_id": triplet_id,
-                        "step_index": index,
-                        "pair_id": pair["pair_id"],
-                        "subject": subject,
-                        "relation": relation,
-                        "object": obj,
-                        "source_pid": g.pid,
-                        "source_sentence": g.sentence,
-                        "grounding_score": float(g.score),
-                    }
-                )
-                new_ids.append(triplet_id)
-            added += len(new_ids)
-            steps.append(
-                _step(
-                    index,
-                    "complete",
-                    out,
-                    pair_id=pair["pair_id"],
-                    retrieved=[p["pid"] for p in retrieved],
-                    triplet_ids=new_ids,
-                    error=_rejected(out.parsed),
-                )
-            )
-            fail(out)
-        if failure is not None:
+        added = yield from _retrieve_and_ground(ctx, q, pairs, trajectory)
+        if trajectory.failure is not None:
             break
         if added == 0:
             stop_reason = "no_new_triplets"
             break
-
-    if failure is not None:
-        stop_reason = failure[0]
+    if trajectory.failure is not None:
+        stop_reason = trajectory.failure[0]
     if answer is None:
-        sent = prompts.final_messages(version, question, graph(), hint)
-        recorded = prompts.final_messages(version, question, graph()) if hint is not None else sent
-        (out,) = yield [ctx.call("final", sent, recorded, fmt.parse_final)]
-        if out.status == "ok":
-            answer, thought = out.parsed.answer, out.parsed.thought
-            steps.append(_step(len(steps), "final", out, thought=thought, answer=answer))
-        else:
-            steps.append(_step(len(steps), "final", out))
-            fail(out)
-    if failure is not None:
-        status, error = failure
+        final = yield from _final(ctx, q, hint, trajectory)
+        if final is not None:
+            answer, thought = final.answer, final.thought
+    if trajectory.failure is not None:
+        status, error = trajectory.failure
     else:
         status, error = ("max_iterations" if stop_reason == "max_iterations" else "ok"), None
     return {
@@ -328,6 +253,128 @@ def program_for(
         "stop_reason": stop_reason,
         "answer": answer,
         "final_thought": thought,
-        "steps": steps,
-        "triplets": triplets,
+        "steps": trajectory.steps,
+        "triplets": trajectory.triplets,
     }
+
+
+def _with_hint(build: Callable, ctx: Context, q: dict, graph: list, hint: str | None) -> tuple[list, list]:
+    """A prompt as sent (with the hint, when rationalizing) and as recorded (never with it)."""
+    sent = build(ctx.version, q["question"], graph, hint)
+    return sent, (build(ctx.version, q["question"], graph) if hint is not None else sent)
+
+
+def _explore(
+    ctx: Context, q: dict, hint: str | None, trajectory: _Trajectory
+) -> Generator[list[Call], list[Outcome], tuple[Any, list[dict]]]:
+    """One explore call: (its parsed reply, the pairs it asks for); (None, []) when the call failed."""
+    a, fmt = ctx.params.agent, ctx.fmt
+    sent, recorded = _with_hint(prompts.explore_messages, ctx, q, trajectory.graph(), hint)
+    (out,) = yield [ctx.call("explore", sent, recorded, lambda text: fmt.parse_explore(text, a.max_pairs))]
+    if out.status != "ok":
+        trajectory.record("explore", out)
+        trajectory.fail(out)
+        return None, []
+    ex = out.parsed
+    if ex.sufficient:
+        trajectory.record("explore", out, sufficient=True, thought=ex.thought, answer=ex.answer)
+        return ex, []
+    pairs = trajectory.new_pairs(ex.pairs)
+    trajectory.record("explore", out, sufficient=False, thought=ex.thought, pairs=pairs)
+    return ex, pairs
+
+
+def _retrieve_and_ground(
+    ctx: Context, q: dict, pairs: list[dict], trajectory: _Trajectory
+) -> Generator[list[Call], list[Outcome], int]:
+    """Retrieve passages and ask one complete call per pair, all at once; ground the new triplets and add
+    them to G. Returns how many were added."""
+    pool = [p["pid"] for p in q.get("passages") or []] if ctx.params.index.scope == "question" else None
+    shown = [_retrieve(ctx, q, pair, pool) for pair in pairs]
+    calls = []
+    for pair, retrieved in zip(pairs, shown):
+        msgs = prompts.complete_messages(
+            ctx.version,
+            q["question"],
+            pair["entity"],
+            pair["relation"],
+            [(p["title"], _passage_text(p)) for p in retrieved],
+            ctx.params.agent.passage_chars,
+        )
+        calls.append(ctx.call("complete", msgs, msgs, ctx.fmt.parse_complete))
+    outs = yield calls
+    added = 0
+    for pair, retrieved, out in zip(pairs, shown, outs):
+        new_ids = _add_triplets(ctx, trajectory, pair, retrieved, out.parsed or [])
+        added += len(new_ids)
+        trajectory.record(
+            "complete",
+            out,
+            pair_id=pair["pair_id"],
+            retrieved=[p["pid"] for p in retrieved],
+            triplet_ids=new_ids,
+            error=_rejected(out.parsed),
+        )
+        trajectory.fail(out)
+    return added
+
+
+def _retrieve(ctx: Context, q: dict, pair: dict, pool: list[str] | None) -> list[Mapping]:
+    """The passages shown to one pair's complete call (``pool``: the question's own passages, when the
+    index is searched per question)."""
+    query = f"{pair['entity']} {pair['relation']}"
+    if ctx.params.retrieval.query_with_question:
+        query = f"{query} {q['question']}"
+    retrieved = []
+    for hit in ctx.retriever.search(query, q["dataset"], ctx.params.retrieval.top_n, pool):
+        try:  # not .get: a ChainMap's get looks the pid up twice (`in`, then `[]`)
+            retrieved.append(ctx.passages[hit.pid])
+        except KeyError:
+            raise FactoryError(
+                f"question {q['question_id']!r}: retrieved passage {hit.pid!r} is not among the "
+                "passages given to the agent"
+            ) from None
+    return retrieved
+
+
+def _add_triplets(
+    ctx: Context, trajectory: _Trajectory, pair: dict, retrieved: list[Mapping], completed: Any
+) -> list[str]:
+    """Ground the completed triplets not yet in G against the passages shown and add them; their ids."""
+    index, new_ids = len(trajectory.steps), []
+    for subject, relation, obj in completed:
+        key = (normalize_answer(subject), normalize_answer(relation), normalize_answer(obj))
+        if key in trajectory.seen:
+            continue
+        trajectory.seen.add(key)
+        g = ctx.ground(subject, relation, obj, retrieved, ctx.params.agent.grounding_threshold)
+        triplet_id = f"{trajectory.tid}#t{len(trajectory.triplets) + 1}"
+        trajectory.triplets.append(
+            {
+                "triplet_id": triplet_id,
+                "step_index": index,
+                "pair_id": pair["pair_id"],
+                "subject": subject,
+                "relation": relation,
+                "object": obj,
+                "source_pid": g.pid,
+                "source_sentence": g.sentence,
+                "grounding_score": float(g.score),
+            }
+        )
+        new_ids.append(triplet_id)
+    return new_ids
+
+
+def _final(
+    ctx: Context, q: dict, hint: str | None, trajectory: _Trajectory
+) -> Generator[list[Call], list[Outcome], Any]:
+    """The forced final call (no answer was given): its parsed reply, None when the call failed."""
+    sent, recorded = _with_hint(prompts.final_messages, ctx, q, trajectory.graph(), hint)
+    (out,) = yield [ctx.call("final", sent, recorded, ctx.fmt.parse_final)]
+    if out.status != "ok":
+        trajectory.record("final", out)
+        trajectory.fail(out)
+        return None
+    trajectory.record("final", out, thought=out.parsed.thought, answer=out.parsed.answer)
+    return out.parsed

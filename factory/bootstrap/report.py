@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from factory import paths
-from factory.bootstrap.paired import paired_difference
 from factory.io import read_json
+from factory.stats import paired_difference
 
 
 def _read(path: Path) -> dict | None:

@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, field
 
 from factory import paths
 from factory.agent.policy import BASE
-from factory.bootstrap.paired import TOLERANCE, paired_difference, scores_digest
 from factory.errors import FactoryError
 from factory.io import read_json
+from factory.stats import TOLERANCE, paired_difference, scores_digest
 from schemas import read_rows
 
 

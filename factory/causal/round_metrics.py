@@ -1,6 +1,6 @@
 """A round of the causal check as the counterfactual stage runs it: its plan (conditions, random
 seeds, decoding), S_q of the re-asked trajectories, and the round's metrics (LLM calls, tokens, the
-effects and verdicts of ``factory.relevance.causal``) and log lines."""
+effects and verdicts of ``factory.causal.effects``) and log lines."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from factory.agent.policy import Policy
 from factory.config import CONDITIONS, Params
 from factory.execution.sampling import derived_seed
-from factory.relevance.causal import causal_summary
-from factory.relevance.counterfactual import Plan, RoundResult, rows_per_trajectory
+from factory.causal.effects import causal_summary
+from factory.causal.reask import Plan, RoundResult, rows_per_trajectory
 from factory.variants.kept import labels_index
 
 NO_CORRECT = "no correct trajectory in this round"

@@ -8,29 +8,56 @@ answer-entity control's and the gold-grounded ones told apart by colour, dash an
 with its source passage on hover; a table of the triplets with their source passages beside them; and
 the counterfactual outcomes (the final answer re-asked with each graph). No script, no network, no
 external file: the page opens anywhere. Same inputs, same bytes.
+
+The markup is in templates/ (package data): audit.html.j2 (the page), audit_section.html.j2 (one
+trajectory) and audit.css; this module picks the trajectories and computes what they show.
 """
 
 from __future__ import annotations
 
+import html
 import math
 import random
+import re
 from collections.abc import Mapping, Sequence
-from html import escape
+from functools import cache
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from jinja2.ext import Extension
+from markupsafe import Markup
 
 from factory.relevance.check import Source, content_key
 from factory.relevance.grounded import answer_entity_triplets, gold_support, ground_for_relevance
 from factory.text import normalize_answer
 
-SQ, ANSWER, GOLD = "#0072B2", "#E69F00", "#009E73"
-CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
-section{border:1px solid #ccc;border-radius:6px;padding:1em;margin:1.5em 0}
-.kept{border-left:6px solid #0072B2;background:#eef5fb}.dropped{border-left:6px solid #bbb;color:#777}
-.step{padding:.3em .6em;margin:.3em 0;white-space:pre-wrap;font-family:monospace;font-size:12px}
-.tag{font-weight:bold;font-family:system-ui,sans-serif}table{border-collapse:collapse;font-size:12px}
-td,th{border:1px solid #ddd;padding:3px 6px;vertical-align:top}.ok{color:#009E73}.bad{color:#D55E00}
-.legend span{margin-right:1.2em}
-"""
+
+class _OneLine(Extension):
+    """The page is one line (and keeps the bytes it always had): in an .html.j2 template a newline and the
+    indentation after it are dropped, so a template puts one element on each line."""
+
+    def preprocess(self, source: str, name: str | None, filename: str | None = None) -> str:
+        return re.sub(r"\n[ \t]*", "", source) if name and name.endswith(".html.j2") else source
+
+
+def _escaped(value: Any) -> Markup:
+    """Every value a template prints is escaped, with the entities the page has always had (html.escape's
+    &quot; and &#x27;, where Jinja2's own escaping writes &#34; and &#39;); markup passes as it is."""
+    return value if hasattr(value, "__html__") else Markup(html.escape(str(value)))
+
+
+@cache
+def _templates() -> Environment:
+    env = Environment(
+        loader=PackageLoader("factory.relevance"),
+        autoescape=True,
+        finalize=_escaped,
+        undefined=StrictUndefined,
+        keep_trailing_newline=True,  # audit.css ends with one
+        extensions=[_OneLine],
+    )
+    env.filters.update(short=_short, coord=lambda x: f"{x:.1f}")
+    return env
 
 
 def sample(sources: Sequence[Source], per_dataset: int, seed: int) -> list[tuple[Source, dict]]:
@@ -68,13 +95,11 @@ def _layout(nodes: Sequence[str], width: int, height: int) -> dict[str, tuple[fl
     }
 
 
-def graph_svg(
-    triplets: Sequence[Mapping], sq: set[str], answer: set[str], gold: set[str], passage_of: Mapping[str, str]
-) -> str:
-    """G as inline SVG: S_q edges thick blue, others grey; answer-entity edges dashed orange outline;
-    gold-grounded edges with a green dot at the middle; hover shows the triplet and its source passage."""
+def graph_drawing(triplets: Sequence[Mapping]) -> dict | None:
+    """Where the graph G is drawn: its size, each triplet's edge between its entities' places on a circle,
+    and the entities (one node per normalized name); None for an empty graph."""
     if not triplets:
-        return "<p><em>The graph is empty: no triplet was completed.</em></p>"
+        return None
     nodes: list[str] = []
     for t in triplets:
         for name in (t["subject"], t["object"]):
@@ -82,79 +107,13 @@ def graph_svg(
                 nodes.append(name)
     width, height = 760, max(360, 48 * len(nodes))
     pos = _layout(nodes, width, height)
-    index = {normalize_answer(n): n for n in nodes}
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img">']
+    place = {normalize_answer(n): pos[n] for n in nodes}
+    edges = []
     for t in triplets:
-        (x1, y1), (x2, y2) = (
-            pos[index[normalize_answer(t["subject"])]],
-            pos[index[normalize_answer(t["object"])]],
-        )
-        tid = t["triplet_id"]
-        title = escape(
-            f"({t['subject']} ; {t['relation']} ; {t['object']}) — source: "
-            f"{passage_of.get(tid, 'ungrounded')}"
-        )
-        classes = " ".join(c for c, s in (("sq", sq), ("answer-entity", answer), ("gold", gold)) if tid in s)
-        parts.append(f'<g class="edge {classes}" data-triplet="{escape(tid)}"><title>{title}</title>')
-        if tid in answer:
-            parts.append(
-                f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{ANSWER}" '
-                'stroke-width="9" stroke-dasharray="8 5" opacity="0.6"/>'
-            )
-        colour, w = (SQ, 4) if tid in sq else ("#999", 1.5)
-        parts.append(
-            f'<line x1="{x1:.1f}" y1="{y1:.1f}" x2="{x2:.1f}" y2="{y2:.1f}" stroke="{colour}" '
-            f'stroke-width="{w}"/>'
-        )
-        mx, my = (x1 + x2) / 2, (y1 + y2) / 2
-        if tid in gold:
-            parts.append(f'<circle cx="{mx:.1f}" cy="{my:.1f}" r="6" fill="{GOLD}"/>')
-        parts.append(
-            f'<text x="{mx:.1f}" y="{my - 8:.1f}" font-size="10" text-anchor="middle" fill="#444">'
-            f"{escape(_short(t['relation'], 24))}</text></g>"
-        )
-    for name, (x, y) in pos.items():
-        parts.append(
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="5" fill="#333"/><text x="{x:.1f}" y="{y + 17:.1f}" '
-            f'font-size="11" text-anchor="middle">{escape(_short(name))}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _steps_html(trajectory: Mapping, kept_steps: set[int], kept_pairs: set[str]) -> str:
-    out = []
-    for s in trajectory.get("steps") or []:
-        kept = s["index"] in kept_steps
-        pairs = ""
-        if s.get("pairs"):
-            pairs = "\n" + "\n".join(
-                f"  [{'kept' if p['pair_id'] in kept_pairs else 'dropped'}] {p['entity']} | {p['relation']}"
-                for p in s["pairs"]
-            )
-        out.append(
-            f'<div class="step {"kept" if kept else "dropped"}"><span class="tag">step {s["index"]} '
-            f"{escape(s['kind'])}: {'KEPT' if kept else 'DROPPED'}</span>\n{escape(s.get('output') or '')}"
-            f"{escape(pairs)}</div>"
-        )
-    return "".join(out)
-
-
-def _counterfactual_html(rows: Sequence[Mapping]) -> str:
-    if not rows:
-        return "<p><em>Not re-asked by the counterfactual stage (outside its sample, or not run).</em></p>"
-    body = "".join(
-        f"<tr><td>{escape(r['condition'])}</td><td>{'' if r.get('random_seed') is None else r['random_seed']}"
-        f"</td><td>{len(r.get('shown_triplet_ids') or [])} of {r.get('graph_size', '')}</td>"
-        f"<td>{escape(str(r.get('answer') or ''))}</td>"
-        f'<td class="{"ok" if r.get("correct") else "bad"}">'
-        f'{"correct" if r.get("correct") else "wrong"}</td></tr>'
-        for r in rows
-    )
-    return (
-        "<table><tr><th>graph</th><th>random draw</th><th>triplets shown</th><th>answer</th><th>outcome</th>"
-        f"</tr>{body}</table>"
-    )
+        (x1, y1), (x2, y2) = place[normalize_answer(t["subject"])], place[normalize_answer(t["object"])]
+        edges.append({"triplet": t, "x1": x1, "y1": y1, "x2": x2, "y2": y2})
+    nodes_at = [{"name": name, "x": x, "y": y} for name, (x, y) in pos.items()]
+    return {"width": width, "height": height, "edges": edges, "nodes": nodes_at}
 
 
 def trajectory_section(
@@ -166,52 +125,35 @@ def trajectory_section(
     counterfactual: Sequence[Mapping],
     threshold: float,
 ) -> str:
+    """One trajectory's section of the page (HTML, from audit_section.html.j2)."""
     grounding = ground_for_relevance(t, passages_by_pid, threshold)
     gold_pids, _ = gold_support(question)
-    sq = set((labels or {}).get("kept_triplet_ids") or [])
-    answer = set(answer_entity_triplets(t))
-    gold = {tid for tid, (pid, _) in grounding.items() if pid in gold_pids}
     passage_of = {}
     for tid, (pid, sent) in grounding.items():
         if pid is not None:
             p = passages_by_pid.get(pid) or {}
             text = (p.get("sentences") or [""])[sent] if sent is not None and p.get("sentences") else ""
             passage_of[tid] = f"{p.get('title', pid)}: {text}".strip()
-    rows = "".join(
-        f"<tr><td>{escape(x['subject'])} ; {escape(x['relation'])} ; {escape(x['object'])}</td>"
-        f"<td>{'S_q' if x['triplet_id'] in sq else ''}</td>"
-        f"<td>{'yes' if x['triplet_id'] in answer else ''}</td>"
-        f"<td>{'gold' if x['triplet_id'] in gold else ''}</td>"
-        f"<td>{escape(passage_of.get(x['triplet_id'], 'ungrounded'))}</td></tr>"
-        for x in t.get("triplets") or []
-    )
-    kept_steps = set((labels or {}).get("kept_step_indices") or [])
-    kept_pairs = set((labels or {}).get("kept_pair_ids") or [])
-    gold_answer = (t.get("answers") or ["?"])[0]
-    return (
-        f'<section class="trajectory" id="{escape(t["trajectory_id"])}">'
-        f"<h2>{escape(t['dataset'])}: {escape(t['question'])}</h2>"
-        f"<p>Gold answer <b>{escape(gold_answer)}</b>; the model answered "
-        f"<b>{escape(t.get('answer') or '')}</b>. "
-        f"<code>{escape(t['trajectory_id'])}</code> from <code>{escape(src.name)}</code>"
-        f"{'' if labels else ' (no labels of the default mode)'}."
-        + (
-            " <b>Rationalized</b>: generated with the gold answer as a hint (STaR); the hint is never in "
-            "the supervision."
-            if t.get("rationalized")
-            else ""
-        )
-        + "</p>"
-        f"<h3>Steps</h3>{_steps_html(t, kept_steps, kept_pairs)}"
-        f'<h3>Graph G</h3><p class="legend"><span style="color:{SQ}">&#9644; S_q (kept)</span>'
-        f'<span style="color:{ANSWER}">- - answer-entity control</span><span style="color:{GOLD}">&#9679; '
-        "grounded in a gold supporting paragraph</span>"
-        "<span>grey: neither; hover an edge for its source</span></p>"
-        f"{graph_svg(t.get('triplets') or [], sq, answer, gold, passage_of)}"
-        "<table><tr><th>triplet</th><th>S_q</th><th>answer entity</th><th>gold-grounded</th>"
-        f"<th>source passage</th></tr>{rows}</table>"
-        f"<h3>Counterfactual outcomes</h3>{_counterfactual_html(counterfactual)}</section>"
-    )
+    section = {
+        "trajectory": t,
+        "source": src.name,
+        "labelled": bool(labels),
+        "gold_answer": (t.get("answers") or ["?"])[0],
+        "kept_steps": set((labels or {}).get("kept_step_indices") or []),
+        "kept_pairs": set((labels or {}).get("kept_pair_ids") or []),
+        "sq": set((labels or {}).get("kept_triplet_ids") or []),
+        "answer": set(answer_entity_triplets(t)),
+        "gold": {tid for tid, (pid, _) in grounding.items() if pid in gold_pids},
+        "passage_of": passage_of,
+        "graph": graph_drawing(t.get("triplets") or []),
+        "counterfactual": counterfactual,
+    }
+    return _templates().get_template("audit_section.html.j2").render(section=section)
+
+
+def _row_of(row: Mapping, t: Mapping, combo: tuple) -> bool:
+    """Is ``row`` (labels, counterfactual) one of trajectory ``t`` under the mode x target mode ``combo``?"""
+    return row["trajectory_id"] == t["trajectory_id"] and (row["mode"], row["target_mode"]) == combo
 
 
 def render_audit(
@@ -226,41 +168,18 @@ def render_audit(
     threshold: float,
 ) -> str:
     """The whole page (a complete HTML document as a string)."""
-    picked = sample(sources, per_dataset, seed)
+    combo = tuple(default_combo)
     sections = []
-    for src, t in picked:
-        labels = next(
-            (
-                r
-                for r in src.labels
-                if r["trajectory_id"] == t["trajectory_id"]
-                and (r["mode"], r["target_mode"]) == tuple(default_combo)
-            ),
-            None,
-        )
-        cf = [
-            r
-            for r in counterfactual_rows.get(src.name, [])
-            if r["trajectory_id"] == t["trajectory_id"]
-            and (r["mode"], r["target_mode"]) == tuple(default_combo)
-        ]
-        sections.append(
-            trajectory_section(
-                src, t, labels, questions_by_id.get(t["question_id"], {}), passages_by_pid, cf, threshold
-            )
-        )
-    intro = (
-        f"<p>{len(picked)} correct trajector{'y' if len(picked) == 1 else 'ies'} ({per_dataset} per dataset "
-        f"at most, seed {seed}) from {len(sources)} round(s). S_q = "
-        f"<code>{escape('/'.join(default_combo))}</code>."
-        "</p>"
-    )
-    if not picked:
-        why = "report.audit_trajectories is 0" if per_dataset == 0 else "no correct trajectory in any round"
-        intro += f"<p><b>Nothing to audit: {why}.</b></p>"
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>TraceFactory label audit</title>'
-        f"<style>{CSS}</style></head><body><h1>Label audit: which generations backtracing keeps</h1>{intro}"
-        + "".join(sections)
-        + "</body></html>\n"
+    for src, t in sample(sources, per_dataset, seed):
+        labels = next((r for r in src.labels if _row_of(r, t, combo)), None)
+        cf = [r for r in counterfactual_rows.get(src.name, []) if _row_of(r, t, combo)]
+        question = questions_by_id.get(t["question_id"], {})
+        section = trajectory_section(src, t, labels, question, passages_by_pid, cf, threshold)
+        sections.append(Markup(section))  # markup its own template rendered and escaped
+    return _templates().get_template("audit.html.j2").render(
+        sections=sections,
+        per_dataset=per_dataset,
+        seed=seed,
+        rounds=len(sources),
+        sq_name="/".join(default_combo),
     )

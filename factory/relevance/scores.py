@@ -8,13 +8,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, ENTAILED, KEEP_ALL, LEVELS, RANDOM, Evaluated
-from factory.relevance.stats import (
-    bootstrap_rng,
+from factory.stats import (
+    TRAJECTORIES,
     bootstrap_weights,
     mean_over_seeds,
-    paired_difference,
     ratio,
     score,
+    score_difference,
+    seeded_rng,
 )
 
 
@@ -135,12 +136,14 @@ def evaluate(
             )
             if not len(subset):
                 continue
-            weights = bootstrap_weights(len(subset), bootstrap_samples, bootstrap_rng(seed, name, level))
+            weights = bootstrap_weights(
+                len(subset), bootstrap_samples, seeded_rng(TRAJECTORIES, seed, name, level)
+            )
             rel, counts = per_level[level]
             scores, boots = score(counts, rel, subset, weights)
             diffs = {
                 control: {
-                    metric: paired_difference(scores, boots, default_method, control, metric)
+                    metric: score_difference(scores, boots, default_method, control, metric)
                     for metric in ("micro_f1", "micro_precision", "macro_f1")
                 }
                 for control in (ANSWER_ENTITY, KEEP_ALL, RANDOM, AUTHORS)

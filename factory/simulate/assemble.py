@@ -36,6 +36,115 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
+def _thought(thoughts: list[str] | None, k: int, pairs: list[SimPair]) -> str:
+    """Iteration k's explore thought: the given one, else one naming the pairs looked up."""
+    given = thoughts[k] if thoughts and k < len(thoughts) else None
+    return given or "I need to look up " + "; ".join(f"the {p.relation} of {p.entity}" for p in pairs) + "."
+
+
+@dataclass
+class _Assembly:
+    """The steps, the graph G and the triplets' tags of one simulated trajectory, as they are added."""
+
+    tid: str
+    dedupe: bool
+    steps: list[dict] = field(default_factory=list)
+    triplets: list[dict] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+    seen: set[tuple[str, str, str]] = field(default_factory=set)
+    pairs_asked: int = 0
+
+    def graph_text(self) -> str:
+        lines = (f"({t['subject']} ; {t['relation']} ; {t['object']})" for t in self.triplets)
+        return "\n".join(lines) or "(empty)"
+
+    def add_step(self, kind: str, user: str, output: str, **extra: Any) -> None:
+        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+        self.steps.append(
+            {
+                "index": len(self.steps),
+                "kind": kind,
+                "messages": messages,
+                "output": output,
+                "status": "ok",
+                "error": None,
+                "sufficient": extra.get("sufficient"),
+                "thought": extra.get("thought"),
+                "answer": extra.get("answer"),
+                "pairs": extra.get("pairs", []),
+                "pair_id": extra.get("pair_id"),
+                "retrieved": extra.get("retrieved", []),
+                "triplet_ids": extra.get("triplet_ids", []),
+                "attempts": 1,
+                "prompt_tokens": sum(_words(m["content"]) for m in messages),
+                "completion_tokens": _words(output),
+                "latency_s": 0.0,
+            }
+        )
+
+    def explore(self, question: dict, pairs: list[SimPair], thought: str) -> list[str]:
+        """An explore step asking for ``pairs``; their pair ids."""
+        ids = [f"{self.tid}#p{self.pairs_asked + j}" for j in range(len(pairs))]
+        self.pairs_asked += len(pairs)
+        self.add_step(
+            "explore",
+            f"Question: {question.get('question', '')}\nKnowledge graph:\n{self.graph_text()}",
+            render_explore(thought, [(p.entity, p.relation) for p in pairs]),
+            sufficient=False,
+            thought=thought,
+            pairs=[{"pair_id": i, "entity": p.entity, "relation": p.relation} for i, p in zip(ids, pairs)],
+        )
+        return ids
+
+    def complete(self, pair_id: str, p: SimPair) -> None:
+        """The complete step of one pair: its triplets join G (once each, with ``dedupe``)."""
+        index, new_ids = len(self.steps), []
+        for spec in p.triplets:
+            s, r, o = spec[0], spec[1], spec[2]
+            if self.dedupe and (s, r, o) in self.seen:
+                continue
+            self.seen.add((s, r, o))
+            t_id = f"{self.tid}#t{len(self.triplets)}"
+            self.triplets.append(
+                {
+                    "triplet_id": t_id,
+                    "step_index": index,
+                    "pair_id": pair_id,
+                    "subject": s,
+                    "relation": r,
+                    "object": o,
+                    "source_pid": spec[4] if len(spec) > 4 else p.pid,
+                    "source_sentence": None,
+                    "grounding_score": None,
+                }
+            )
+            self.tags[t_id] = spec[3] if len(spec) > 3 else "true"
+            new_ids.append(t_id)
+        self.add_step(
+            "complete",
+            f"Look up: {p.entity} | {p.relation}",
+            render_complete([(s[0], s[1], s[2]) for s in p.triplets]),
+            pair_id=pair_id,
+            retrieved=[p.pid] if p.pid else [],
+            triplet_ids=new_ids,
+        )
+
+    def answer(self, question: dict, final_kind: str, thought: str, answer: str) -> None:
+        """The answering step: a forced final (``final_kind='final'``) or a sufficient explore."""
+        user = f"Question: {question.get('question', '')}\nKnowledge graph:\n{self.graph_text()}"
+        if final_kind == "final":
+            self.add_step("final", user, render_final(thought, answer), thought=thought, answer=answer)
+        else:
+            self.add_step(
+                "explore",
+                user,
+                render_explore(thought, [], sufficient=True, answer=answer),
+                sufficient=True,
+                thought=thought,
+                answer=answer,
+            )
+
+
 def assemble_trajectory(
     question: dict,
     iterations: list[list[SimPair]],
@@ -53,106 +162,23 @@ def assemble_trajectory(
     triplet id). Token counts are whitespace tokens of the outputs/prompts. ``dedupe`` drops a
     triplet equal to one already in G (as the agent does)."""
     qid = question.get("question_id", "q")
-    tid = trajectory_id or f"{policy}/{qid}"
-    steps: list[dict] = []
-    triplets: list[dict] = []
-    tags: dict[str, str] = {}
-    seen: set[tuple[str, str, str]] = set()
-    n_pair = 0
-
-    def graph_text() -> str:
-        return "\n".join(f"({t['subject']} ; {t['relation']} ; {t['object']})" for t in triplets) or "(empty)"
-
-    def add_step(kind: str, user: str, output: str, **extra: Any) -> dict:
-        messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-        step = {
-            "index": len(steps),
-            "kind": kind,
-            "messages": messages,
-            "output": output,
-            "status": "ok",
-            "error": None,
-            "sufficient": extra.get("sufficient"),
-            "thought": extra.get("thought"),
-            "answer": extra.get("answer"),
-            "pairs": extra.get("pairs", []),
-            "pair_id": extra.get("pair_id"),
-            "retrieved": extra.get("retrieved", []),
-            "triplet_ids": extra.get("triplet_ids", []),
-            "attempts": 1,
-            "prompt_tokens": sum(_words(m["content"]) for m in messages),
-            "completion_tokens": _words(output),
-            "latency_s": 0.0,
-        }
-        steps.append(step)
-        return step
-
+    asm = _Assembly(trajectory_id or f"{policy}/{qid}", dedupe)
     for k, pairs in enumerate(iterations):
-        thought = (
-            thoughts[k] if thoughts and k < len(thoughts) else None
-        ) or "I need to look up " + "; ".join(f"the {p.relation} of {p.entity}" for p in pairs) + "."
-        ids = [f"{tid}#p{n_pair + j}" for j in range(len(pairs))]
-        n_pair += len(pairs)
-        explore_pairs = [
-            {"pair_id": i, "entity": p.entity, "relation": p.relation} for i, p in zip(ids, pairs)
-        ]
-        add_step(
-            "explore",
-            f"Question: {question.get('question', '')}\nKnowledge graph:\n{graph_text()}",
-            render_explore(thought, [(p.entity, p.relation) for p in pairs]),
-            sufficient=False,
-            thought=thought,
-            pairs=explore_pairs,
-        )
+        ids = asm.explore(question, pairs, _thought(thoughts, k, pairs))
         for pair_id, p in zip(ids, pairs):
-            index = len(steps)
-            new_ids = []
-            for spec in p.triplets:
-                s, r, o = spec[0], spec[1], spec[2]
-                key = (s, r, o)
-                if dedupe and key in seen:
-                    continue
-                seen.add(key)
-                t_id = f"{tid}#t{len(triplets)}"
-                triplets.append(
-                    {
-                        "triplet_id": t_id,
-                        "step_index": index,
-                        "pair_id": pair_id,
-                        "subject": s,
-                        "relation": r,
-                        "object": o,
-                        "source_pid": spec[4] if len(spec) > 4 else p.pid,
-                        "source_sentence": None,
-                        "grounding_score": None,
-                    }
-                )
-                tags[t_id] = spec[3] if len(spec) > 3 else "true"
-                new_ids.append(t_id)
-            add_step(
-                "complete",
-                f"Look up: {p.entity} | {p.relation}",
-                render_complete([(s[0], s[1], s[2]) for s in p.triplets]),
-                pair_id=pair_id,
-                retrieved=[p.pid] if p.pid else [],
-                triplet_ids=new_ids,
-            )
-    user = f"Question: {question.get('question', '')}\nKnowledge graph:\n{graph_text()}"
-    if final_kind == "final":
-        add_step("final", user, render_final(final_thought, answer), thought=final_thought, answer=answer)
-    else:
-        add_step(
-            "explore",
-            user,
-            render_explore(final_thought, [], sufficient=True, answer=answer),
-            sufficient=True,
-            thought=final_thought,
-            answer=answer,
-        )
+            asm.complete(pair_id, p)
+    asm.answer(question, final_kind, final_thought, answer)
+    return _record(question, qid, asm, final_thought, answer, policy, seed), asm.tags
+
+
+def _record(
+    question: dict, qid: str, asm: _Assembly, final_thought: str, answer: str, policy: str, seed: int
+) -> dict:
+    """The trajectory record around the assembled steps and G, scored against the gold answers."""
     answers = list(question.get("answers") or [])
     em = exact_match(answer, answers) if answers else 0.0
-    trajectory = {
-        "trajectory_id": tid,
+    return {
+        "trajectory_id": asm.tid,
         "question_id": qid,
         "dataset": question.get("dataset", ""),
         "split": question.get("split", "train"),
@@ -174,19 +200,14 @@ def assemble_trajectory(
         "f1": f1(answer, answers) if answers else 0.0,
         "correct": em == 1.0,
         "rationalized": False,
-        "steps": steps,
-        "triplets": triplets,
+        "steps": asm.steps,
+        "triplets": asm.triplets,
     }
-    return trajectory, tags
 
 
 def build_trajectory(
     question: dict, iterations: list[list[tuple]], final_thought: str, answer: str, **options: Any
 ) -> dict:
-
-
     """Convenience for notebooks and tests: iterations as lists of (entity, relation, [triplets])."""
     its = [[SimPair(e, r, list(ts)) for e, r, ts in it] for it in iterations]
     return assemble_trajectory(question, its, final_thought, answer, **options)[0]
-
-

@@ -4,10 +4,10 @@ falsifier).
 Reads data/trajectories/<V>/seed_<S>/round_<R>.parquet and its labels (the params.backtrace.mode x
 target_mode rows: S_q), re-asks the forced-final prompt of every correct trajectory (or a seeded sample
 of ``counterfactual.max_trajectories``) with the policy that generated the round, greedy, under the
-``counterfactual.conditions`` (factory.relevance.counterfactual), and writes
+``counterfactual.conditions`` (factory.causal.reask), and writes
 data/counterfactual/<V>/seed_<S>/round_<R>.parquet (``schemas.COUNTERFACTUAL``) and
 metrics/counterfactual/<V>/seed_<S>/round_<R>.json: the LLM calls it cost, accuracy per condition,
-the effects with bootstrap CIs and one verdict line per dataset (factory.relevance.causal, through
+the effects with bootstrap CIs and one verdict line per dataset (factory.causal.effects, through
 factory.causal.round_metrics).
 Checkpointed per shard: a killed run resumes and writes the same file. A skipped round (empty
 trajectory file) writes an empty file and status ``skipped``.
@@ -31,7 +31,7 @@ from factory.execution.engine import preflight
 from factory.execution.sampling import derived_seed
 from factory.io import outputs_together
 from factory.llm.base import cache_use
-from factory.relevance.counterfactual import counterfactual_round, select_trajectories
+from factory.causal.reask import counterfactual_round, select_trajectories
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
 from schemas import read_rows

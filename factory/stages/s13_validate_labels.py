@@ -7,7 +7,7 @@ reports/relevance.png and reports/causal_effects.png (factory.relevance.figures)
 the page to audit a seeded sample of correct trajectories by eye (factory.relevance.audit).
 The rounds' counterfactual rows (data/counterfactual/..., where present) add the causal check: verdicts,
 accuracy per condition, effects, and S_q's relevance split by parametric answers
-(factory.relevance.causal_report; ``causal`` in the JSON, its own section in the report).
+(factory.causal.report; ``causal`` in the JSON, its own section in the report).
 With ``grounding.judge: llm`` the entailment judge (factory.relevance.entailment) checks every lexically
 grounded triplet of the correct trajectories first; its verdicts go to data/relevance/entailment.parquet
 (empty with the lexical judge) and gold relevance is then reported both ways.
@@ -22,7 +22,7 @@ from factory import paths
 from factory.config import Params
 from factory.io import outputs_together, write_json, write_text
 from factory.relevance.audit import render_audit
-from factory.relevance.causal_report import causal_check, render_causal_section
+from factory.causal.report import causal_check, render_causal_section
 from factory.relevance.check import check_relevance
 from factory.relevance.entailment import judge_sources
 from factory.relevance.entailment_report import entailment_result, render_entailment_markdown

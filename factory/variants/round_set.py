@@ -13,7 +13,7 @@ from pathlib import Path
 
 from factory.errors import FactoryError
 from factory.io import atomic_path, jsonl_line, write_json, write_jsonl
-from factory.relevance.causal import parametric_exclusion
+from factory.causal.effects import parametric_exclusion
 from factory.variants.sets import SetBuilder, check_new_ids, earlier_examples
 from schemas import ParquetStream, iter_batches, read_rows, write_parquet
 

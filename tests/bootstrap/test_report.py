@@ -8,7 +8,6 @@ import math
 import pytest
 
 from factory import paths
-from factory.bootstrap.paired import paired_difference
 from factory.bootstrap.report import (
     build_summary,
     decision_line,
@@ -18,6 +17,7 @@ from factory.bootstrap.report import (
 )
 from factory.bootstrap.stop import decide
 from factory.io import write_json
+from factory.stats import paired_difference
 from tests.bootstrap.evals import em, write_eval
 
 SEEDS = [0, 1, 2]

@@ -93,6 +93,23 @@ def test_dropped_steps_and_pairs_are_marked(audit_page):
     assert "Not re-asked by the counterfactual stage" in html
 
 
+def test_text_from_the_data_is_escaped_and_cannot_break_the_page():
+    from factory.relevance.audit import trajectory_section
+    from factory.relevance.check import Source
+    from factory.simulate.assemble import build_trajectory
+
+    answer = "O'Brien & Co"
+    q = {"question_id": "q1", "question": 'Who wrote "<script>x()</script>"?', "answers": [answer]}
+    t = build_trajectory(
+        q, [[("<b>A</b>", "wrote", [("<b>A</b>", "wrote", answer)])]], "t", answer, trajectory_id='x"y'
+    )
+    html = trajectory_section(Source("s", [t], []), t, None, {}, {}, [], 0.5)
+    assert "<script>" not in html and "<b>A</b>" not in html
+    assert "Who wrote &quot;&lt;script&gt;x()&lt;/script&gt;&quot;?" in html
+    # in attributes too, with the entities the page has always had
+    assert 'id="x&quot;y"' in html and "<b>O&#x27;Brien &amp; Co</b>" in html
+
+
 # ------------------------------------------------------------------ the browser
 
 

@@ -13,8 +13,8 @@ from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import read_json
 from schemas import COUNTERFACTUAL, read_rows, write_parquet
+from tests.causal.test_reask import key_script, key_trajectories
 from tests.mock_openai_server import MockOpenAIServer
-from tests.relevance.test_counterfactual import key_script, key_trajectories
 from tests.test_variants import make_labels
 
 V, R = "backtrace", 0
@@ -79,12 +79,12 @@ def test_stage_writes_rows_metrics_and_replays_from_the_cache(project, server):
 
 
 def test_killed_run_resumes_to_the_same_file(project, server, monkeypatch, tmp_path):
-    from factory.relevance import counterfactual
+    from factory.causal import reask as reasking
     from factory.stages import s06_counterfactual
 
     params = params_for(server, shard_size=1)
     params.llm.cache = False
-    real, calls = counterfactual.reask, []
+    real, calls = reasking.reask, []
 
     def dies_in_third_shard(*args, **kwargs):
         calls.append(1)
@@ -92,12 +92,12 @@ def test_killed_run_resumes_to_the_same_file(project, server, monkeypatch, tmp_p
             raise KeyboardInterrupt  # the process is killed mid-shard
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(counterfactual, "reask", dies_in_third_shard)
+    monkeypatch.setattr(reasking, "reask", dies_in_third_shard)
     with pytest.raises(KeyboardInterrupt):
         s06_counterfactual.run(params, V, R)
     out = paths.counterfactual(V, R)
     assert not out.exists() and len(list((out.parent / ".round_0.shards").glob("shard_*.parquet"))) == 2
-    monkeypatch.setattr(counterfactual, "reask", real)
+    monkeypatch.setattr(reasking, "reask", real)
     before = server.state.completions
     m = s06_counterfactual.run(params, V, R)
     assert m["llm_calls"]["sent_this_run"] == server.state.completions - before  # only the last two shards

@@ -225,8 +225,8 @@ def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels
 
 def _write_counterfactual(trajectories: list[dict], labels: list[dict]) -> set[str]:
     """Counterfactual rows of a round in which S_q is load-bearing and every fourth answer is parametric."""
+    from factory.causal.reask import Plan, Reply, condition_graphs, trajectory_rows
     from factory.config import CONDITIONS
-    from factory.relevance.counterfactual import Plan, Reply, condition_graphs, trajectory_rows
 
     sq = {r["trajectory_id"]: r["kept_triplet_ids"] for r in labels if r["mode"] == "undirected_shortest"}
     combo = ("undirected_shortest", "thought_and_answer")

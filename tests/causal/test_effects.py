@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from factory.causal.effects import causal_summary, outcomes, parametric_exclusion
 from factory.config import CONDITIONS
-from factory.relevance.causal import causal_summary, outcomes, parametric_exclusion
 
 SEEDS = (1, 2, 3)
 

@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from factory.causal.effects import causal_summary, parametric_flags, points
 from factory.config import CONDITIONS
-from factory.relevance.causal import causal_summary, parametric_flags, points
 from factory.relevance.check import Source, content_key
 from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, prepare, sq_method
 from factory.relevance.scores import level_counts
-from factory.relevance.stats import bootstrap_rng, bootstrap_weights, score
+from factory.stats import TRAJECTORIES, bootstrap_weights, score, seeded_rng
 
 
 def pooled_rows(
@@ -94,7 +94,8 @@ def parametric_relevance(
             out[name] = {"trajectories": 0, "methods": {}}
             continue
         rel, counts = level_counts(items, "paragraph", methods)
-        weights = bootstrap_weights(len(items), bootstrap_samples, bootstrap_rng(seed, "parametric", name))
+        rng = seeded_rng(TRAJECTORIES, seed, "parametric", name)
+        weights = bootstrap_weights(len(items), bootstrap_samples, rng)
         scores, _ = score(counts, rel, np.arange(len(items)), weights)
         out[name] = {"trajectories": len(items), "methods": scores}
     return out
@@ -167,23 +168,38 @@ def render_causal_section(causal: Mapping) -> str:
     """The causal-check section of reports/relevance.md (verdicts, accuracies, effects, parametric split)."""
     lines = ["## Causal check: is S_q load-bearing? (counterfactual re-asking)", ""]
     if causal.get("status") != "ok":
-        with_files = causal.get("counts", {}).get("sources", 0)
-        lines += [
-            f"The counterfactual files of {with_files} round(s) hold no rows: no correct trajectory to "
-            "re-ask."
-            if with_files
-            else "No counterfactual rows were found: run `factory counterfactual` for the rounds.",
-            f"Rounds without a counterfactual file: {len(causal.get('sources_without_rows', []))}.",
-            "",
-        ]
-        return "\n".join(lines)
-    c, p = causal["counts"], causal["params"]
-    conditions = causal["conditions"]
+        return "\n".join(lines + _without_rows(causal))
+    lines += _method(causal) + ["### Causal verdicts", ""]
+    lines += [f"- {v['line']}" for v in causal["verdicts"].values()] + [""]
     lines += [
+        "![Forest plot of the causal effects per dataset: accuracy lost without S_q vs without a random set "
+        "of its size, their difference, sufficiency, closed-book accuracy, 95% CIs](causal_effects.png)",
+        "",
+    ]
+    lines += _effects_table(causal) + _parametric_table(causal["parametric_relevance"])
+    return "\n".join(lines)
+
+
+def _without_rows(causal: Mapping) -> list[str]:
+    with_files = causal.get("counts", {}).get("sources", 0)
+    return [
+        f"The counterfactual files of {with_files} round(s) hold no rows: no correct trajectory to "
+        "re-ask."
+        if with_files
+        else "No counterfactual rows were found: run `factory counterfactual` for the rounds.",
+        f"Rounds without a counterfactual file: {len(causal.get('sources_without_rows', []))}.",
+        "",
+    ]
+
+
+def _method(causal: Mapping) -> list[str]:
+    """What was re-asked, how the effects and the verdict are computed, and what was counted."""
+    c, p = causal["counts"], causal["params"]
+    return [
         (
             f"S_q = `{'/'.join(causal['default'])}`. Each correct trajectory's forced-final prompt (its own "
             "prompt version) is re-asked greedy by the policy that generated it, with: "
-            + ", ".join(f"`{x}`" for x in conditions)
+            + ", ".join(f"`{x}`" for x in causal["conditions"])
             + ". `without_random` removes |S_q| triplets drawn uniformly from G (mean over its draws). "
             "Effects (points of accuracy) are over the trajectories whose `full` answer is correct; S_q "
             "against the random set (the contrast) only where S_q is a proper, non-empty part of G "
@@ -202,15 +218,12 @@ def render_causal_section(causal: Mapping) -> str:
             f"not asked closed-book {c['parametric_unknown']}."
         ),
         "",
-        "### Causal verdicts",
-        "",
     ]
-    lines += [f"- {v['line']}" for v in causal["verdicts"].values()] + [""]
-    lines += [
-        "![Forest plot of the causal effects per dataset: accuracy lost without S_q vs without a random set "
-        "of its size, their difference, sufficiency, closed-book accuracy, 95% CIs](causal_effects.png)",
-        "",
-    ]
+
+
+def _effects_table(causal: Mapping) -> list[str]:
+    """Accuracy per condition and the effects of every group, with their CIs."""
+    conditions = causal["conditions"]
     head = [
         "group",
         "trajectories",
@@ -223,7 +236,7 @@ def render_causal_section(causal: Mapping) -> str:
         "difference",
         "sufficiency",
     ]
-    lines += [
+    lines = [
         "### Accuracy per condition and effects (%, 95% CI)",
         "",
         "| " + " | ".join(head) + " |",
@@ -244,10 +257,13 @@ def render_causal_section(causal: Mapping) -> str:
             _pct(e.get("sufficiency")),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    pr = causal["parametric_relevance"]
+    return lines + [""]
+
+
+def _parametric_table(pr: Mapping) -> list[str]:
+    """S_q's relevance (paragraph level, micro) on parametric vs non-parametric trajectories."""
     default = pr["default_method"]
-    lines += [
+    lines = [
         "### S_q relevance of parametric vs non-parametric trajectories (paragraph level, micro)",
         "",
         "A parametric trajectory's answer did not need its graph; if S_q scores as well there, relevance "
@@ -268,5 +284,4 @@ def render_causal_section(causal: Mapping) -> str:
             f"{_f(sq['recall'])} | {_f(sq['f1'])} | {_f(m[KEEP_ALL]['micro']['f1'])} | "
             f"{_f(m[ANSWER_ENTITY]['micro']['f1'])} |"
         )
-    lines.append("")
-    return "\n".join(lines)
+    return lines + [""]

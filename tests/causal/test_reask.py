@@ -12,12 +12,8 @@ import pytest
 
 from factory.agent.format import render_final, render_triplet
 from factory.agent.prompts import final_messages
-from factory.config import CONDITIONS
-from factory.errors import FactoryError
-from factory.llm.base import ChatResponse
-from factory.llm.openai_backend import OpenAILLM
-from factory.relevance.causal import causal_summary
-from factory.relevance.counterfactual import (
+from factory.causal.effects import causal_summary
+from factory.causal.reask import (
     Plan,
     condition_graphs,
     counterfactual_round,
@@ -25,6 +21,10 @@ from factory.relevance.counterfactual import (
     reask,
     select_trajectories,
 )
+from factory.config import CONDITIONS
+from factory.errors import FactoryError
+from factory.llm.base import ChatResponse
+from factory.llm.openai_backend import OpenAILLM
 from tests.mock_openai_server import MockOpenAIServer
 from tests.test_variants import make_trajectory
 

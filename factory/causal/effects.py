@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from factory.config import CONDITIONS
-from factory.relevance.stats import bootstrap_rng, bootstrap_weights, interval, number
+from factory.stats import TRAJECTORIES, bootstrap_weights, interval, number, seeded_rng
 
 NECESSITY_NEEDS = ("full", "without_sq", "without_random")
 SUFFICIENCY_NEEDS = ("full", "only_sq")
@@ -90,7 +90,9 @@ def _cell(x: np.ndarray, weights: np.ndarray) -> dict:
 
 def _weights(n: int, samples: int, seed: int, *names: str) -> np.ndarray:
     """Bootstrap occurrence counts of n trajectories (a stable generator per group and subset)."""
-    return bootstrap_weights(n, samples, bootstrap_rng(seed, *names)) if n else np.zeros((samples, 0))
+    if not n:
+        return np.zeros((samples, 0))
+    return bootstrap_weights(n, samples, seeded_rng(TRAJECTORIES, seed, *names))
 
 
 def _group_stats(
@@ -179,75 +181,8 @@ def verdict(
             "correct one, or every one left out after an LLM error).",
         }
     eff = group["effects"]
-    missing = [c for c in NECESSITY_NEEDS if c not in conditions]
-    m = eff["trajectories"]
-    if missing:
-        kind = "not computed"
-        necessity = f"necessity not computed ({', '.join(missing)} not run)"
-    elif m == 0:
-        kind = "cannot tell"
-        necessity = "cannot tell whether S_q is load-bearing: the full graph reproduces none of the answers"
-    elif eff["contrast"]["trajectories"] == 0:
-        kind = "cannot tell"
-        c = eff["contrast"]
-        necessity = (
-            f"cannot tell whether S_q is load-bearing: in none of the {m} trajectories is S_q a proper, "
-            f"non-empty part of G ({c['sq_is_all_of_g']} keep all of G, {c['empty_sq']} keep nothing), so no "
-            "random set of its size can differ from it"
-        )
-    else:
-        c = eff["contrast"]
-        k = c["trajectories"]
-        diff, lo, hi = eff["difference"]["value"], *eff["difference"]["ci"]
-        necessity = (
-            f"removing S_q costs {points(eff['necessity_sq']['value'])} points of accuracy, removing a "
-            f"random set of the same size {points(eff['necessity_random']['value'])} (difference "
-            f"{points(diff)}, 95% CI [{points(lo)}, {points(hi)}]; over the {k} trajectories where S_q is "
-            f"a proper, non-empty part of G: {c['sq_is_all_of_g']} keep all of G, {c['empty_sq']} nothing)"
-        )
-        if k < min_trajectories:
-            kind = "cannot tell"
-            necessity += (
-                f": cannot tell whether S_q is load-bearing (only {k} such trajectories, {min_trajectories} "
-                "needed)"
-            )
-        elif lo is not None and lo > 0:
-            kind = "load-bearing"
-            necessity += ": S_q is load-bearing"
-        elif hi is not None and hi < margin:
-            kind = "not load-bearing"
-            necessity += (
-                ": S_q is NOT load-bearing (removing it costs no more than removing a random set of its "
-                f"size, within the {points(margin)}-point margin)"
-            )
-        else:
-            kind = "cannot tell"
-            necessity += (
-                f": cannot tell whether S_q is load-bearing (the CI includes 0 and reaches the "
-                f"{points(margin)}-point margin)"
-            )
-    parts = [necessity]
-    if "sufficiency" in eff:
-        s = eff["sufficiency"]
-        parts.append(
-            "sufficiency: no trajectory to measure it on"
-            if s["value"] is None
-            else f"S_q alone keeps {points(s['value'])}% of the full-graph accuracy "
-            f"(95% CI [{points(s['ci'][0])}, {points(s['ci'][1])}])"
-        )
-    else:
-        parts.append(
-            "sufficiency not computed ("
-            + ", ".join(c for c in SUFFICIENCY_NEEDS if c not in conditions)
-            + " not run)"
-        )
-    if "closed_book" in group["accuracy"]:
-        parts.append(
-            f"closed book answers {points(group['accuracy']['closed_book']['value'])}% "
-            f"({group['parametric']} parametric)"
-        )
-    else:
-        parts.append("closed-book rate not computed (closed_book not run)")
+    kind, necessity = _necessity(eff, conditions, margin, min_trajectories)
+    parts = [necessity, _sufficiency(eff, conditions), _closed_book(group)]
     failed = eff["full_failed"]
     n = group["trajectories"]
     count = f"{n} trajector{'y' if n == 1 else 'ies'}" + (
@@ -255,11 +190,81 @@ def verdict(
     )
     return {
         "verdict": kind,
-        "effect_trajectories": m,
+        "effect_trajectories": eff["trajectories"],
         "contrast_trajectories": eff.get("contrast", {}).get("trajectories", 0),
         "difference": eff.get("difference"),
         "line": f"{label}: " + "; ".join(parts) + f" ({count}).",
     }
+
+
+def _necessity(
+    eff: Mapping, conditions: Sequence[str], margin: float, min_trajectories: int
+) -> tuple[str, str]:
+    """(verdict, sentence) on S_q's necessity against the matched random control."""
+    missing = [c for c in NECESSITY_NEEDS if c not in conditions]
+    m = eff["trajectories"]
+    if missing:
+        return "not computed", f"necessity not computed ({', '.join(missing)} not run)"
+    if m == 0:
+        return "cannot tell", (
+            "cannot tell whether S_q is load-bearing: the full graph reproduces none of the answers"
+        )
+    c = eff["contrast"]
+    if c["trajectories"] == 0:
+        return "cannot tell", (
+            f"cannot tell whether S_q is load-bearing: in none of the {m} trajectories is S_q a proper, "
+            f"non-empty part of G ({c['sq_is_all_of_g']} keep all of G, {c['empty_sq']} keep nothing), so no "
+            "random set of its size can differ from it"
+        )
+    k = c["trajectories"]
+    diff, lo, hi = eff["difference"]["value"], *eff["difference"]["ci"]
+    necessity = (
+        f"removing S_q costs {points(eff['necessity_sq']['value'])} points of accuracy, removing a "
+        f"random set of the same size {points(eff['necessity_random']['value'])} (difference "
+        f"{points(diff)}, 95% CI [{points(lo)}, {points(hi)}]; over the {k} trajectories where S_q is "
+        f"a proper, non-empty part of G: {c['sq_is_all_of_g']} keep all of G, {c['empty_sq']} nothing)"
+    )
+    if k < min_trajectories:
+        return "cannot tell", necessity + (
+            f": cannot tell whether S_q is load-bearing (only {k} such trajectories, {min_trajectories} "
+            "needed)"
+        )
+    if lo is not None and lo > 0:
+        return "load-bearing", necessity + ": S_q is load-bearing"
+    if hi is not None and hi < margin:
+        return "not load-bearing", necessity + (
+            ": S_q is NOT load-bearing (removing it costs no more than removing a random set of its "
+            f"size, within the {points(margin)}-point margin)"
+        )
+    return "cannot tell", necessity + (
+        f": cannot tell whether S_q is load-bearing (the CI includes 0 and reaches the "
+        f"{points(margin)}-point margin)"
+    )
+
+
+def _sufficiency(eff: Mapping, conditions: Sequence[str]) -> str:
+    if "sufficiency" not in eff:
+        return (
+            "sufficiency not computed ("
+            + ", ".join(c for c in SUFFICIENCY_NEEDS if c not in conditions)
+            + " not run)"
+        )
+    s = eff["sufficiency"]
+    if s["value"] is None:
+        return "sufficiency: no trajectory to measure it on"
+    return (
+        f"S_q alone keeps {points(s['value'])}% of the full-graph accuracy "
+        f"(95% CI [{points(s['ci'][0])}, {points(s['ci'][1])}])"
+    )
+
+
+def _closed_book(group: Mapping) -> str:
+    if "closed_book" not in group["accuracy"]:
+        return "closed-book rate not computed (closed_book not run)"
+    return (
+        f"closed book answers {points(group['accuracy']['closed_book']['value'])}% "
+        f"({group['parametric']} parametric)"
+    )
 
 
 def causal_summary(
