@@ -112,12 +112,9 @@ def run(params: Params) -> dict:
         sources,
         questions_by_id,
         passages_by_pid,
+        r,
         default_combo=(params.backtrace.mode, params.backtrace.target_mode),
         threshold=params.agent.grounding_threshold,
-        bootstrap_samples=r.bootstrap_samples,
-        random_seeds=r.random_seeds,
-        seed=r.seed,
-        bar=r.bar,
         entailment=verdicts,
     )
     result["left_out_sources"] = left_out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from factory.config import AgentParams, RelevanceParams
 from factory.relevance.check import Source, check_relevance
 from factory.relevance.grounded import (
     ANSWER_ENTITY,
@@ -73,8 +74,7 @@ def _case() -> tuple[list[dict], list[dict]]:
     return [a, b, c, wrong], labels
 
 
-def _check(trajectories, labels, **kw):
-    kw.setdefault("bootstrap_samples", 300)
+def _check(trajectories, labels, bootstrap_samples=300):
     questions = {
         t["question_id"]: dict(
             MUSIQUE_Q if t["dataset"] == "musique" else HOTPOT_Q, question_id=t["question_id"]
@@ -85,12 +85,9 @@ def _check(trajectories, labels, **kw):
         [Source("backtrace/seed_0/round_1", trajectories, labels)],
         questions,
         PASSAGES,
+        RelevanceParams(bootstrap_samples=bootstrap_samples, random_seeds=5, seed=23, bar=0.8),
         default_combo=DEFAULT,
         threshold=0.5,
-        random_seeds=5,
-        seed=23,
-        bar=0.8,
-        **kw,
     )
 
 
@@ -226,12 +223,15 @@ def test_duplicates_missing_labels_and_empty_inputs_are_counted():
         [Source("a", trajectories, labels), Source("b", copy, copy_labels)],
         {"hotpotqa/h": HOTPOT_Q, "musique/m": MUSIQUE_Q},
         PASSAGES,
+        RelevanceParams(bootstrap_samples=50),
         default_combo=DEFAULT,
-        bootstrap_samples=50,
+        threshold=AgentParams().grounding_threshold,
     )
     assert res["counts"]["duplicates_dropped"] == 3 and res["counts"]["evaluated"] == 3
     nolabel = _check(trajectories, labels[:1] + labels[3:])
     assert nolabel["counts"]["missing_labels"] == 2 and nolabel["counts"]["evaluated"] == 1
-    empty = check_relevance([], {}, {}, default_combo=DEFAULT)
+    empty = check_relevance(
+        [], {}, {}, RelevanceParams(), default_combo=DEFAULT, threshold=AgentParams().grounding_threshold
+    )
     assert empty["status"] == "no_trajectories" and empty["verdicts"] == {}
     assert "No trajectories" in render_markdown(empty)
