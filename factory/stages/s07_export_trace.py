@@ -121,15 +121,14 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         labels,
         questions,
         passages,
+        params.trace,
         variant=variant,
         round_=round_,
         seed=seed,
         variant_seed=variant_seed(params, seed),
         mode=params.backtrace.mode,
         target_mode=params.backtrace.target_mode,
-        max_passages=params.trace.max_passages,
         passage_chars=params.agent.passage_chars,
-        bonus_weight=params.trace.bonus_weight,
     )
     stats = export_stats(result, len(outcomes))
     status = "ok" if result.sft or result.rl else "empty"
