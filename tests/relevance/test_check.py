@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
 from factory.config import AgentParams, RelevanceParams
+from factory.io import _round_floats
 from factory.relevance.check import Source, check_relevance
 from factory.relevance.grounded import (
     ANSWER_ENTITY,
@@ -235,3 +239,56 @@ def test_duplicates_missing_labels_and_empty_inputs_are_counted():
     )
     assert empty["status"] == "no_trajectories" and empty["verdicts"] == {}
     assert "No trajectories" in render_markdown(empty)
+
+
+# sha256 of check_relevance's result (floats rounded as metrics/relevance.json writes them) that the
+# keyword arguments gave before the check took RelevanceParams (issue 31), on _golden_sources(): with
+# the defaults, and with every parameter set otherwise (and entailment verdicts).
+GOLDEN_DEFAULTS = "f7d1f53b97b4a33134c666eb3e9eeb824a6c8dbfd648653148a5dfc717c7f080"
+GOLDEN_KEYWORDS = "4cbf3ccc82c0ad0576df7ba56afd80740fa5ed50fee2647cd5df70ab6eaf39cf"
+
+
+def _golden_sources():
+    a, a_labels = _case()
+    pop, pop_labels = _population(12, True)
+    copies = [dict(t, trajectory_id="random/" + t["trajectory_id"]) for t in a]
+    copy_labels = [dict(r, trajectory_id="random/" + r["trajectory_id"]) for r in a_labels[:2]]
+    sources = [
+        Source("backtrace/seed_0/round_1", a + pop, a_labels + pop_labels),
+        Source("random/seed_0/round_1", copies, copy_labels),
+    ]
+    questions = {
+        t["question_id"]: dict(
+            MUSIQUE_Q if t["dataset"] == "musique" else HOTPOT_Q, question_id=t["question_id"]
+        )
+        for t in a + pop
+    }
+    entailment = {
+        (t["trajectory_id"], x["triplet_id"]): None if n % 3 == 0 else n % 2 == 0
+        for t in a + pop
+        for n, x in enumerate(t["triplets"])
+    }
+    return sources, questions, entailment
+
+
+def _digest(result: dict) -> str:
+    return hashlib.sha256(json.dumps(_round_floats(result), sort_keys=True).encode()).hexdigest()
+
+
+def test_the_typed_section_gives_the_result_the_keywords_gave():
+    sources, questions, entailment = _golden_sources()
+    threshold = AgentParams().grounding_threshold
+    default = check_relevance(
+        sources, questions, PASSAGES, RelevanceParams(), default_combo=DEFAULT, threshold=threshold
+    )
+    assert default["status"] == "ok" and default["counts"]["duplicates_dropped"] == 3
+    custom = check_relevance(
+        sources,
+        questions,
+        PASSAGES,
+        RelevanceParams(bootstrap_samples=120, random_seeds=3, seed=7, bar=0.6),
+        default_combo=DEFAULT,
+        threshold=0.4,
+        entailment=entailment,
+    )
+    assert (_digest(default), _digest(custom)) == (GOLDEN_DEFAULTS, GOLDEN_KEYWORDS)
