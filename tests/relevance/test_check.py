@@ -78,7 +78,7 @@ def _case() -> tuple[list[dict], list[dict]]:
     return [a, b, c, wrong], labels
 
 
-def _check(trajectories, labels, bootstrap_samples=300):
+def _check(trajectories, labels, bootstrap_samples=300, entailment=None):
     questions = {
         t["question_id"]: dict(
             MUSIQUE_Q if t["dataset"] == "musique" else HOTPOT_Q, question_id=t["question_id"]
@@ -92,6 +92,7 @@ def _check(trajectories, labels, bootstrap_samples=300):
         RelevanceParams(bootstrap_samples=bootstrap_samples, random_seeds=5, seed=23, bar=0.8),
         default_combo=DEFAULT,
         threshold=0.5,
+        entailment=entailment,
     )
 
 
