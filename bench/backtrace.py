@@ -6,8 +6,8 @@ at noise levels 0.25-1.0, padded with distractor triplets to exactly 20 triplets
 pairs, extra triplets in true completions, spurious edges, surface variants, reversed relations).
 In the same run, on the same trajectories, it times:
 
-- factory: ``factory.backtrace.labels.backtrace`` in the default mode (undirected_shortest,
-  thought_and_answer targets, whitespace tokens);
+- factory: ``factory.backtrace.labels.backtrace`` with the default ``BacktraceParams``
+  (undirected_shortest, thought_and_answer targets; whitespace tokens);
 - baseline: the naive path search, every simple path between I and T with networkx
   ``all_simple_paths`` and no cutoff beyond the graph size (``mode="undirected_simple",
   simple_cutoff=None``), everything else identical.
@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -128,25 +129,21 @@ def main(argv: list[str] | None = None) -> int:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
     from factory.backtrace.labels import backtrace
+    from factory.config import BacktraceParams
 
+    default = partial(backtrace, params=BacktraceParams())
+    naive = partial(backtrace, params=BacktraceParams(mode="undirected_simple", simple_cutoff=None))
     trajectories = build_trajectories(load_questions(), args.trajectories, args.triplets, args.seed)
     if not trajectories:
         print("no trajectories could be built (are the shared corpora there?)", file=sys.stderr)
         return 1
     for t in trajectories[:50]:  # warm caches and imports once, as a long-running stage would be
-        backtrace(t)
-    factory = timed("factory (undirected_shortest)", backtrace, trajectories, args.repeats)
-    baseline = timed(
-        "naive (all simple paths, no cutoff)",
-        lambda t: backtrace(t, mode="undirected_simple", simple_cutoff=None),
-        trajectories,
-        args.baseline_repeats,
+        default(t)
+    factory = timed("factory (undirected_shortest)", default, trajectories, args.repeats)
+    baseline = timed("naive (all simple paths, no cutoff)", naive, trajectories, args.baseline_repeats)
+    agree = sum(default(t)["kept_triplet_ids"] == naive(t)["kept_triplet_ids"] for t in trajectories) / len(
+        trajectories
     )
-    agree = sum(
-        backtrace(t)["kept_triplet_ids"]
-        == backtrace(t, mode="undirected_simple", simple_cutoff=None)["kept_triplet_ids"]
-        for t in trajectories
-    ) / len(trajectories)
     ratio = factory["rate_wall"] / baseline["rate_wall"]
     reference = machine_reference()
     for side in (factory, baseline):

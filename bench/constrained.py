@@ -36,7 +36,7 @@ def demo_inputs(params):
 
     result = ingest_sources(params)
     passages = {p["pid"]: p for p in result.passages}
-    return result.questions, passages, BM25Retriever.build(result.passages, params.index.k1, params.index.b)
+    return result.questions, passages, BM25Retriever.build(result.passages, params.index)
 
 
 def demo_samples(params, questions):

@@ -6,8 +6,8 @@ trajectory with one complete step holding all its triplets (``source_pid`` = the
 pairs (so the initial entities come from the question) and the gold answer as target
 (``target_mode="gold_answer"``). In the same run, on the same records:
 
-- factory: ``factory.backtrace.backtrace_modes`` with the linking options of ``params.backtrace``
-  (``factory.backtrace.options.backtrace_options``), mode ``undirected_shortest``;
+- factory: ``factory.backtrace.backtrace`` with the linking options of ``params.backtrace`` (and the
+  embedder it names, ``factory.backtrace.options.load_embedder``), mode ``undirected_shortest``;
 - authors' rule: the KnowTrace authors' rule (``factory.backtrace.authors_rule``) on the same graph:
   raw names, initial entities = names found as substrings of the question (the graph has no lookup),
   targets = names found in the first gold answer or containing it; every triplet is a node and edge
@@ -136,24 +136,19 @@ def predicted_pids(trajectory: Mapping, kept: Iterable[str]) -> set[str]:
 # ---------------------------------------------------------------------- the two methods
 
 
-def factory_kept(trajectory: dict, options: Mapping, passages: Mapping | None = None) -> set[str]:
-    from factory.backtrace import backtrace_modes
-
-    row = backtrace_modes(
-        trajectory, ("undirected_shortest",), ("gold_answer",), passages=passages, **options
-    )[0]
-    return set(row["kept_triplet_ids"])
-
-
 def factory_method(params):
-    """The factory's ``kept_of`` for ``run_method`` under ``params`` (linking options loaded once)."""
-    from factory.backtrace.options import backtrace_options
+    """The factory's ``kept_of`` for ``run_method``: ``factory.backtrace.backtrace`` under
+    ``params.backtrace`` in the mode undirected_shortest with the gold answers as targets (the embedder
+    loaded once)."""
+    from factory.backtrace import backtrace
+    from factory.backtrace.options import load_embedder
 
-    options = backtrace_options(params)
-    with_passages = params.backtrace.answer_passage
+    bp = params.backtrace.model_copy(update={"mode": "undirected_shortest", "target_mode": "gold_answer"})
+    embedder = load_embedder(bp)
 
     def kept_of(trajectory: dict, record: Mapping) -> set[str]:
-        return factory_kept(trajectory, options, passage_sentences(record) if with_passages else None)
+        passages = passage_sentences(record) if bp.answer_passage else None
+        return set(backtrace(trajectory, bp, embedder=embedder, passages=passages)["kept_triplet_ids"])
 
     return kept_of
 
@@ -330,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             for key, label in METHODS:
                 print(_line(label, figures[key][dataset][part]))
     fact, naive, authors = out["factory"], out["naive"], out["authors_rule"]
+
     def ratio(key: str, base: Mapping) -> str:
         return f"{fact[key] / max(base[key], 1e-9):.2f}x"
 

@@ -323,7 +323,9 @@ class BacktraceParams(Section):
         min_length=1,
         description="Target modes labelled by the backtrace stage (ablation).",
     )
-    simple_cutoff: int = Field(4, ge=1, description="Path length cutoff of undirected_simple.")
+    simple_cutoff: int | None = Field(
+        4, ge=1, description="Path length cutoff of undirected_simple (null: none, the naive baseline)."
+    )
     fuzzy_threshold: float = Field(
         88.0, ge=0, le=100, description="rapidfuzz token-set score to link a mention to a node."
     )

@@ -286,8 +286,8 @@ def hub_repo(repo_id: str | None, variant: str) -> str:
     return f"{repo_id}-{variant}"
 
 
-def push_to_hub(folder: str | Path, repo: str, token: str, private: bool = True) -> None:
-    """Upload a published folder to the Hub as a dataset repo (needs network)."""
+def push_to_hub(folder: str | Path, repo: str, token: str, private: bool) -> None:
+    """Upload a published folder to the Hub as a dataset repo (private: publish.private); needs network."""
     try:
         from huggingface_hub import HfApi
 

@@ -18,6 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from factory.config import RoutesParams
 from factory.io import progress
 from factory.llm.base import LLM, ChatRequest, Sampling
 from factory.splits import unit_hash
@@ -124,15 +125,15 @@ def sample_questions(questions: Iterable[dict], n_per_dataset: int, seed: int) -
     return sorted(chosen, key=lambda q: q["question_id"])
 
 
-def classify_routes(questions: Sequence[dict], llm: LLM, max_new_tokens: int = 48) -> list[dict]:
+def classify_routes(questions: Sequence[dict], llm: LLM, params: RoutesParams) -> list[dict]:
     """Ask ``llm`` (greedy, in one call: the backend batches, and the progress bar shows its calls and
-    tokens as they go) for the route of every question.
+    tokens as they go) for the route of every question, in at most ``params.max_new_tokens`` tokens.
 
     Returns one row per question, in input order: question_id, dataset, qtype, gold (the corpus's
     route), predicted (parallel | chain | unknown), raw reply, error (the LLM error, if the call
     failed: predicted is then unknown), prompt_version.
     """
-    sampling = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=max_new_tokens, seed=0)
+    sampling = Sampling(temperature=0.0, top_p=1.0, max_new_tokens=params.max_new_tokens, seed=0)
     requests = []
     for q in questions:
         messages = route_messages(q["question"])  # the same instructions and examples, then the question

@@ -147,9 +147,10 @@ def best_sentence(subject: str, obj: str, passage: Mapping) -> int | None:
 
 
 def ground_triplet(
-    subject: str, relation: str, obj: str, passages: Sequence[Mapping], threshold: float = 0.5
+    subject: str, relation: str, obj: str, passages: Sequence[Mapping], threshold: float
 ) -> Grounding:
-    """The passage (and sentence) among ``passages`` ({pid, title, sentences}) that supports the triplet best.
+    """The passage (and sentence) among ``passages`` ({pid, title, sentences}) that supports the triplet best,
+    when its score reaches ``threshold`` (agent.grounding_threshold).
 
     ``relation`` is not scored (relations are paraphrased freely); it is part of the signature so callers
     pass whole triplets. A side without content tokens (e.g. "the") cannot be found, so it never grounds.
@@ -171,10 +172,9 @@ def ground_triplet(
     return Grounding(str(passages[best_i]["pid"]), best_at, best_score)
 
 
-def ground_trajectory(
-    trajectory: Mapping, passages_by_pid: Mapping[str, Mapping], threshold: float = 0.5
-) -> dict:
-    """A copy of ``trajectory`` whose triplets are (re)grounded against their step's retrieved passages.
+def ground_trajectory(trajectory: Mapping, passages_by_pid: Mapping[str, Mapping], threshold: float) -> dict:
+    """A copy of ``trajectory`` whose triplets are (re)grounded against their step's retrieved passages
+    (``ground_triplet`` at ``threshold``).
 
     Sets ``source_pid``, ``source_sentence`` and ``grounding_score`` of every triplet. A retrieved pid
     missing from ``passages_by_pid`` is an error naming the trajectory, step and pid.

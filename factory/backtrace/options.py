@@ -1,39 +1,22 @@
-"""What params give the labeller: the keyword arguments of ``backtrace_modes`` and the token counter.
+"""What params give the labeller beyond ``params.backtrace`` itself: the loaded embedder and the token
+counter.
 
-Shared by every stage that backtraces (``backtrace``, ``simulate``) so that they label alike.
+Shared by every stage that backtraces (``backtrace``, ``simulate``) so that they label alike; the
+labelling functions take ``params.backtrace`` (``BacktraceParams``) as it is.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from factory.backtrace import linking
 from factory.backtrace.tokens import TokenCounter
-from factory.config import Params
+from factory.config import BacktraceParams, Params
 
 
-def backtrace_options(params: Params) -> dict[str, Any]:
-    """The keyword arguments of ``backtrace_modes`` that params.backtrace sets (embedder loaded once).
-    The passages of the answer-passage rule (``backtrace.answer_passage``) are data, not params: the
-    caller adds ``passages=``."""
-    bp = params.backtrace
-    embedder = None
-    if bp.embedding_model:
-        from factory.backtrace.linking import sentence_embedder
-
-        embedder = sentence_embedder(bp.embedding_model)
-    return {
-        "simple_cutoff": bp.simple_cutoff,
-        "fuzzy_threshold": bp.fuzzy_threshold,
-        "containment": bp.containment,
-        "admin_relations": tuple(bp.admin_relations),
-        "embedder": embedder,
-        "embedding_threshold": bp.embedding_threshold,
-        "containment_links": bp.containment_links,
-        "link_max_containers": bp.link_max_containers,
-        "merge_max_words": bp.merge_max_words,
-        "question_case": bp.question_case,
-    }
+def load_embedder(params: BacktraceParams) -> linking.Embedder | None:
+    """The sentence embedder ``params.embedding_model`` names, loaded (None: the embedding tier is off)."""
+    return linking.sentence_embedder(params.embedding_model) if params.embedding_model else None
 
 
 def load_token_counter(params: Params) -> tuple[TokenCounter, str | None]:

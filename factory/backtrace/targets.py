@@ -8,7 +8,7 @@ from typing import Any
 from factory.backtrace.graph import Graph
 from factory.backtrace.linking import is_specific, node_key, normalize_entity
 from factory.backtrace.question import question_entities
-from factory.config import TARGET_MODES
+from factory.config import TARGET_MODES, BacktraceParams
 from factory.errors import FactoryError
 
 YES_NO = frozenset({"yes", "no"})
@@ -56,10 +56,12 @@ def final_text(trajectory: dict) -> tuple[str, str]:
     return thought, answer
 
 
-def initial_entities(trajectory: dict, graph: Graph, *, question_case: bool = True) -> list[str]:
+def initial_entities(trajectory: dict, graph: Graph, params: BacktraceParams | None = None) -> list[str]:
     """Nodes linked from the entities of the first explore step's pairs; fallback: the question's
-    entities (``factory.backtrace.question``; ``question_case=False``: every node name found in the
-    question, letter case ignored). Sorted."""
+    entities (``factory.backtrace.question``; without ``params.question_case``: every node name found in
+    the question, letter case ignored). Sorted. ``params``: None = the defaults of
+    ``factory.config.BacktraceParams``."""
+    question_case = (params or BacktraceParams()).question_case
     first = first_explore_step(trajectory)
     found: set[str] = set()
     if first is not None:
@@ -194,17 +196,16 @@ def _is_comparison_answer(
 def target_entities(
     trajectory: dict,
     graph: Graph,
-    target_mode: str = "thought_and_answer",
+    target_mode: str,
     *,
-    initial: Sequence[str] | None = None,
+    initial: Sequence[str],
     gold_answers: Sequence[str] | None = None,
     texts: tuple[str, str] | None = None,
 ) -> list[str]:
-    """Target entities T for a target mode (see the module docstring). Sorted. ``texts``: the
-    (final thought, answer) when already known."""
+    """Target entities T for a target mode (one of ``TARGET_MODES``; see ``factory.backtrace.labels``)
+    given the initial entities (``initial_entities``). Sorted. ``texts``: the (final thought, answer)
+    when already known."""
     linker = graph.linker
-    if initial is None:
-        initial = initial_entities(trajectory, graph)
     thought, answer = final_text(trajectory) if texts is None else texts
     if target_mode == "thought_and_answer":
         nodes = answer_nodes(answer, graph)

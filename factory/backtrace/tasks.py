@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from factory import paths
 from factory.backtrace.checks import BadTrajectory
 from factory.backtrace.labels import backtrace_modes
-from factory.backtrace.options import backtrace_options, load_token_counter
+from factory.backtrace.options import load_embedder, load_token_counter
 from factory.backtrace.summary import LabelSummary
 from factory.backtrace.tokens import TokenCounter
 from factory.config import Params
@@ -66,13 +66,11 @@ def label_all(
 ) -> list[dict]:
     """Labels rows of every trajectory x params.backtrace.modes x target_modes."""
     bp = params.backtrace
-    options = backtrace_options(params)
+    embedder = load_embedder(bp)
     rows = []
     for t in trajectories:
         try:
-            rows.extend(
-                backtrace_modes(t, bp.modes, bp.target_modes, tokenizer=counter, passages=passages, **options)
-            )
+            rows.extend(backtrace_modes(t, bp, tokenizer=counter, embedder=embedder, passages=passages))
         except BadTrajectory:
             raise
         except FactoryError as exc:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from factory import paths
+from factory.config import BootstrapParams
 from factory.io import read_json
 from factory.stats import paired_difference
 
@@ -127,17 +128,12 @@ def budget_line(train: Mapping | None) -> str:
     )
 
 
-def build_summary(
-    variants: Sequence[str],
-    seeds: Sequence[int],
-    n_rounds: int,
-    *,
-    train: Mapping | None = None,
-    ci_samples: int = 2000,
-    ci_seed: int = 0,
-) -> dict:
-    """Everything the report shows, as plain data (metrics/summary.json). ``train``: params.train as a
-    dict (the budget); ``ci_samples`` / ``ci_seed``: the paired bootstrap of the verdicts."""
+def build_summary(params: BootstrapParams, *, train: Mapping | None = None) -> dict:
+    """Everything the report shows, as plain data (metrics/summary.json): every chain of
+    ``params.variants`` x ``params.seeds`` over the round slots ``params.rounds``, and the verdicts'
+    paired bootstrap (``params.ci_samples`` / ``params.ci_seed``). ``train``: params.train as a dict
+    (the budget)."""
+    variants, seeds, n_rounds = params.variants, params.seeds, len(params.rounds)
     base = _read(paths.base_eval_metrics("heldout")) or {}
     summary: dict = {
         "base_heldout_em": base.get("em"),
@@ -193,8 +189,8 @@ def build_summary(
             diff = paired_difference(
                 correctness["backtrace"],
                 correctness[other],
-                samples=ci_samples,
-                seed=ci_seed,
+                samples=params.ci_samples,
+                seed=params.ci_seed,
                 names=("backtrace", other),
             )
             summary["verdicts"][f"backtrace_vs_{other}"] = {

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 from factory import paths
 from factory.agent.policy import BASE
+from factory.config import BootstrapParams
 from factory.errors import FactoryError
 from factory.io import read_json
 from factory.stats import TOLERANCE, paired_difference, scores_digest
@@ -126,18 +127,12 @@ class Decision:
 
 
 def decide(
-    base: Mapping[str, float],
-    history: Sequence[Mapping[str, float] | None],
-    *,
-    min_delta: float,
-    patience: int,
-    max_rounds: int,
-    stop_test: str = "paired_bootstrap",
-    samples: int = 2000,
-    seed: int = 0,
+    base: Mapping[str, float], history: Sequence[Mapping[str, float] | None], params: BootstrapParams
 ) -> Decision:
-    """Apply the stopping rule to per-question held-out EM (question id -> 0/1) of the base model
+    """Apply the stopping rule (``params``: min_delta, patience, max_rounds, stop_test and the paired
+    bootstrap's ci_samples / ci_seed) to per-question held-out EM (question id -> 0/1) of the base model
     and of each round so far (None = a skipped round)."""
+    min_delta, patience, stop_test = params.min_delta, params.patience, params.stop_test
     best_round, best_scores, stale = -1, base, 0
     reason = None
     tests: list[dict | None] = []
@@ -155,8 +150,8 @@ def decide(
             against=best_round,
             min_delta=min_delta,
             stop_test=stop_test,
-            samples=samples,
-            seed=seed,
+            samples=params.ci_samples,
+            seed=params.ci_seed,
         )
         tests.append(test)
         ems.append(test["em"])
@@ -170,8 +165,8 @@ def decide(
                 f"held-out EM has not risen by at least {min_delta}{test_name} for {stale} round(s) "
                 f"(patience {patience})"
             )
-    if reason is None and len(history) >= max_rounds:
-        reason = f"max_rounds ({max_rounds}) reached"
+    if reason is None and len(history) >= params.max_rounds:
+        reason = f"max_rounds ({params.max_rounds}) reached"
     return Decision(
         len(history) - 1,
         _mean(base),

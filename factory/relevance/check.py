@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from factory.config import RelevanceParams
 from factory.errors import FactoryError
 from factory.relevance.grounded import (
     ANSWER_ENTITY,
@@ -39,42 +40,6 @@ from factory.relevance.grounded import (
     sq_method,
 )
 from factory.relevance.scores import evaluate, summarize_counts, verdicts
-
-# ---------------------------------------------------------------- per trajectory
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-# ---------------------------------------------------------------- per-trajectory counts
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-# ---------------------------------------------------------------- the whole check
 
 
 @dataclass
@@ -108,16 +73,16 @@ def check_relevance(
     sources: Sequence[Source],
     questions_by_id: Mapping[str, Mapping],
     passages_by_pid: Mapping[str, Mapping],
+    params: RelevanceParams,
     *,
     default_combo: tuple[str, str],
-    threshold: float = 0.5,
-    bootstrap_samples: int = 1000,
-    random_seeds: int = 5,
-    seed: int = 23,
-    bar: float = 0.8,
+    threshold: float,
     entailment: Mapping[tuple[str, str], bool | None] | None = None,
 ) -> dict:
     """Relevance of the backtraced labels vs gold supporting facts over all sources (see module doc).
+    ``params``: the bootstrap, random control and verdict bar (``relevance`` in params.yaml);
+    ``default_combo``: the supervision set's (backtrace.mode, backtrace.target_mode); ``threshold``: the
+    grounding threshold of triplets without a recorded grounding (agent.grounding_threshold);
     ``entailment``: the judge's verdicts by (trajectory id, triplet id); with it the review's definition
     (``ENTAILED`` level: gold paragraph and entailed) is scored too.
 
@@ -126,101 +91,123 @@ def check_relevance(
     counted. S_q methods: those common combos; random control matched to ``default_combo`` (or the first
     common combo when the labels lack it).
     """
-    counts: Counter = Counter()
-    combo_sets = []
-    for src in sources:
-        combo_sets.append(src.label_combos())
-    combos = sorted(set.intersection(*combo_sets)) if combo_sets else []
-    head = {
-        "sources": [s.name for s in sources],
-        "params": {
-            "threshold": threshold,
-            "bootstrap_samples": bootstrap_samples,
-            "random_seeds": random_seeds,
-            "seed": seed,
-            "bar": bar,
-        },
-    }
+    combos = sorted(set.intersection(*[s.label_combos() for s in sources])) if sources else []
+    head = {"sources": [s.name for s in sources], "params": _recorded(params, threshold)}
     if not combos:
         total = sum(len(s.trajectories) for s in sources)
-        return {
-            **head,
-            "status": "no_labels" if total else "no_trajectories",
-            "counts": {"trajectories": total},
-            "groups": {},
-            "verdicts": {},
-        }
+        status = "no_labels" if total else "no_trajectories"
+        return {**head, "status": status, "counts": {"trajectories": total}, "groups": {}, "verdicts": {}}
     default = default_combo if default_combo in combos else combos[0]
-    seeds = [seed + k for k in range(random_seeds)]
-    items: list[Evaluated] = []
-    seen: set[tuple] = set()
-    for src in sources:
-        rows_by_tid: dict[str, list[Mapping]] = {}
-        for r in src.labels:
-            if (r["mode"], r["target_mode"]) in combos:
-                rows_by_tid.setdefault(r["trajectory_id"], []).append(r)
-        for t in src.trajectories:
-            counts["trajectories"] += 1
-            if not t.get("correct"):
-                continue
-            counts["correct"] += 1
-            key = content_key(t)
-            if key in seen:
-                counts["duplicates_dropped"] += 1
-                continue
-            seen.add(key)
-            rows = rows_by_tid.get(t["trajectory_id"], [])
-            if {(r["mode"], r["target_mode"]) for r in rows} != set(combos):
-                counts["missing_labels"] += 1
-                continue
-            question = questions_by_id.get(t["question_id"])
-            if question is None:
-                raise FactoryError(
-                    f"trajectory {t['trajectory_id']!r}: question {t['question_id']!r} is not in "
-                    "questions.parquet"
-                )
-            items.append(
-                prepare(
-                    t,
-                    rows,
-                    question,
-                    passages_by_pid,
-                    threshold=threshold,
-                    combos=combos,
-                    default=default,
-                    random_seeds=seeds,
-                    source=src.name,
-                    entailed=None
-                    if entailment is None
-                    else {
-                        x["triplet_id"]: entailment.get((t["trajectory_id"], x["triplet_id"]))
-                        for x in t.get("triplets") or []
-                    },
-                )
-            )
+    scoring = _Scoring(questions_by_id, passages_by_pid, combos, default, params, threshold, entailment)
+    items = [item for src in sources for item in scoring.items(src)]
+    counts = {
+        k: scoring.counts[k] for k in ("trajectories", "correct", "duplicates_dropped", "missing_labels")
+    }
     head.update(
-        combos=[list(c) for c in combos],
-        default=list(default),
-        counts={
-            **{k: counts[k] for k in ("trajectories", "correct", "duplicates_dropped", "missing_labels")},
-            **summarize_counts(items),
-        },
+        combos=[list(c) for c in combos], default=list(default), counts={**counts, **summarize_counts(items)}
     )
     if not items:
-        return {
-            **head,
-            "status": "no_correct_trajectories" if counts["trajectories"] else "no_trajectories",
-            "groups": {},
-            "verdicts": {},
-        }
+        status = "no_correct_trajectories" if counts["trajectories"] else "no_trajectories"
+        return {**head, "status": status, "groups": {}, "verdicts": {}}
     methods = [sq_method(*c) for c in combos] + [KEEP_ALL, ANSWER_ENTITY, RANDOM, AUTHORS]
     default_method = sq_method(*default)
-    results = evaluate(items, methods, default_method, bootstrap_samples=bootstrap_samples, seed=seed)
+    results = evaluate(
+        items, methods, default_method, bootstrap_samples=params.bootstrap_samples, seed=params.seed
+    )
     return {
         **head,
         "status": "ok",
         "methods": methods,
         "default_method": default_method,
         "groups": results,
-        "verdicts": verdicts(results, default_method, bar),
+        "verdicts": verdicts(results, default_method, params.bar),
     }
+
+
+def _recorded(params: RelevanceParams, threshold: float) -> dict:
+    """The parameters of the check as the result records them."""
+    return {
+        "threshold": threshold,
+        "bootstrap_samples": params.bootstrap_samples,
+        "random_seeds": params.random_seeds,
+        "seed": params.seed,
+        "bar": params.bar,
+    }
+
+
+class _Scoring:
+    """The trajectories scored, source by source: correct, seen once, with labels for every combo; the
+    ``counts`` of those read, correct, dropped as duplicates and missing labels."""
+
+    def __init__(
+        self,
+        questions_by_id: Mapping[str, Mapping],
+        passages_by_pid: Mapping[str, Mapping],
+        combos: list[tuple[str, str]],
+        default: tuple[str, str],
+        params: RelevanceParams,
+        threshold: float,
+        entailment: Mapping[tuple[str, str], bool | None] | None,
+    ):
+        self.questions_by_id, self.passages_by_pid = questions_by_id, passages_by_pid
+        self.combos, self.default, self.threshold, self.entailment = combos, default, threshold, entailment
+        self.seeds = [params.seed + k for k in range(params.random_seeds)]
+        self.counts: Counter = Counter()
+        self.seen: set[tuple] = set()
+
+    def items(self, src: Source) -> list[Evaluated]:
+        """The scored trajectories of one source, grounded, with every method's kept set."""
+        rows_by_tid: dict[str, list[Mapping]] = {}
+        for r in src.labels:
+            if (r["mode"], r["target_mode"]) in self.combos:
+                rows_by_tid.setdefault(r["trajectory_id"], []).append(r)
+        out = []
+        for t in src.trajectories:
+            rows = self._scored_rows(t, rows_by_tid)
+            if rows is not None:
+                out.append(self._item(t, rows, src.name))
+        return out
+
+    def _scored_rows(self, t: Mapping, rows_by_tid: dict[str, list[Mapping]]) -> list[Mapping] | None:
+        """The trajectory's label rows when it is scored (counted either way); None when it is not."""
+        counts = self.counts
+        counts["trajectories"] += 1
+        if not t.get("correct"):
+            return None
+        counts["correct"] += 1
+        key = content_key(t)
+        if key in self.seen:
+            counts["duplicates_dropped"] += 1
+            return None
+        self.seen.add(key)
+        rows = rows_by_tid.get(t["trajectory_id"], [])
+        if {(r["mode"], r["target_mode"]) for r in rows} != set(self.combos):
+            counts["missing_labels"] += 1
+            return None
+        return rows
+
+    def _item(self, t: Mapping, rows: list[Mapping], source: str) -> Evaluated:
+        question = self.questions_by_id.get(t["question_id"])
+        if question is None:
+            raise FactoryError(
+                f"trajectory {t['trajectory_id']!r}: question {t['question_id']!r} is not in "
+                "questions.parquet"
+            )
+        entailed = None
+        if self.entailment is not None:
+            tid = t["trajectory_id"]
+            entailed = {
+                x["triplet_id"]: self.entailment.get((tid, x["triplet_id"])) for x in t.get("triplets") or []
+            }
+        return prepare(
+            t,
+            rows,
+            question,
+            self.passages_by_pid,
+            threshold=self.threshold,
+            combos=self.combos,
+            default=self.default,
+            random_seeds=self.seeds,
+            source=source,
+            entailed=entailed,
+        )

@@ -30,6 +30,7 @@ import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
+from factory.config import IndexParams
 from factory.errors import FactoryError
 from factory.retrieval import topk
 from factory.retrieval.base import Hit, rank_positions
@@ -55,10 +56,12 @@ def passage_text(p: dict) -> str:
 
 
 class BM25Builder:
-    """One dataset's index from batches of texts; ``finish`` computes the scores and the layout."""
+    """One dataset's index from batches of texts; ``finish`` computes the scores and the layout.
+    ``params``: k1 and b (``index`` in params.yaml; None: the defaults of ``factory.config.IndexParams``)."""
 
-    def __init__(self, k1: float = 1.5, b: float = 0.75, spill_dir: str | Path | None = None):
-        self.k1, self.b = float(k1), float(b)
+    def __init__(self, params: IndexParams | None = None, spill_dir: str | Path | None = None):
+        params = params or IndexParams()
+        self.k1, self.b = float(params.k1), float(params.b)
         self._ids: dict[str, int] = defaultdict()
         self._ids.default_factory = self._ids.__len__  # an unseen token gets the next id
         self._ids.update((w, i) for i, w in enumerate(sorted(_STOPWORDS)))
@@ -161,7 +164,7 @@ class BM25Builder:
 class DatasetIndex:
     """The score matrix of one dataset (CSC: a token's documents and their scores) and its vocabulary."""
 
-    def __init__(self, data, indices, indptr, vocab, impact_data, impact_indices, num_docs, k1=1.5, b=0.75):
+    def __init__(self, data, indices, indptr, vocab, impact_data, impact_indices, num_docs, k1, b):
         self.data, self.indices, self.indptr = data, indices, indptr  # documents ascending per token
         self.impact_data, self.impact_indices = impact_data, impact_indices  # scores descending per token
         self.vocab, self.num_docs = vocab, int(num_docs)
@@ -265,12 +268,13 @@ class BM25Retriever:
         self._recent = functools.lru_cache(maxsize=1 << 16)(self._pooled)
 
     @staticmethod
-    def build(passages: Iterable[dict], k1: float = 1.5, b: float = 0.75) -> BM25Retriever:
-        """An in-memory index of a few passages (tests, notebooks); ``factory index`` streams instead."""
+    def build(passages: Iterable[dict], params: IndexParams | None = None) -> BM25Retriever:
+        """An in-memory index of a few passages (tests, notebooks); ``factory index`` streams instead.
+        ``params``: as in ``BM25Builder``."""
         store = PassageStore.from_rows(passages)
         indexes = {}
         for dataset in store.datasets:
-            builder = BM25Builder(k1, b)
+            builder = BM25Builder(params)
             table = store.tables[dataset]
             builder.add(
                 [

@@ -31,7 +31,7 @@ def build_index(passages_path: str | Path, index_dir: Path, params, progress=Non
 
         def add(dataset: str, rows) -> None:
             if dataset not in builders:
-                builders[dataset] = BM25Builder(params.index.k1, params.index.b, spill / dataset)
+                builders[dataset] = BM25Builder(params.index, spill / dataset)
             titles, texts = rows.column("title").to_pylist(), rows.column("text").to_pylist()
             builders[dataset].add([f"{title}. {text}" for title, text in zip(titles, texts)])
             if progress is not None:

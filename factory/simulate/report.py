@@ -17,12 +17,11 @@ from typing import Any
 
 from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
 from factory.backtrace.labels import backtrace_modes
+from factory.backtrace.linking import Embedder
+from factory.config import BacktraceParams
 from factory.io import write_text
 from factory.plotting import save
 from factory.simulate.trajectories import Simulated
-
-DEFAULT_MODE = "undirected_shortest"
-DEFAULT_TARGET = "thought_and_answer"
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -36,15 +35,15 @@ def _f1(p: float | None, r: float | None) -> float | None:
 
 
 def score_rows(
-    sims: Sequence[Simulated], modes: Sequence[str], target_modes: Sequence[str], **backtrace_options: Any
+    sims: Sequence[Simulated], params: BacktraceParams, embedder: Embedder | None = None
 ) -> list[dict]:
-    """One row per simulated trajectory x (mode x target mode, and the authors' rule) with tp / fp / fn
-    over triplets."""
+    """One row per simulated trajectory x (``params.modes`` x ``params.target_modes``, and the authors'
+    rule) with tp / fp / fn over triplets; ``embedder``: the loaded ``params.embedding_model``."""
     rows = []
     for sim in sims:
         kept_sets = [
             (labels["mode"], labels["target_mode"], set(labels["kept_triplet_ids"]), labels["fa_ratio"])
-            for labels in backtrace_modes(sim.trajectory, modes, target_modes, **backtrace_options)
+            for labels in backtrace_modes(sim.trajectory, params, embedder=embedder)
         ]
         kept_sets.append((AUTHORS_RULE, AUTHORS_RULE, authors_rule(sim.trajectory)["kept_triplet_ids"], None))
         truth = set(sim.truth["true_triplet_ids"])
@@ -112,13 +111,22 @@ def _cell(results: list[dict], **key: Any) -> dict | None:
     return None
 
 
-def render_markdown(metrics: dict) -> str:
-    """reports/backtrace_sensitivity.md from the metrics of ``factory simulate``."""
+def _default_combo(metrics: dict, default: tuple[str, str]) -> tuple[str, str]:
+    """The (mode, target mode) the report features: the supervision set's, else the first labelled."""
+    modes, targets = metrics["modes"], metrics["target_modes"]
+    return (
+        default[0] if default[0] in modes else modes[0],
+        default[1] if default[1] in targets else targets[0],
+    )
+
+
+def render_markdown(metrics: dict, default: tuple[str, str]) -> str:
+    """reports/backtrace_sensitivity.md from the metrics of ``factory simulate``; ``default``: the
+    supervision set's (backtrace.mode, backtrace.target_mode), featured in the summary tables."""
     res = metrics["results"]
     noises = metrics["noise_levels"]
     modes, targets = metrics["modes"], metrics["target_modes"]
-    dm = DEFAULT_MODE if DEFAULT_MODE in modes else modes[0]
-    dt = DEFAULT_TARGET if DEFAULT_TARGET in targets else targets[0]
+    dm, dt = _default_combo(metrics, default)
     lines = [
         "# Backtracing sensitivity to trajectory noise (simulated trajectories)",
         "",
@@ -235,8 +243,9 @@ def render_markdown(metrics: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot(metrics: dict, path: str | Path) -> Path:
-    """reports/backtrace_sensitivity.png: F1 per mode, F1 per target mode, P/R per dataset."""
+def plot(metrics: dict, default: tuple[str, str], path: str | Path) -> Path:
+    """reports/backtrace_sensitivity.png: F1 per mode, F1 per target mode, P/R per dataset (``default``
+    as in ``render_markdown``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -244,8 +253,7 @@ def plot(metrics: dict, path: str | Path) -> Path:
 
     res, noises = metrics["results"], metrics["noise_levels"]
     modes, targets = metrics["modes"], metrics["target_modes"]
-    dm = DEFAULT_MODE if DEFAULT_MODE in modes else modes[0]
-    dt = DEFAULT_TARGET if DEFAULT_TARGET in targets else targets[0]
+    dm, dt = _default_combo(metrics, default)
 
     def series(key: str, **sel: Any) -> list[float]:
         out = []
@@ -291,6 +299,6 @@ def plot(metrics: dict, path: str | Path) -> Path:
     return save(fig, path)
 
 
-def write_report(metrics: dict, md_path: str | Path, png_path: str | Path) -> None:
-    write_text(md_path, render_markdown(metrics))
-    plot(metrics, png_path)
+def write_report(metrics: dict, default: tuple[str, str], md_path: str | Path, png_path: str | Path) -> None:
+    write_text(md_path, render_markdown(metrics, default))
+    plot(metrics, default, png_path)

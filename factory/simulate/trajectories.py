@@ -34,6 +34,7 @@ import random
 from dataclasses import dataclass
 
 from factory.backtrace.linking import node_key
+from factory.config import AgentParams
 from factory.simulate.assemble import POLICY, SimPair, assemble_trajectory
 from factory.simulate.facts import Fact, distractor_facts, gold_facts
 from factory.splits import unit_hash
@@ -43,17 +44,6 @@ N_SPURIOUS = 3
 P_REVERSE = 0.5
 P_MISSING = 0.25
 P_VARIANT = 0.5
-
-
-
-
-
-
-
-
-
-
-
 
 
 # ---------------------------------------------------------------------- noise
@@ -106,11 +96,14 @@ def _cap_pairs(
 
 
 def simulate_trajectory(
-    question: dict, noise: float, seed: int = 0, total_triplets: int | None = None, max_pairs: int = 3
+    question: dict, noise: float, seed: int, total_triplets: int | None = None, max_pairs: int | None = None
 ) -> Simulated | None:
     """One simulated trajectory for a real question at a noise level (None when it has no gold
     facts). ``total_triplets`` pads with distractor triplets (or trims them) to that many triplets;
-    ``max_pairs`` caps the pairs of one explore step (the agent's limit)."""
+    ``max_pairs`` caps the pairs of one explore step (the agent's limit, agent.max_pairs; None: its
+    default)."""
+    if max_pairs is None:
+        max_pairs = AgentParams().max_pairs
     facts = gold_facts(question)
     if not facts:
         return None
@@ -248,9 +241,10 @@ def sample_ids(usable: dict[str, list[str]], n_per_dataset: int, seed: int) -> l
 
 
 def simulate(
-    questions: list[dict], noise_levels: list[float], seed: int = 0, max_pairs: int = 3
+    questions: list[dict], noise_levels: list[float], seed: int, max_pairs: int | None = None
 ) -> list[Simulated]:
-    """Every question at every noise level (questions without gold facts are skipped)."""
+    """Every question at every noise level (questions without gold facts are skipped); ``max_pairs`` as
+    in ``simulate_trajectory``."""
     out = []
     for q in questions:
         for x in noise_levels:

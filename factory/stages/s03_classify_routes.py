@@ -29,7 +29,7 @@ def run(params: Params) -> None:
     sample = sample_questions(questions, params.routes.n_questions, params.routes.seed)
     llm = make_llm(params)
     try:
-        rows = classify_routes(sample, llm, max_new_tokens=params.routes.max_new_tokens)
+        rows = classify_routes(sample, llm, params.routes)
         identity, cache = llm.identity, cache_use(llm)
     finally:
         llm.close()

@@ -43,9 +43,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         protocol=PROTOCOL_VERSION,
         mode=bp.mode,
         target_mode=bp.target_mode,
-        max_passages=tp.max_passages,
         passage_chars=params.agent.passage_chars,
-        bonus_weight=tp.bonus_weight,
         variant_seed=variant_seed(params, seed),
     )
     outcomes = rnd.read(rnd.trajectories, "trajectories", columns=OUTCOME_COLUMNS)
@@ -68,15 +66,14 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         inputs.labels,
         inputs.questions,
         inputs.passages,
+        tp,
         variant=variant,
         round_=round_,
         seed=seed,
         variant_seed=variant_seed(params, seed),
         mode=bp.mode,
         target_mode=bp.target_mode,
-        max_passages=tp.max_passages,
         passage_chars=params.agent.passage_chars,
-        bonus_weight=tp.bonus_weight,
     )
     status = "ok" if result.sft or result.rl else "empty"
     stats = rnd.write_metrics({**head, "status": status, **export_stats(result, len(outcomes))})

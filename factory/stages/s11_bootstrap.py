@@ -31,16 +31,7 @@ def run(params: Params, variant: str, seed: int = 0, round_: int = -1) -> None:
     if base is None:
         raise FactoryError("the base model's held-out evaluation was skipped; it must run")
     history = [heldout_scores(variant, r, seed) for r in range(round_ + 1)]
-    decision = decide(
-        base,
-        history,
-        min_delta=b.min_delta,
-        patience=b.patience,
-        max_rounds=b.max_rounds,
-        stop_test=b.stop_test,
-        samples=b.ci_samples,
-        seed=b.ci_seed,
-    )
+    decision = decide(base, history, b)
     out = paths.decision(variant, round_, seed) if round_ >= 0 else paths.init_decision(variant, seed)
     # Only the decision and its numbers: later rounds depend on this file, so a rule change that
     # does not change the decision (e.g. -S bootstrap.max_rounds=3) must not change its bytes.

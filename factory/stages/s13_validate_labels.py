@@ -51,12 +51,9 @@ def run(params: Params) -> dict:
         sources,
         questions_by_id,
         passages_by_pid,
+        r,
         default_combo=default_combo,
         threshold=threshold,
-        bootstrap_samples=r.bootstrap_samples,
-        random_seeds=r.random_seeds,
-        seed=r.seed,
-        bar=r.bar,
         entailment=verdicts,
     )
     result["left_out_sources"] = found.left_out

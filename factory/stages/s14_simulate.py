@@ -6,7 +6,7 @@ import logging
 from collections import Counter
 
 from factory import paths
-from factory.backtrace.options import backtrace_options
+from factory.backtrace.options import load_embedder
 from factory.config import Params
 from factory.errors import FactoryError
 from factory.io import outputs_together, write_json, write_jsonl
@@ -45,7 +45,7 @@ def run(params: Params) -> dict:
     assert all(t["policy"] == POLICY for t in trajectories)
     write_parquet(trajectories, paths.SIMULATED_DIR / "trajectories.parquet", "trajectory")
     write_jsonl(paths.SIMULATED_DIR / "truth.jsonl", [s.truth for s in sims])
-    rows = score_rows(sims, bp.modes, bp.target_modes, **backtrace_options(params))
+    rows = score_rows(sims, bp, load_embedder(bp))
     metrics = {
         "status": "ok",
         "seed": sp.seed,
@@ -65,7 +65,10 @@ def run(params: Params) -> dict:
     }
     write_json(paths.METRICS / "simulate.json", metrics)
     write_report(
-        metrics, paths.REPORTS / "backtrace_sensitivity.md", paths.REPORTS / "backtrace_sensitivity.png"
+        metrics,
+        (bp.mode, bp.target_mode),
+        paths.REPORTS / "backtrace_sensitivity.md",
+        paths.REPORTS / "backtrace_sensitivity.png",
     )
     log.info(
         "simulate: %d questions x %d noise levels -> %d trajectories; report %s",

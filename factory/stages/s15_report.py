@@ -18,14 +18,7 @@ log = logging.getLogger(__name__)
 @outputs_together()
 def run(params: Params) -> dict:
     b = params.bootstrap
-    summary = build_summary(
-        b.variants,
-        b.seeds,
-        len(b.rounds),
-        train=params.train.model_dump(mode="json"),
-        ci_samples=b.ci_samples,
-        ci_seed=b.ci_seed,
-    )
+    summary = build_summary(b, train=params.train.model_dump(mode="json"))
     relevance_path = paths.METRICS / "relevance.json"
     relevance = read_json(relevance_path) if relevance_path.exists() else None
     summary["relevance_verdicts"] = {

@@ -4,7 +4,7 @@ Per correct trajectory of a variant's round (docs/design.md §6):
 
 - the prompt: a system message stating the protocol and a user message with the question and the
   passages the trajectory retrieved (de-duplicated, in first-retrieval order, numbered [1]..[n],
-  capped at ``max_passages``);
+  capped at ``trace.max_passages``);
 - **SFT target**: ``<relevance>[i, ...]</relevance><analysis>...</analysis><answer>...</answer>``
   where the relevance lists the numbered passages that ground the variant's kept triplets, the
   analysis states those triplets as a chain from the question's initial entities to the answer,
@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from factory.config import TraceParams
 from factory.errors import FactoryError
 from factory.trace.protocol import (
     build_prompt,
@@ -49,7 +50,6 @@ INCORRECT = "incorrect"  # not a correct trajectory: not exported
 STATUSES = (EXPORTED, RL_ONLY, NO_PASSAGES, NO_LABELS, INCORRECT)
 
 
-
 @dataclass
 class TraceExport:
     """Result of exporting one round: SFT rows, RL rows, one status per trajectory, counts."""
@@ -63,25 +63,7 @@ class TraceExport:
 # ---------------------------------------------------------------- prompt
 
 
-
-
-
-
-
-
-
-
-
-
 # ---------------------------------------------------------------- target
-
-
-
-
-
-
-
-
 
 
 # ---------------------------------------------------------------- one trajectory
@@ -108,17 +90,17 @@ def export_trajectory(
     labels_row: Mapping[str, Any] | None,
     question_row: Mapping[str, Any],
     passages_by_pid: Mapping[str, Mapping[str, Any]],
+    params: TraceParams,
     *,
     variant: str,
     round_: int,
     seed: int,
     variant_seed: int,
-    max_passages: int,
     passage_chars: int = 0,
-    bonus_weight: float = 10.0,
     kept_fn: Callable[..., Any] | None = None,
 ) -> tuple[str, dict | None, dict | None, dict]:
-    """(status, SFT row or None, RL row or None, per-trajectory counts) for one trajectory.
+    """(status, SFT row or None, RL row or None, per-trajectory counts) for one trajectory
+    (``params``: the passage cap and the bonus weight; ``passage_chars``: 0 = passages uncut).
 
     ``kept_fn(trajectory, labels_row, variant, seed)`` decides what the variant keeps (default:
     ``factory.variants.kept.kept_units``, called with ``variant_seed``).
@@ -129,7 +111,7 @@ def export_trajectory(
         return INCORRECT, None, None, counts
     if labels_row is None and variant != "unfiltered":
         return NO_LABELS, None, None, counts
-    pids, retrieved = numbered_passages(trajectory, max_passages)
+    pids, retrieved = numbered_passages(trajectory, params.max_passages)
     if not pids:
         return NO_PASSAGES, None, None, counts
     counts["passages_numbered"] += len(pids)
@@ -182,7 +164,7 @@ def export_trajectory(
     target = render_target(
         relevance, [render_statement(t, index_of[t["source_pid"]]) for t in ordered], answer
     )
-    rewards = score_completion(target, answers, gold_indices, bonus_weight)
+    rewards = score_completion(target, answers, gold_indices, params.bonus_weight)
     sft = {
         **base,
         "messages": [*prompt, {"role": "assistant", "content": target}],
@@ -203,6 +185,7 @@ def export_trace(
     labels: Sequence[Mapping[str, Any]],
     questions_by_id: Mapping[str, Mapping[str, Any]],
     passages_by_pid: Mapping[str, Mapping[str, Any]],
+    params: TraceParams | None = None,
     *,
     variant: str,
     round_: int,
@@ -210,19 +193,19 @@ def export_trace(
     variant_seed: int = 0,
     mode: str | None = None,
     target_mode: str | None = None,
-    max_passages: int = 8,
     passage_chars: int = 0,
-    bonus_weight: float = 10.0,
     allow_synthetic: bool = False,
     kept_fn: Callable[..., Any] | None = None,
 ) -> TraceExport:
-    """Export one round of one variant (rows sorted by trajectory id).
+    """Export one round of one variant (rows sorted by trajectory id). ``params``: ``trace`` in
+    params.yaml (None: the defaults of ``factory.config.TraceParams``).
 
     ``labels`` may hold several modes; only rows of ``mode`` × ``target_mode`` are used (None: any;
     more than one row per trajectory is then an error). ``variant_seed`` is the seed the variant
     stage gives ``kept_units`` (so the random control here is the one trained on).
     """
     assert_exportable(trajectories, allow_synthetic)
+    params = params or TraceParams()
     by_tid: dict[str, Mapping[str, Any]] = {}
     for row in labels:
         if (mode is not None and row["mode"] != mode) or (
@@ -252,13 +235,12 @@ def export_trace(
             by_tid.get(tid),
             question,
             passages_by_pid,
+            params,
             variant=variant,
             round_=round_,
             seed=seed,
             variant_seed=variant_seed,
-            max_passages=max_passages,
             passage_chars=passage_chars,
-            bonus_weight=bonus_weight,
             kept_fn=kept_fn,
         )
         out.statuses[tid] = status

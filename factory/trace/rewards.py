@@ -23,12 +23,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from factory.config import TraceParams
 from factory.errors import FactoryError
 from factory.metrics import exact_match
 
 TAGS = ("relevance", "analysis", "answer")
-DEFAULT_BONUS_WEIGHT = 10.0
-DEFAULT_WEIGHTS: dict[str, float] = {"format": 1.0, "accuracy": 1.0, "relevance": 1.0}
+# the defaults of params.trace, for the reward functions called on their own (TRL, notebooks)
+DEFAULT_BONUS_WEIGHT: float = TraceParams().bonus_weight
+DEFAULT_WEIGHTS: dict[str, float] = dict(TraceParams().reward_weights)
 
 _TAG = re.compile(r"</?(relevance|analysis|answer)>")
 _INDEX_LIST = re.compile(r"^\[\s*(?:\d+\s*(?:,\s*\d+\s*)*)?\]$")
@@ -229,7 +231,7 @@ def relevance_reward(completions: Sequence, **kwargs: Any) -> list[float]:
 def bonus_reward(
     completions: Sequence, bonus_weight: float = DEFAULT_BONUS_WEIGHT, **kwargs: Any
 ) -> list[float]:
-    """``bonus_weight`` (default 10, ``params.trace.bonus_weight``) iff format, accuracy and
+    """``bonus_weight`` (default: ``params.trace.bonus_weight``'s) iff format, accuracy and
     relevance are all 1.0 for the completion, else 0.0 (TRACE's holistic-alignment bonus)."""
     golds = _column(kwargs, "gold_answers", len(completions))
     indices = _column(kwargs, "gold_relevant_indices", len(completions))
@@ -264,22 +266,19 @@ def trace_reward(
 
 
 def make_reward_functions(
-    bonus_weight: float = DEFAULT_BONUS_WEIGHT,
-    weights: Mapping[str, float] | None = None,
-    combined: bool = False,
+    params: TraceParams | None = None, combined: bool = False
 ) -> list[Callable[..., list[float]]]:
-    """Reward functions ready for ``GRPOTrainer(reward_funcs=...)``, named for TRL's logs.
+    """Reward functions ready for ``GRPOTrainer(reward_funcs=...)``, named for TRL's logs, with
+    ``params.bonus_weight`` and ``params.reward_weights`` (``trace`` in params.yaml; None: the defaults
+    of ``factory.config.TraceParams``; a component without a weight weighs 1).
 
     ``combined=False``: the four components (format, accuracy, relevance, bonus) as separate
     functions, to be weighted by ``GRPOConfig.reward_weights`` (pass ``[w_f, w_a, w_r, 1]``);
     ``combined=True``: a single ``trace_reward`` with the weights and bonus weight bound.
     """
-    w = {**DEFAULT_WEIGHTS, **(weights or {})}
-    unknown = set(w) - set(DEFAULT_WEIGHTS)
-    if unknown:
-        raise FactoryError(
-            f"TRACE reward weights: unknown components {sorted(unknown)} (known: {sorted(DEFAULT_WEIGHTS)})"
-        )
+    params = params or TraceParams()
+    bonus_weight = params.bonus_weight
+    w = {**DEFAULT_WEIGHTS, **params.reward_weights}
 
     def trace_bonus(completions: Sequence, **kwargs: Any) -> list[float]:
         return bonus_reward(completions, bonus_weight=bonus_weight, **kwargs)

@@ -19,7 +19,7 @@ from pathlib import Path
 from factory import paths
 from factory.agent.policy import assert_trainable
 from factory.agent.prompts import output_format
-from factory.config import VARIANTS
+from factory.config import VARIANTS, BacktraceParams
 from factory.errors import FactoryError
 from factory.text import normalize_question
 from factory.variants.kept import Kept, all_units, is_answer_step, kept_units, labels_index, whitespace_tokens
@@ -62,7 +62,8 @@ class SupervisionSet:
 class SetBuilder:
     """The examples of ``variant`` from a round's trajectories, added in batches (see module doc).
     ``labels_by_tid``: the labels rows of one mode x target mode (``labels_index``); ``exclude``:
-    trajectory ids left out (counted), the same for every variant (e.g. parametric)."""
+    trajectory ids left out (counted), the same for every variant (e.g. parametric); ``mode`` x
+    ``target_mode``: those of the labels (backtrace.mode and backtrace.target_mode)."""
 
     def __init__(
         self,
@@ -70,8 +71,8 @@ class SetBuilder:
         round_: int,
         seed: int,
         labels_by_tid: Mapping[str, Mapping],
-        mode: str = "undirected_shortest",
-        target_mode: str = "thought_and_answer",
+        mode: str,
+        target_mode: str,
         exclude: Collection[str] = (),
     ):
         if variant not in VARIANTS:
@@ -224,12 +225,14 @@ def build_set(
     variant: str,
     round_: int,
     seed: int,
-    mode: str = "undirected_shortest",
-    target_mode: str = "thought_and_answer",
+    params: BacktraceParams | None = None,
     exclude: Collection[str] = (),
 ) -> SupervisionSet:
-    """``SetBuilder`` over a list of trajectories: examples, counts, units and tokens."""
+    """``SetBuilder`` over a list of trajectories: examples, counts, units and tokens, from the labels of
+    ``params.mode`` x ``params.target_mode`` (None: the defaults of ``factory.config.BacktraceParams``)."""
     assert_trainable(trajectories)
+    params = params or BacktraceParams()
+    mode, target_mode = params.mode, params.target_mode
     builder = SetBuilder(
         variant, round_, seed, labels_index(labels, mode, target_mode), mode, target_mode, exclude
     )
@@ -244,11 +247,10 @@ def build_examples(
     variant: str,
     round_: int,
     seed: int,
-    mode: str = "undirected_shortest",
-    target_mode: str = "thought_and_answer",
+    params: BacktraceParams | None = None,
 ) -> list[dict]:
     """schemas.SUPERVISION rows of ``variant``: one per kept step of every correct trajectory."""
-    return build_set(trajectories, labels, variant, round_, seed, mode, target_mode).examples
+    return build_set(trajectories, labels, variant, round_, seed, params).examples
 
 
 def earlier_examples(

@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from factory.agent.grounding import Grounding, best_sentence, ground_trajectory, ground_triplet
+from factory.config import AgentParams
 from factory.errors import FactoryError
 from factory.text import content_tokens
 
 # "... university where Sergei Aleksandrovich Tokarev was a professor founded?"
 TOKAREV = "hotpotqa/5ae143ed55429920d5234360"
+THRESHOLD = AgentParams().grounding_threshold
 
 
 def _passage(question: dict, pid: str) -> dict:
@@ -20,24 +22,24 @@ def test_gold_sentences_ground_to_their_passage_and_sentence(questions_by_id):
     q = questions_by_id[TOKAREV]
     by_title = {s["title"]: s for s in q["supporting"]}
     msu = by_title["Moscow State University"]
-    g = ground_triplet("Moscow State University", "founded on", "January 25, 1755", q["passages"])
+    g = ground_triplet("Moscow State University", "founded on", "January 25, 1755", q["passages"], THRESHOLD)
     assert g == Grounding(msu["pid"], msu["sent_idx"], 1.0)
     tok = by_title["Sergei Aleksandrovich Tokarev"]
     g = ground_triplet(
-        "Sergei Aleksandrovich Tokarev", "professor at", "Moscow State University", q["passages"]
+        "Sergei Aleksandrovich Tokarev", "professor at", "Moscow State University", q["passages"], THRESHOLD
     )
     assert (g.pid, g.sentence) == (tok["pid"], tok["sent_idx"])
 
 
 def test_made_up_triplets_are_ungrounded(questions_by_id):
     pool = questions_by_id[TOKAREV]["passages"]
-    assert ground_triplet("Barack Obama", "born in", "Hawaii", pool).pid is None
+    assert ground_triplet("Barack Obama", "born in", "Hawaii", pool, THRESHOLD).pid is None
     # the subject is in the passages but the object is invented: still ungrounded
-    half = ground_triplet("Moscow State University", "founded on", "March 3, 1901 in Kyoto", pool)
+    half = ground_triplet("Moscow State University", "founded on", "March 3, 1901 in Kyoto", pool, THRESHOLD)
     assert half.pid is None and half.sentence is None and half.score < 0.5
     # a side with no content token can never be found
-    assert ground_triplet("Moscow State University", "is", "the", pool).pid is None
-    assert ground_triplet("Moscow State University", "founded", "1755", []).pid is None
+    assert ground_triplet("Moscow State University", "is", "the", pool, THRESHOLD).pid is None
+    assert ground_triplet("Moscow State University", "founded", "1755", [], THRESHOLD).pid is None
 
 
 def test_threshold_is_applied(questions_by_id):
@@ -51,8 +53,8 @@ def test_threshold_is_applied(questions_by_id):
 def test_ties_go_to_the_earlier_passage():
     a = {"pid": "a", "title": "Alpha", "sentences": ["Alpha is in Beta."]}
     b = {"pid": "b", "title": "Beta", "sentences": ["Alpha is in Beta.", "Beta is big."]}
-    assert ground_triplet("Alpha", "located in", "Beta", [a, b]).pid == "a"
-    assert ground_triplet("Alpha", "located in", "Beta", [b, a]).pid == "b"
+    assert ground_triplet("Alpha", "located in", "Beta", [a, b], THRESHOLD).pid == "a"
+    assert ground_triplet("Alpha", "located in", "Beta", [b, a], THRESHOLD).pid == "b"
     # sentence: best object share, then subject share, then earliest
     assert best_sentence("Beta", "big", b) == 1
     assert best_sentence("Alpha", "Beta", b) == 0
@@ -64,7 +66,7 @@ def test_subject_matched_by_title_only():
         "title": "Scott Derrickson",
         "sentences": ["He is an American director.", "He was born in Denver."],
     }
-    g = ground_triplet("Scott Derrickson", "born in", "Denver", [p])
+    g = ground_triplet("Scott Derrickson", "born in", "Denver", [p], THRESHOLD)
     assert (g.pid, g.sentence, g.score) == ("p", 1, 1.0)
 
 
@@ -76,15 +78,16 @@ def test_subject_and_object_must_be_named_in_one_sentence_not_scattered_over_the
     }
     # every token of both sides is in the passage (passage-wide overlap 1.0), but no sentence names
     # more than a third of the object
-    scattered = ground_triplet("Gamma", "is", "Delta Epsilon Omega", [p])
+    scattered = ground_triplet("Gamma", "is", "Delta Epsilon Omega", [p], THRESHOLD)
     assert scattered.pid is None and scattered.score == pytest.approx(1 / 3)
-    g = ground_triplet("Gamma", "lived in", "Delta", [p])
+    g = ground_triplet("Gamma", "lived in", "Delta", [p], THRESHOLD)
     assert (g.pid, g.sentence, g.score) == ("p", 0, 1.0)
     # a name's tokens must occur together: "Gamma ... Omega" are 8 tokens apart in one long sentence
     long = {"pid": "l", "title": "T", "sentences": ["Gamma one two three four five six seven Omega."]}
-    assert ground_triplet("T", "is", "Gamma Omega", [long]).score == 0.5  # only one of them at a time
+    # only one of them at a time
+    assert ground_triplet("T", "is", "Gamma Omega", [long], THRESHOLD).score == 0.5
     near = {"pid": "n", "title": "T", "sentences": ["Gamma one two Omega."]}
-    assert ground_triplet("T", "is", "Gamma Omega", [near]).score == 1.0  # within NAME_SLACK
+    assert ground_triplet("T", "is", "Gamma Omega", [near], THRESHOLD).score == 1.0  # within NAME_SLACK
 
 
 def test_the_subject_may_be_named_earlier_and_the_object_in_the_title():
@@ -93,11 +96,12 @@ def test_the_subject_may_be_named_earlier_and_the_object_in_the_title():
         "title": "Tucson, Arizona",
         "sentences": ["Jane Roe founded the Desert Museum.", "She was born in Phoenix."],
     }
-    g = ground_triplet("Jane Roe", "born in", "Phoenix", [p])  # named in sentence 0, "She" in sentence 1
+    # named in sentence 0, "She" in sentence 1
+    g = ground_triplet("Jane Roe", "born in", "Phoenix", [p], THRESHOLD)
     assert (g.pid, g.sentence) == ("p", 1)
-    assert ground_triplet("Tucson", "located in", "Arizona", [p]).pid == "p"  # the title states it
+    assert ground_triplet("Tucson", "located in", "Arizona", [p], THRESHOLD).pid == "p"  # the title states it
     # but the object must be in the stating sentence (or title), not only in an earlier one
-    assert ground_triplet("Phoenix", "home of", "Desert Museum", [p]).pid is None
+    assert ground_triplet("Phoenix", "home of", "Desert Museum", [p], THRESHOLD).pid is None
 
 
 @pytest.mark.parametrize("dataset", ["hotpotqa", "2wikimultihopqa"])
@@ -118,7 +122,7 @@ def test_gold_facts_ground_at_sentence_level_on_real_questions(ingested, dataset
             ][-3:]
             if not own:
                 continue
-            g = ground_triplet(p["title"], "says", " ".join(own), q["passages"])
+            g = ground_triplet(p["title"], "says", " ".join(own), q["passages"], THRESHOLD)
             total += 1
             hits += (g.pid, g.sentence) == (p["pid"], s["sent_idx"])
     assert total > 200
@@ -131,7 +135,7 @@ def test_musique_supporting_paragraph_grounds(ingested):
     for s in q["supporting"]:
         p = pool[s["pid"]]
         words = content_tokens(p["sentences"][0])
-        g = ground_triplet(p["title"], "mentions", " ".join(words[-4:]), q["passages"])
+        g = ground_triplet(p["title"], "mentions", " ".join(words[-4:]), q["passages"], THRESHOLD)
         assert g.pid == p["pid"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from factory.backtrace import (
     backtrace,
 )
+from factory.config import BacktraceParams
 from factory.simulate.assemble import build_trajectory
 
 TID = "t1"
@@ -32,9 +33,41 @@ def p(*ns: int) -> list[str]:
 
 
 def kept(
-    traj: dict, mode: str = "undirected_shortest", target_mode: str = "thought_and_answer", **kw
+    traj: dict, mode: str | None = None, target_mode: str | None = None, gold_answers=None, **fields
 ) -> list[str]:
-    return backtrace(traj, mode, target_mode, **kw)["kept_triplet_ids"]
+    """S_q of ``backtrace`` under ``BacktraceParams(**fields)`` with ``mode`` / ``target_mode`` when given."""
+    fields.update({k: v for k, v in (("mode", mode), ("target_mode", target_mode)) if v is not None})
+    return backtrace(traj, BacktraceParams(**fields), gold_answers=gold_answers)["kept_triplet_ids"]
+
+
+def cycle_trajectory() -> dict:
+    """Film X -director-> Jane Doe -born in-> Paris, plus Film X -shot in-> Paris (a cycle), an
+    off-path genre and a triplet beyond the target (Paris -capital of-> France)."""
+    return make(
+        "Where was the director of Film X born?",
+        [
+            [
+                (
+                    "Film X",
+                    "director",
+                    [
+                        ("Film X", "director", "Jane Doe"),
+                        ("Film X", "genre", "Drama"),
+                        ("Film X", "shot in", "Paris"),
+                    ],
+                )
+            ],
+            [
+                (
+                    "Jane Doe",
+                    "birthplace",
+                    [("Jane Doe", "born in", "Paris"), ("Paris", "capital of", "France")],
+                )
+            ],
+        ],
+        "Film X was directed by Jane Doe, who was born in Paris.",
+        "Paris",
+    )
 
 
 def words(text: str) -> int:

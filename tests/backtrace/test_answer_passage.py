@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from factory.backtrace import backtrace, build_graph
 from factory.backtrace.answer_passage import answer_node, answer_passage_edges
+from factory.config import BacktraceParams
 
 QUESTION = "What is the population of the state where Dodge City Regional Airport is located?"
 
@@ -48,24 +49,28 @@ PASSAGES = {
 
 
 def test_without_passages_an_answer_that_names_no_node_has_no_path():
-    row = backtrace(trajectory(), target_mode="gold_answer")
+    row = backtrace(trajectory(), BacktraceParams(target_mode="gold_answer"))
     assert row["target_entities"] == [] and not row["path_found"]
 
 
 def test_the_passage_stating_the_answer_is_the_target():
-    row = backtrace(trajectory(), target_mode="gold_answer", passages=PASSAGES)
+    row = backtrace(trajectory(), BacktraceParams(target_mode="gold_answer"), passages=PASSAGES)
     assert row["target_entities"] == [answer_node("p1")]
     # airport -> 'ford county kansas' ~ 'kansas' (containment link) -> answer through Kansas's triplets
     assert row["kept_triplet_ids"] == ["x0", "x1", "x2", "x3"]
     for mode in ("directed_reach", "undirected_simple"):
-        assert backtrace(trajectory(), mode, "gold_answer", passages=PASSAGES)["kept_triplet_ids"] == [
+        assert backtrace(
+            trajectory(), BacktraceParams(mode=mode, target_mode="gold_answer"), passages=PASSAGES
+        )["kept_triplet_ids"] == [
             "x0",
             "x1",
             "x2",
             "x3",
         ]
     # the predicted answer in the answer modes too
-    assert backtrace(trajectory(), target_mode="answer_only", passages=PASSAGES)["path_found"]
+    assert backtrace(trajectory(), BacktraceParams(target_mode="answer_only"), passages=PASSAGES)[
+        "path_found"
+    ]
 
 
 def test_anchors_are_the_nodes_the_answer_sentence_names():
@@ -86,6 +91,6 @@ def test_yes_no_and_answers_that_are_nodes_never_use_a_passage():
     source = {t["triplet_id"]: t["source_pid"] for t in traj["triplets"]}
     assert answer_passage_edges(["yes"], g, source, {"p1": ["yes, it is."]}) == []
     traj["answers"] = ["Wichita"]
-    row = backtrace(traj, target_mode="gold_answer", passages=PASSAGES)
+    row = backtrace(traj, BacktraceParams(target_mode="gold_answer"), passages=PASSAGES)
     assert row["target_entities"] == ["wichita"] and row["kept_triplet_ids"] == ["x0", "x2"]
     assert answer_passage_edges(["1,000,000"], g, source, PASSAGES) == []  # stated nowhere

@@ -13,7 +13,7 @@ from factory.backtrace import (
     supporting_subgraph,
 )
 from factory.backtrace.linking import node_key
-from factory.config import BACKTRACE_MODES
+from factory.config import BACKTRACE_MODES, BacktraceParams
 
 
 def _random_case(rng: random.Random):
@@ -69,8 +69,10 @@ def test_modes_match_networkx_brute_force_on_random_multigraphs(mode):
     rng = random.Random(7)
     for _ in range(150):
         triplets, initial, targets = _random_case(rng)
-        g = build_graph(triplets, containment=False)
-        assert supporting_subgraph(g, initial, targets, mode) == _brute(triplets, initial, targets, mode), (
+        g = build_graph(triplets, BacktraceParams(containment=False))
+        assert supporting_subgraph(g, initial, targets, mode=mode) == _brute(
+            triplets, initial, targets, mode
+        ), (
             triplets,
             initial,
             targets,
@@ -98,12 +100,14 @@ def test_containment_links_join_names_that_stay_apart_and_are_never_labelled():
         ("cincinnati", "southwest ohio including cincinnati"),
     ]
     for mode in BACKTRACE_MODES:
-        kept = supporting_subgraph(g, ["hamilton county"], ["513"], mode)
+        kept = supporting_subgraph(g, ["hamilton county"], ["513"], mode=mode)
         assert kept == {"x0", "x2"}, mode  # the path runs through a link; only triplets are kept
-    assert build_graph(triplets, containment_links=False).links == []
-    assert build_graph(triplets, containment=False).links == []  # no containment at all
+    assert build_graph(triplets, BacktraceParams(containment_links=False)).links == []
+    assert build_graph(triplets, BacktraceParams(containment=False)).links == []  # no containment at all
     assert (
-        supporting_subgraph(build_graph(triplets, containment_links=False), ["hamilton county"], ["513"])
+        supporting_subgraph(
+            build_graph(triplets, BacktraceParams(containment_links=False)), ["hamilton county"], ["513"]
+        )
         == set()
     )
 
@@ -117,7 +121,7 @@ def test_containment_links_skip_weak_names_and_hubs():
         *[(f"Place {c}", "in", f"County {c}, United States") for c in "XYZ"],
         ("United States", "capital", "Washington"),
     )
-    g = build_graph(triplets, link_max_containers=2)
+    g = build_graph(triplets, BacktraceParams(link_max_containers=2))
     linked = {n for pair in g.links for n in pair}
     assert "8" not in linked and "film" not in linked  # a number and a common word never link
     assert "united states" not in linked  # inside three names: a hub (cap 2)
@@ -155,11 +159,11 @@ def test_names_differing_by_an_article_are_one_node_and_their_triplet_rides_with
     )
     g = build_graph(triplets)
     assert g.loops == {"jewel of nile": ["x0"]}
-    assert supporting_subgraph(g, ["jewel of nile"], ["last vegas"], mode) == {"x0", "x1", "x2"}
+    assert supporting_subgraph(g, ["jewel of nile"], ["last vegas"], mode=mode) == {"x0", "x1", "x2"}
     # an initial entity that is itself the target: no path, but the triplet naming it twice is kept
-    assert supporting_subgraph(g, ["jewel of nile"], ["jewel of nile"], mode) == {"x0"}
-    assert supporting_subgraph(g, ["paris"], ["paris"], mode) == set()
-    assert supporting_subgraph(g, ["michael douglas"], ["last vegas"], mode) == {"x2"}  # not on the path
+    assert supporting_subgraph(g, ["jewel of nile"], ["jewel of nile"], mode=mode) == {"x0"}
+    assert supporting_subgraph(g, ["paris"], ["paris"], mode=mode) == set()
+    assert supporting_subgraph(g, ["michael douglas"], ["last vegas"], mode=mode) == {"x2"}  # not on the path
 
 
 def test_nothing_merges_into_a_sentence_length_name():
@@ -188,4 +192,7 @@ def test_nothing_merges_into_a_sentence_length_name():
     assert build_graph(rows).linker.node_of[node_key(title[5:])] == node_key(title)
     # without the bound, the name became the description (what the real graphs showed)
     rows = _triplets(("Tysons Galleria", "opened in", "1988"), ("Brookfield", "describes", long))
-    assert build_graph(rows, merge_max_words=20).linker.node_of["tysons galleria"] == description
+    assert (
+        build_graph(rows, BacktraceParams(merge_max_words=20)).linker.node_of["tysons galleria"]
+        == description
+    )

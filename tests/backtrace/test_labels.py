@@ -18,14 +18,14 @@ from factory.backtrace import (
     supporting_subgraph,
     target_entities,
 )
-from factory.config import BACKTRACE_MODES, TARGET_MODES
+from factory.config import BACKTRACE_MODES, TARGET_MODES, BacktraceParams, load_params
 from factory.errors import FactoryError
 from schemas import LABELS, to_table
 from tests.backtrace.cases import fake_embedder, kept, make, p, t, words
 
+ALL_MODES = BacktraceParams(modes=list(BACKTRACE_MODES), target_modes=list(TARGET_MODES))
+
 # ---------------------------------------------------------------------- modes
-
-
 
 
 def test_each_mode_on_a_cycle(cycle):
@@ -68,7 +68,7 @@ def test_reversed_edges_break_only_the_directed_mode():
         "Paris",
     )
     assert kept(traj) == t(0, 1) and kept(traj, "undirected_simple") == t(0, 1)
-    r = backtrace(traj, "directed_reach")
+    r = backtrace(traj, BacktraceParams(mode="directed_reach"))
     assert r["kept_triplet_ids"] == [] and not r["path_found"]
     assert r["kept_step_indices"] == [4] and r["kept_pair_ids"] == []
     final_tokens = words(traj["steps"][4]["output"])
@@ -122,8 +122,8 @@ def test_admin_filter_drops_before_backtracing():
     )
     r = backtrace(traj)
     assert r["admin_dropped"] == 2 and r["kept_triplet_ids"] == t(0)
-    assert backtrace(traj, admin_relations=())["kept_triplet_ids"] == t(0, 1, 2)
-    assert backtrace(traj, admin_relations=["id"])["admin_dropped"] == 1
+    assert backtrace(traj, BacktraceParams(admin_relations=[]))["kept_triplet_ids"] == t(0, 1, 2)
+    assert backtrace(traj, BacktraceParams(admin_relations=["id"]))["admin_dropped"] == 1
     for rel in ("imdb id", "source_url", "ISBN", "dataVersion", "metadata", "doi"):
         assert is_admin_relation(rel), rel
     for rel in ("identified by", "sourced from", "place of birth", "validity"):
@@ -153,11 +153,13 @@ def test_final_step_kind_and_explore_pairs_rerendered():
 
 
 def test_labels_for_every_mode_and_target_mode_share_the_work(cycle):
-    rows = backtrace_modes(cycle, BACKTRACE_MODES, TARGET_MODES)
+    rows = backtrace_modes(cycle, ALL_MODES)
     assert [(r["mode"], r["target_mode"]) for r in rows] == [
         (m, tm) for tm in TARGET_MODES for m in BACKTRACE_MODES
     ]
-    assert all(r == backtrace(cycle, r["mode"], r["target_mode"]) for r in rows)
+    assert all(
+        r == backtrace(cycle, BacktraceParams(mode=r["mode"], target_mode=r["target_mode"])) for r in rows
+    )
     to_table(rows, LABELS, "labels")
     assert {r["total_tokens"] for r in rows} == {sum(words(s["output"]) for s in cycle["steps"])}
 
@@ -189,12 +191,12 @@ def test_tokenizers_are_recorded(cycle):
 def test_pure_functions_compose(cycle):
     before = copy.deepcopy(cycle)
     g = build_graph(cycle["triplets"])
-    initial = initial_entities(cycle, g)
+    initial = initial_entities(cycle, g, BacktraceParams())
     targets = target_entities(cycle, g, "answer_only", initial=initial)
     assert initial == ["film x"] and targets == ["paris"]
     assert supporting_subgraph(g, initial, targets) == set(t(2))
-    assert supporting_subgraph(g, initial, targets, "directed_reach") == set(t(0, 2, 3))
-    backtrace_modes(cycle, BACKTRACE_MODES, TARGET_MODES)
+    assert supporting_subgraph(g, initial, targets, mode="directed_reach") == set(t(0, 2, 3))
+    backtrace_modes(cycle, ALL_MODES)
     assert cycle == before  # pure: the record is not modified
 
 
@@ -222,10 +224,15 @@ def test_bad_records_name_the_trajectory_and_field(cycle):
     no_entity["steps"][0]["pairs"][0]["entity"] = None
     with pytest.raises(BadTrajectory, match=r"steps\[0\]\.pairs\[0\]\.entity"):
         backtrace(no_entity)
+    with pytest.raises(FactoryError, match=r"backtrace\.mode.*random_walk"):
+        load_params(None, ["backtrace.mode=random_walk"])
+    with pytest.raises(FactoryError, match=r"backtrace\.target_modes\.0.*oracle"):
+        load_params(None, ["backtrace.target_modes=[oracle]"])
+    graph = build_graph(cycle["triplets"])
     with pytest.raises(FactoryError, match="unknown backtrace mode"):
-        backtrace(cycle, mode="random_walk")
+        supporting_subgraph(graph, ["film x"], ["paris"], mode="random_walk")
     with pytest.raises(FactoryError, match="unknown target_mode"):
-        backtrace(cycle, target_mode="oracle")
+        target_entities(cycle, graph, "oracle", initial=["film x"])
 
 
 def test_embedding_linking_is_an_optional_last_tier():
@@ -237,6 +244,11 @@ def test_embedding_linking_is_an_optional_last_tier():
     )
     off = backtrace(traj)
     assert off["initial_entities"] == [] and not off["path_found"]  # 'NYC' links to nothing by string
-    on = backtrace(traj, embedder=fake_embedder, embedding_threshold=0.9)
+    on = backtrace(traj, BacktraceParams(embedding_threshold=0.9), embedder=fake_embedder)
     assert on["initial_entities"] == ["new york city"] and on["kept_triplet_ids"] == t(0)
-    assert backtrace(traj, embedder=fake_embedder, embedding_threshold=0.999)["initial_entities"] == []
+    assert (
+        backtrace(traj, BacktraceParams(embedding_threshold=0.999), embedder=fake_embedder)[
+            "initial_entities"
+        ]
+        == []
+    )

@@ -17,6 +17,7 @@ from factory.backtrace.linking import (
     normalize_entity,
     sentence_embedder,
 )
+from factory.config import BacktraceParams
 from factory.text import normalize_answer
 
 
@@ -72,7 +73,7 @@ def test_merge_variants_containment_ambiguity_and_numbers():
     assert node["american"] == "american"  # inside two different names: ambiguous, stays apart
     assert node["8"] == "8" and node["march 8 1975"] == "march 8 1975"  # numbers never merge by containment
     assert node["the"] == "the"
-    assert merge_variants(names, containment=False) == {n: n for n in names}
+    assert merge_variants(names, BacktraceParams(containment=False)) == {n: n for n in names}
 
 
 def test_merge_variants_chain_of_containment_and_order_independence():
@@ -96,8 +97,8 @@ def test_merge_variants_respects_distinct_pairs():
     )
 
 
-def linker(names: list[str], **options) -> Linker:
-    return Linker.from_names(names, **options)
+def linker(names: list[str], embedder=None, **fields) -> Linker:
+    return Linker.from_names(names, BacktraceParams(**fields), embedder)
 
 
 def test_link_tiers_in_order():

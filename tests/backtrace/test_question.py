@@ -5,6 +5,7 @@ from __future__ import annotations
 from factory.backtrace import backtrace
 from factory.backtrace.linking import Linker
 from factory.backtrace.question import question_entities
+from factory.config import BacktraceParams
 
 
 def lk(*names: str) -> Linker:
@@ -71,7 +72,7 @@ def test_question_case_param_switches_the_rule_off():
             },
         ],
     }
-    on = backtrace(traj, target_mode="gold_answer")
-    off = backtrace(traj, target_mode="gold_answer", question_case=False)
+    on = backtrace(traj, BacktraceParams(target_mode="gold_answer"))
+    off = backtrace(traj, BacktraceParams(target_mode="gold_answer", question_case=False))
     assert on["initial_entities"] == ["signmark"] and on["kept_triplet_ids"] == ["a", "b"]
     assert off["initial_entities"] == ["country", "currency", "signmark"]

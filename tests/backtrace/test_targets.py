@@ -5,6 +5,7 @@ from __future__ import annotations
 from factory.backtrace import (
     backtrace,
 )
+from factory.config import BacktraceParams
 from tests.backtrace.cases import kept, make, p, t
 
 
@@ -21,7 +22,7 @@ def test_disconnected_target_and_answer_not_in_graph():
     )
     r = backtrace(traj)
     assert "berlin" in r["target_entities"] and r["kept_triplet_ids"] == t(0)  # Berlin: no path from Alpha
-    none = backtrace(traj, target_mode="answer_only")  # 'Madrid' names no node
+    none = backtrace(traj, BacktraceParams(target_mode="answer_only"))  # 'Madrid' names no node
     assert none["target_entities"] == [] and not none["path_found"] and none["kept_step_indices"] == [4]
     assert kept(traj, target_mode="gold_answer") == t(0)  # the oracle target: Spain
     assert kept(traj, target_mode="gold_answer", gold_answers=["Germany"]) == []  # gold given explicitly
@@ -47,11 +48,15 @@ def test_several_initial_entities_yes_no_and_surface_variants():
         and r["kept_step_indices"] == [0, 1, 2, 3]
     )
     # yes/no: the answer names no node; the compared entities' values named in the thought are the targets
-    only = backtrace(traj, target_mode="answer_only")
+    only = backtrace(traj, BacktraceParams(target_mode="answer_only"))
     assert only["target_entities"] == ["spain"] and only["kept_triplet_ids"] == t(0, 1)
     assert kept(traj, target_mode="gold_answer") == t(0, 1)
     # question_only: the question names all three nodes, so the paths between them are kept
-    assert backtrace(traj, target_mode="question_only")["target_entities"] == ["alpha", "beta", "spain"]
+    assert backtrace(traj, BacktraceParams(target_mode="question_only"))["target_entities"] == [
+        "alpha",
+        "beta",
+        "spain",
+    ]
     assert kept(traj, target_mode="question_only") == t(0, 1)
 
 
@@ -68,11 +73,11 @@ def test_comparison_answer_that_is_a_compared_entity():
         "Alpha was founded in 1990 and Beta in 1985, so Beta.",
         "Beta",
     )
-    only = backtrace(traj, target_mode="answer_only")
+    only = backtrace(traj, BacktraceParams(target_mode="answer_only"))
     assert only["target_entities"] == ["1985", "1990", "beta"] and only["kept_triplet_ids"] == t(0, 1)
     assert kept(traj) == t(0, 1)  # thought and answer name the same values
     # i == t: Beta is an initial entity and a target; nothing connects it to Alpha, so alone it keeps nothing
-    assert backtrace(traj, target_mode="question_only")["kept_triplet_ids"] == []
+    assert backtrace(traj, BacktraceParams(target_mode="question_only"))["kept_triplet_ids"] == []
 
 
 def test_comparison_answer_without_values_in_the_thought_targets_the_chain_ends():
@@ -93,7 +98,7 @@ def test_comparison_answer_without_values_in_the_thought_targets_the_chain_ends(
         "Film B",
     )
     for mode in ("thought_and_answer", "answer_only", "gold_answer"):
-        r = backtrace(traj, target_mode=mode)
+        r = backtrace(traj, BacktraceParams(target_mode=mode))
         assert r["target_entities"] == ["1975", "1987", "film b"], (
             mode
         )  # the ends of the compared films' chains
@@ -158,7 +163,7 @@ def test_comparison_values_come_from_the_compared_entities_lookups_not_from_othe
         "Going by what I found about Zed Roe, the answer is Film B.",
         "Film B",
     )
-    r = backtrace(traj, target_mode="answer_only")
+    r = backtrace(traj, BacktraceParams(target_mode="answer_only"))
     # the ends of Film A's and Film B's chains only: not Cy Dee's 1950, not Zed Roe's Oslo
     assert r["target_entities"] == ["1975", "1987", "film b"]
     assert r["kept_triplet_ids"] == t(2, 4, 5, 6)

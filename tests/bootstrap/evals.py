@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from factory.config import BootstrapParams, RoundSlot
 from factory.io import write_json
 from schemas import write_parquet
+
+
+def rule(max_rounds: int, **fields) -> BootstrapParams:
+    """params.bootstrap with ``max_rounds`` round slots; the CI seed 0 unless given."""
+    slots = [RoundSlot(round=r, after="init" if r == 0 else f"round_{r - 1}") for r in range(max_rounds)]
+    return BootstrapParams(max_rounds=max_rounds, rounds=slots, **{"ci_seed": 0, **fields})
 
 
 def em(pattern: str, prefix: str = "q") -> dict[str, float]:

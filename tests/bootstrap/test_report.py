@@ -18,7 +18,7 @@ from factory.bootstrap.report import (
 from factory.bootstrap.stop import decide
 from factory.io import write_json
 from factory.stats import paired_difference
-from tests.bootstrap.evals import em, write_eval
+from tests.bootstrap.evals import em, rule, write_eval
 
 SEEDS = [0, 1, 2]
 VARIANTS = ["backtrace", "random", "unfiltered"]
@@ -60,7 +60,7 @@ def write_chain(variant: str, seed: int) -> None:
         write_json(
             paths.stage_metrics("variants", variant, r, seed), {"examples": 10 * (r + 1), "fa_ratio": 0.5}
         )
-        decision = decide(HELDOUT_BASE, rounds[: r + 1], min_delta=0.0, patience=2, max_rounds=2)
+        decision = decide(HELDOUT_BASE, rounds[: r + 1], rule(2, min_delta=0.0, patience=2))
         write_json(paths.decision(variant, r, seed), {"variant": variant, "seed": seed, **decision.as_dict()})
 
 
@@ -90,7 +90,7 @@ def project(tmp_path, monkeypatch):
 
 
 def summary() -> dict:
-    return build_summary(VARIANTS, SEEDS, 2, train=BUDGET, ci_samples=2000, ci_seed=41)
+    return build_summary(rule(2, variants=VARIANTS, seeds=SEEDS, ci_samples=2000, ci_seed=41), train=BUDGET)
 
 
 def test_mean_and_std_over_seeds_by_hand(project):
@@ -165,7 +165,7 @@ def test_report_shows_budget_tokens_and_stop_decisions(project):
         "- seed 0, round 0: held-out EM 0.200 vs the base model 0.200: difference +0.000, "
         "95% CI [+0.000, +0.000] over 10 questions -> no gain; continue." in md
     )
-    one_win = decide(HELDOUT_BASE, HELDOUT["backtrace"][0], min_delta=0.0, patience=2, max_rounds=2).test
+    one_win = decide(HELDOUT_BASE, HELDOUT["backtrace"][0], rule(2, min_delta=0.0, patience=2)).test
     lo, hi = one_win["ci"]
     assert (
         f"- seed 0, round 1: held-out EM 0.300 vs the base model 0.200: difference +0.100, "

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
+from factory.config import AgentParams, RelevanceParams
+from factory.io import _round_floats
 from factory.relevance.check import Source, check_relevance
 from factory.relevance.grounded import (
     ANSWER_ENTITY,
@@ -73,8 +78,7 @@ def _case() -> tuple[list[dict], list[dict]]:
     return [a, b, c, wrong], labels
 
 
-def _check(trajectories, labels, **kw):
-    kw.setdefault("bootstrap_samples", 300)
+def _check(trajectories, labels, bootstrap_samples=300, entailment=None):
     questions = {
         t["question_id"]: dict(
             MUSIQUE_Q if t["dataset"] == "musique" else HOTPOT_Q, question_id=t["question_id"]
@@ -85,12 +89,10 @@ def _check(trajectories, labels, **kw):
         [Source("backtrace/seed_0/round_1", trajectories, labels)],
         questions,
         PASSAGES,
+        RelevanceParams(bootstrap_samples=bootstrap_samples, random_seeds=5, seed=23, bar=0.8),
         default_combo=DEFAULT,
         threshold=0.5,
-        random_seeds=5,
-        seed=23,
-        bar=0.8,
-        **kw,
+        entailment=entailment,
     )
 
 
@@ -226,12 +228,68 @@ def test_duplicates_missing_labels_and_empty_inputs_are_counted():
         [Source("a", trajectories, labels), Source("b", copy, copy_labels)],
         {"hotpotqa/h": HOTPOT_Q, "musique/m": MUSIQUE_Q},
         PASSAGES,
+        RelevanceParams(bootstrap_samples=50),
         default_combo=DEFAULT,
-        bootstrap_samples=50,
+        threshold=AgentParams().grounding_threshold,
     )
     assert res["counts"]["duplicates_dropped"] == 3 and res["counts"]["evaluated"] == 3
     nolabel = _check(trajectories, labels[:1] + labels[3:])
     assert nolabel["counts"]["missing_labels"] == 2 and nolabel["counts"]["evaluated"] == 1
-    empty = check_relevance([], {}, {}, default_combo=DEFAULT)
+    empty = check_relevance(
+        [], {}, {}, RelevanceParams(), default_combo=DEFAULT, threshold=AgentParams().grounding_threshold
+    )
     assert empty["status"] == "no_trajectories" and empty["verdicts"] == {}
     assert "No trajectories" in render_markdown(empty)
+
+
+# sha256 of check_relevance's result (floats rounded as metrics/relevance.json writes them) that the
+# keyword arguments gave before the check took RelevanceParams (issue 31), on _golden_sources(): with
+# the defaults, and with every parameter set otherwise (and entailment verdicts).
+GOLDEN_DEFAULTS = "f7d1f53b97b4a33134c666eb3e9eeb824a6c8dbfd648653148a5dfc717c7f080"
+GOLDEN_KEYWORDS = "4cbf3ccc82c0ad0576df7ba56afd80740fa5ed50fee2647cd5df70ab6eaf39cf"
+
+
+def _golden_sources():
+    a, a_labels = _case()
+    pop, pop_labels = _population(12, True)
+    copies = [dict(t, trajectory_id="random/" + t["trajectory_id"]) for t in a]
+    copy_labels = [dict(r, trajectory_id="random/" + r["trajectory_id"]) for r in a_labels[:2]]
+    sources = [
+        Source("backtrace/seed_0/round_1", a + pop, a_labels + pop_labels),
+        Source("random/seed_0/round_1", copies, copy_labels),
+    ]
+    questions = {
+        t["question_id"]: dict(
+            MUSIQUE_Q if t["dataset"] == "musique" else HOTPOT_Q, question_id=t["question_id"]
+        )
+        for t in a + pop
+    }
+    entailment = {
+        (t["trajectory_id"], x["triplet_id"]): None if n % 3 == 0 else n % 2 == 0
+        for t in a + pop
+        for n, x in enumerate(t["triplets"])
+    }
+    return sources, questions, entailment
+
+
+def _digest(result: dict) -> str:
+    return hashlib.sha256(json.dumps(_round_floats(result), sort_keys=True).encode()).hexdigest()
+
+
+def test_the_typed_section_gives_the_result_the_keywords_gave():
+    sources, questions, entailment = _golden_sources()
+    threshold = AgentParams().grounding_threshold
+    default = check_relevance(
+        sources, questions, PASSAGES, RelevanceParams(), default_combo=DEFAULT, threshold=threshold
+    )
+    assert default["status"] == "ok" and default["counts"]["duplicates_dropped"] == 3
+    custom = check_relevance(
+        sources,
+        questions,
+        PASSAGES,
+        RelevanceParams(bootstrap_samples=120, random_seeds=3, seed=7, bar=0.6),
+        default_combo=DEFAULT,
+        threshold=0.4,
+        entailment=entailment,
+    )
+    assert (_digest(default), _digest(custom)) == (GOLDEN_DEFAULTS, GOLDEN_KEYWORDS)

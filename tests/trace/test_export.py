@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import schemas
+from factory.config import TraceParams
 from factory.errors import FactoryError
 from factory.retrieval.store import PassageStore
 from factory.trace.export import EXPORTED, INCORRECT, export_stats, export_trace
@@ -99,12 +100,14 @@ def gold_labels(trajectories, questions) -> list[dict]:
     return rows
 
 
-def export(scripted, variant, labels=(), **kw):
+def export(scripted, variant, labels=(), max_passages=None, **kw):
+    trace = TraceParams() if max_passages is None else TraceParams(max_passages=max_passages)
     return export_trace(
         scripted["trajectories"],
         list(labels),
         scripted["questions"],
         scripted["passages"],
+        trace,
         variant=variant,
         round_=0,
         seed=0,
@@ -236,10 +239,6 @@ def test_synthetic_policies_refused_without_flag(scripted):
             variant="unfiltered",
             round_=0,
         )
-
-
-
-
 
 
 # ---------------------------------------------------------------- the stage

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from factory.config import TraceParams
 from factory.trace.export import export_trace
 from factory.trace.rewards import make_reward_functions, score_completion
 
@@ -44,9 +45,9 @@ def rl_records(ingested):
         [],
         {q["question_id"]: q for q in questions},
         {p["pid"]: p for p in passages},
+        TraceParams(max_passages=3),
         variant="unfiltered",
         round_=0,
-        max_passages=3,
         passage_chars=80,
         allow_synthetic=True,
     )
@@ -61,7 +62,7 @@ def test_one_grpo_step_with_trace_rewards(tiny_model_dir, rl_records, tmp_path):
     from trl import GRPOConfig, GRPOTrainer
 
     calls: list[dict] = []
-    funcs = make_reward_functions(bonus_weight=10.0)
+    funcs = make_reward_functions(TraceParams(bonus_weight=10.0))
 
     def recording(fn):
         def wrapped(completions, **kwargs):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from factory.config import TraceParams, load_params
 from factory.errors import FactoryError
 from factory.trace.rewards import (
     TraceOutput,
@@ -19,9 +20,9 @@ from factory.trace.rewards import (
 )
 
 GOOD = (
-           "<relevance>[1, 3]</relevance>\n<analysis>Ed Wood (nationality): American [1]. Scott Derrickson "
-           "(nationality): American [3].</analysis>\n<answer>yes</answer>"
-       )
+    "<relevance>[1, 3]</relevance>\n<analysis>Ed Wood (nationality): American [1]. Scott Derrickson "
+    "(nationality): American [3].</analysis>\n<answer>yes</answer>"
+)
 
 
 def trace(relevance: str = "[1, 3]", analysis: str = "X (y): z [1].", answer: str = "yes") -> str:
@@ -187,7 +188,7 @@ def test_extra_trl_kwargs_ignored_and_missing_columns_named():
 
 
 def test_make_reward_functions_for_trl():
-    funcs = make_reward_functions(bonus_weight=5.0)
+    funcs = make_reward_functions(TraceParams(bonus_weight=5.0))
     assert [f.__name__ for f in funcs] == [
         "format_reward",
         "accuracy_reward",
@@ -196,7 +197,9 @@ def test_make_reward_functions_for_trl():
     ]
     kw = {"gold_answers": [["yes"]], "gold_relevant_indices": [[1, 3]]}
     assert [f([GOOD], **kw)[0] for f in funcs] == [1.0, 1.0, 1.0, 5.0]
-    (total,) = make_reward_functions(bonus_weight=5.0, weights={"accuracy": 2.0}, combined=True)
+    (total,) = make_reward_functions(
+        TraceParams(bonus_weight=5.0, reward_weights={"accuracy": 2.0}), combined=True
+    )
     assert total([GOOD], **kw) == [9.0]
-    with pytest.raises(FactoryError, match="unknown components"):
-        make_reward_functions(weights={"bonus": 1.0})
+    with pytest.raises(FactoryError, match=r"trace\.reward_weights\.bonus"):
+        load_params(None, ["trace.reward_weights={bonus: 1.0}"])
