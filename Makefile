@@ -39,8 +39,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 # `dvc plots show` renders offline: DVC's page with Vega inlined (generated; .dvc/config names it)
 PLOTS_TEMPLATE := .dvc/plots/offline.html
-$(PLOTS_TEMPLATE): $(STAMP) factory/dvc_plots.py
-	$(BIN)/python -m factory.dvc_plots $@
+$(PLOTS_TEMPLATE): $(STAMP) factory/utils/dvc_plots.py
+	$(BIN)/python -m factory.utils.dvc_plots $@
 
 setup: $(STAMP) $(PLOTS_TEMPLATE)
 
@@ -48,7 +48,7 @@ setup: $(STAMP) $(PLOTS_TEMPLATE)
 demo: setup
 	@$(BIN)/factory check-corpora
 	$(BIN)/dvc repro
-	@$(BIN)/python -m factory.where
+	@$(BIN)/python -m factory.utils.where
 
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests

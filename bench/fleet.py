@@ -139,9 +139,9 @@ class DirectMock:
 
 def generate(params, questions, retriever, llm, samples: int, out_path: Path, run_id: str) -> None:
     from factory.agent.policy import Policy
-    from factory.errors import FactoryError
     from factory.execution.generate import generate_trajectories
     from factory.llm.base import Sampling
+    from factory.utils.errors import FactoryError
 
     try:
         generate_trajectories(

@@ -60,7 +60,7 @@ PARTS = ("development", "held_back")
 
 def part_of(question_id: str) -> str:
     """'held_back' or 'development' (module docstring): a stable hash of the question id."""
-    from factory.splits import unit_hash
+    from factory.corpora.splits import unit_hash
 
     return "held_back" if unit_hash(HOLDOUT_SALT, question_id) < HOLDOUT_FRACTION else "development"
 
@@ -164,7 +164,7 @@ def naive_kept(trajectory: Mapping, record: Mapping | None = None) -> set[str]:
     """Exact normalised matching + the union of all shortest paths (networkx) on the undirected graph."""
     import networkx as nx
 
-    from factory.text import normalize_answer
+    from factory.utils.text import normalize_answer
 
     g = nx.MultiGraph()
     for t in trajectory["triplets"]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from types import ModuleType
 
 from factory.config import load_params, render_params_yaml
-from factory.errors import FactoryError, os_error_message
+from factory.utils.errors import FactoryError, os_error_message
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 # The vocabularies of the params, one definition each: a bad value fails when params load, naming the key.
 Dataset = Literal["hotpotqa", "2wikimultihopqa", "musique"]

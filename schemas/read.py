@@ -14,11 +14,11 @@ set; it is applied to each row group as it is read, so memory is one row group p
 Passages are looked up by pid through ``factory.retrieval.store.PassageStore``, not read here.
 
 Every read opens the file through ``open_parquet``: an artifact of the pipeline (known by where it
-lives, ``factory.paths.producer``) is checked against its contract first, from its footer (and, for a
+lives, ``factory.utils.paths.producer``) is checked against its contract first, from its footer (and, for a
 file written by other code, the null counts of its required columns), so a hand-edited artifact is
 refused with the column at fault and the command that rewrites it, before a stage computes (or
 writes) anything from it. An output of the running stage not yet published is read from its
-temporary (``factory.io.pending``).
+temporary (``factory.utils.io.pending``).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from factory.errors import FactoryError
-from factory.io import pending
-from factory.paths import producer
+from factory.utils.errors import FactoryError
+from factory.utils.io import pending
+from factory.utils.paths import producer
 from schemas.contracts import ARTIFACTS
 from schemas.validate import contract_problems
 from schemas.write import ROW_GROUP_SIZE

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 
 class SchemaError(FactoryError):

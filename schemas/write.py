@@ -3,7 +3,7 @@
 ``ParquetStream`` is the one writer: rows or tables go in as a stage produces them and leave in
 row groups of ``ROW_GROUP_SIZE`` rows, so a big artifact is never whole in memory; the file is
 written under a temporary name and renamed over the artifact only when it is complete
-(``factory.io.atomic_path``), so a writer killed at any moment leaves the old file or none, and its
+(``factory.utils.io.atomic_path``), so a writer killed at any moment leaves the old file or none, and its
 re-run writes the same bytes. ``write_parquet`` (rows or a table at once) and
 ``write_parquet_batches`` (an iterable of tables) are the two short ways to use it.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from factory.io import atomic_path, naming
+from factory.utils.io import atomic_path, naming
 from schemas.contracts import ARTIFACTS
 from schemas.validate import to_table, validate_table
 

@@ -8,7 +8,7 @@ import gc
 import pytest
 
 from factory import cli
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 
 @pytest.mark.parametrize("fails", [False, True])

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from factory.config import Params, load_params, render_params_yaml
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 ROOT = Path(__file__).resolve().parents[1]
 

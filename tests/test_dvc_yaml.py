@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from factory import paths
 from factory.cli import stage_names
 from factory.config import Params
+from factory.utils import paths
 from tests.imports import ROOT, closure
 
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
@@ -20,12 +20,12 @@ DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
 # Package __init__ files without code (a docstring only) are skipped by rule, not listed here.
 NOT_OUTPUT_DECIDING = {
     "factory/__init__.py": "the version string",
-    "factory/errors.py": "exception classes: a failure changes no output, it stops the stage",
+    "factory/utils/errors.py": "exception classes: a failure changes no output, it stops the stage",
     "factory/stages/__init__.py": "the shared command-line options of the round stages",
     # Every field of the typed params is written in params.yaml (test_config checks it), and DVC tracks the
     # values a stage reads through its `params:`; a changed default cannot reach a stage unseen.
     "factory/config.py": "typed params: their values are tracked through params.yaml",
-    "factory/progress.py": "progress bars and the LLM meter: what stderr shows, never what a stage writes",
+    "factory/utils/progress.py": "progress bars and the LLM meter: stderr, never what a stage writes",
     # Where a stage's shards run, never what they hold (tests/execution/test_cluster.py compares the bytes
     # of both engines). What the Ray engine imports for itself (its response cache's actor) is not
     # followed either: a stage that calls an LLM names factory/llm anyway.
@@ -106,9 +106,14 @@ def _declared(stage: dict, item) -> set[str]:
 
 def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
     m, reports = paths.METRICS, paths.REPORTS
-    chain = {"trajectories": paths.trajectories, "backtrace": paths.labels, "variants": paths.supervision_dir,
-             "export_trace": paths.trace_dir, "train": paths.adapter_dir,
-             "counterfactual": paths.counterfactual}
+    chain = {
+        "trajectories": paths.trajectories,
+        "backtrace": paths.labels,
+        "variants": paths.supervision_dir,
+        "export_trace": paths.trace_dir,
+        "train": paths.adapter_dir,
+        "counterfactual": paths.counterfactual,
+    }
     if name in chain:
         metrics = {"export_trace": "trace", "variants": "variants"}.get(name, name)
         live = {paths.live_dir(v, r, s) / "metrics.json", paths.live_dir(v, r, s) / "plots" / "metrics"}
@@ -116,25 +121,46 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
         return {chain[name](v, r, s), paths.stage_metrics(metrics, v, r, s), *extra}
     return {
         "prepare_model": {Path(Params().model.dir)},
-        "ingest": {paths.QUESTIONS, paths.PASSAGES, paths.QUARANTINE, paths.GX_DOCS / "ingest",
-                   m / "ingest.json"},
+        "ingest": {
+            paths.QUESTIONS,
+            paths.PASSAGES,
+            paths.QUARANTINE,
+            paths.GX_DOCS / "ingest",
+            m / "ingest.json",
+        },
         "index": {paths.INDEX_DIR, m / "retrieval.json"},
         "classify_routes": {paths.ROUTES_PREDICTED, m / "routes.json"},
         "evaluate_base": {paths.base_eval_data("heldout"), paths.base_eval_metrics("heldout")},
-        "start": {paths.adapter_dir(v, 0, s).parent / "init", paths.supervision_dir(v, 0, s).parent / "init",
-                  paths.init_decision(v, s)},
+        "start": {
+            paths.adapter_dir(v, 0, s).parent / "init",
+            paths.supervision_dir(v, 0, s).parent / "init",
+            paths.init_decision(v, s),
+        },
         "evaluate": {paths.eval_data(v, r, "heldout", s), paths.eval_metrics(v, r, "heldout", s)},
         "decide": {paths.decision(v, r, s)},
         "select": {paths.selected_dir(v), m / "bootstrap" / f"{v}.json", m / "test" / f"{v}.json"},
         "validate_labels": {
-            reports / "relevance.md", reports / "relevance.png", reports / "causal_effects.png",
+            reports / "relevance.md",
+            reports / "relevance.png",
+            reports / "causal_effects.png",
             reports / "audit.html",
-            m / "relevance.json", paths.ENTAILMENT,
+            m / "relevance.json",
+            paths.ENTAILMENT,
         },
-        "simulate": {paths.SIMULATED_DIR, reports / "backtrace_sensitivity.md",
-                     reports / "backtrace_sensitivity.png", m / "simulate.json"},
-        "report": {reports / "bootstrap.md", paths.FIGURES, paths.PLOTS / "em_by_round.csv",
-                   paths.PLOTS / "fa_by_round.csv", m / "summary.json", m / "em.json"},
+        "simulate": {
+            paths.SIMULATED_DIR,
+            reports / "backtrace_sensitivity.md",
+            reports / "backtrace_sensitivity.png",
+            m / "simulate.json",
+        },
+        "report": {
+            reports / "bootstrap.md",
+            paths.FIGURES,
+            paths.PLOTS / "em_by_round.csv",
+            paths.PLOTS / "fa_by_round.csv",
+            m / "summary.json",
+            m / "em.json",
+        },
         "publish": {paths.PUBLISHED, m / "published.json"},
     }[name]
 

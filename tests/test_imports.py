@@ -33,4 +33,4 @@ def test_the_import_reader_sees_lazy_and_from_imports():
     loop = imports_of(module_file("factory.agent.loop"))
     assert "factory.agent.grounding" in loop  # imported inside a function
     stage = imports_of(module_file("factory.stages.s05_backtrace"))
-    assert "factory.paths" in stage  # from factory import paths
+    assert "factory.utils.paths" in stage  # from factory.utils import paths

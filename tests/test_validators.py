@@ -61,7 +61,7 @@ def test_background_gate_failure_names_the_column():
 
 
 def test_background_gate_that_cannot_run_is_a_clear_error():
-    from factory.errors import FactoryError
+    from factory.utils.errors import FactoryError
 
     with (
         BackgroundGate() as gate,

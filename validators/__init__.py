@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from factory.errors import FactoryError
-from factory.io import after_publishing, atomic_path, remove
+from factory.utils.errors import FactoryError
+from factory.utils.io import after_publishing, atomic_path, remove
 
 os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 A triplet ``(subject ; relation ; object)`` is supported by a sentence when its subject and its object
 are both *named* there, not when their tokens are scattered over a passage. Tokens are content tokens
-(``factory.text.content_tokens``: lower case, accents folded, stop words dropped). A side is named in
+(``factory.utils.text.content_tokens``: lower case, accents folded, stop words dropped). A side is named in
 a piece of text to the extent that its tokens occur *together*: the share of the side's tokens found
 inside one window of (its length + ``NAME_SLACK``) consecutive tokens (a middle name or a title may
 sit between: "Pedro de Valderrama" in "Father Pedro de Valderrama"). Per sentence:
@@ -33,8 +33,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from factory.errors import FactoryError
-from factory.text import content_tokens
+from factory.utils.errors import FactoryError
+from factory.utils.text import content_tokens
 
 NAME_SLACK = 3  # other tokens a name's tokens may have between them and still name it
 

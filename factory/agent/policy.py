@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 BASE = "base"
 UNTRAINABLE_POLICIES = ("scripted", "simulated")  # test/analysis generators: never trained on

@@ -20,9 +20,9 @@ from typing import Any
 
 from factory.agent import prompts
 from factory.agent.format import ParseError
-from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, ChatResponse, Constraint, Sampling
-from factory.text import join_sentences, normalize_answer
+from factory.utils.errors import FactoryError
+from factory.utils.text import join_sentences, normalize_answer
 
 STATUSES = ("ok", "max_iterations", "parse_error", "llm_error")
 STOP_REASONS = ("sufficient", "no_new_triplets", "max_iterations", "parse_error", "llm_error")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from factory.agent import format_json
 from factory.agent.format import TEXT, render_complete, render_explore, render_final, render_triplet
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 EMPTY_GRAPH = "(empty)"
 NO_PASSAGES = "(no passages found)"

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from factory.agent import prompts
 from factory.llm.base import ChatRequest, ChatResponse
-from factory.text import content_tokens, normalize_answer
+from factory.utils.text import content_tokens, normalize_answer
 
 _HOP_REF = re.compile(r"#(\d+)")
 _HOTPOT_WORDS = 12  # fallback object: the first words of a supporting sentence

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from factory import paths
 from factory.agent.policy import Policy
 from factory.config import Params
+from factory.utils import paths
 
 SAMPLE_COLUMNS = ["question_id", "dataset", "split"]  # what drawing a sample needs
 AGENT_COLUMNS = [  # what the agent and its records need of a question

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 STEP_KINDS = frozenset({"explore", "complete", "final"})
 

@@ -27,7 +27,7 @@ from factory.backtrace.linking import (
 )
 from factory.backtrace.names import is_title_case_surface
 from factory.config import BACKTRACE_MODES, BacktraceParams
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 _WORD = re.compile(r"[a-z0-9]+")
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")

@@ -1,6 +1,6 @@
 """Entity linking: map mentions (pair entities, answers, free text) to the nodes of a trajectory's graph.
 
-Nodes are entity names after the SQuAD/HotpotQA normalisation (``factory.text.normalize_answer``) of
+Nodes are entity names after the SQuAD/HotpotQA normalisation (``factory.utils.text.normalize_answer``) of
 the name without its possessives (``normalize_entity``: "Kent's father" names "kent"), so case,
 punctuation, article and possessive variants are one node from the start (a triplet whose two names
 are such variants is a self-loop that rides with its node: ``factory.backtrace.graph``). On top of that,
@@ -45,7 +45,7 @@ from rapidfuzz import fuzz, process
 
 from factory.backtrace.names import is_strong_token
 from factory.config import BacktraceParams
-from factory.text import normalize_answer
+from factory.utils.text import normalize_answer
 
 _CONSUMED = "\x00"
 

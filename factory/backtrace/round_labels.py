@@ -17,7 +17,7 @@ from factory.backtrace.summary import LabelSummary
 from factory.backtrace.tasks import LabelTasks, passage_store, plan_tasks
 from factory.config import Params
 from factory.execution.engine import make_engine
-from factory.io import progress
+from factory.utils.io import progress
 
 log = logging.getLogger(__name__)
 

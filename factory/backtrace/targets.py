@@ -9,7 +9,7 @@ from factory.backtrace.graph import Graph
 from factory.backtrace.linking import is_specific, node_key, normalize_entity
 from factory.backtrace.question import question_entities
 from factory.config import TARGET_MODES, BacktraceParams
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 YES_NO = frozenset({"yes", "no"})
 

@@ -17,15 +17,15 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from factory import paths
 from factory.backtrace.checks import BadTrajectory
 from factory.backtrace.labels import backtrace_modes
 from factory.backtrace.options import load_embedder, load_token_counter
 from factory.backtrace.summary import LabelSummary
 from factory.backtrace.tokens import TokenCounter
 from factory.config import Params
-from factory.errors import FactoryError
 from factory.retrieval.store import PassageStore
+from factory.utils import paths
+from factory.utils.errors import FactoryError
 from schemas import LABELS, TRAJECTORY, columns_except, iter_batches, to_table
 
 # A trajectory without its prompts: labels never read the messages, which are most of its bytes.

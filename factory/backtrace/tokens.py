@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 
 class TokenCounter:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from factory.plotting import coincide_note, coinciding, note, nothing_to_plot, pyplot, save, style
+from factory.utils.plotting import coincide_note, coinciding, note, nothing_to_plot, pyplot, save, style
 
 
 def _series(summary: Mapping, key: str) -> dict[str, list[dict]]:

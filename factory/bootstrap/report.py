@@ -15,10 +15,10 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from factory import paths
 from factory.config import BootstrapParams
-from factory.io import read_json
-from factory.stats import paired_difference
+from factory.utils import paths
+from factory.utils.io import read_json
+from factory.utils.stats import paired_difference
 
 
 def _read(path: Path) -> dict | None:
@@ -341,7 +341,7 @@ def write_plots(summary: dict, plots_dir: Path, figures: Path) -> None:
     """CSV series for `dvc plots` (EM and FA ratio by round per variant) and the PNG figures
     (factory.bootstrap.figures)."""
     from factory.bootstrap.figures import write_figures
-    from factory.io import write_text
+    from factory.utils.io import write_text
 
     variants = list(summary["variants"])
     n_rounds = max((len(v["by_round"]) for v in summary["variants"].values()), default=0)

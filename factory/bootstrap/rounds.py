@@ -13,10 +13,10 @@ round, round 0 included, depends on "the decision after the previous step" in th
 
 from __future__ import annotations
 
-from factory import paths
 from factory.agent.policy import BASE, Policy
-from factory.errors import FactoryError
-from factory.io import read_json
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import read_json
 
 INIT = "init"
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-from factory import paths
 from factory.agent.policy import BASE
 from factory.config import BootstrapParams
-from factory.errors import FactoryError
-from factory.io import read_json
-from factory.stats import TOLERANCE, paired_difference, scores_digest
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import read_json
+from factory.utils.stats import TOLERANCE, paired_difference, scores_digest
 from schemas import read_rows
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from factory.config import CONDITIONS
-from factory.stats import TRAJECTORIES, bootstrap_weights, interval, number, seeded_rng
+from factory.utils.stats import TRAJECTORIES, bootstrap_weights, interval, number, seeded_rng
 
 NECESSITY_NEEDS = ("full", "without_sq", "without_random")
 SUFFICIENCY_NEEDS = ("full", "only_sq")

@@ -17,7 +17,7 @@ from factory.config import CONDITIONS
 from factory.relevance.check import Source, content_key
 from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, prepare, sq_method
 from factory.relevance.scores import level_counts
-from factory.stats import TRAJECTORIES, bootstrap_weights, score, seeded_rng
+from factory.utils.stats import TRAJECTORIES, bootstrap_weights, score, seeded_rng
 
 
 def pooled_rows(

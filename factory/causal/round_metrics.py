@@ -8,10 +8,10 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 from factory.agent.policy import Policy
-from factory.config import CONDITIONS, Params
-from factory.execution.sampling import derived_seed
 from factory.causal.effects import causal_summary
 from factory.causal.reask import Plan, RoundResult, rows_per_trajectory
+from factory.config import CONDITIONS, Params
+from factory.execution.sampling import derived_seed
 from factory.variants.kept import labels_index
 
 NO_CORRECT = "no correct trajectory in this round"

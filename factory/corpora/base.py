@@ -13,7 +13,7 @@ import hashlib
 import re
 from typing import Any
 
-from factory.errors import BadRecord
+from factory.utils.errors import BadRecord
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"'(\[])")
 

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple
 import msgspec
 import numpy as np
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 UTF8_BOM = b"\xef\xbb\xbf"
 _OTHER_BOMS = {  # longest first: the UTF-32 LE mark begins with the UTF-16 LE one

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 # 2WikiMultihopQA's evidence triplets stored as parallel columns: (subject, relation, object) by name or,
 # in ohjoonhee/2WikiMultihopQA, as (fact, relation, entity). A dict with neither set of columns stays as

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from factory.corpora.base import RecordRef, pid_for, split_sentences
-from factory.text import join_sentences
+from factory.utils.text import join_sentences
 from schemas import PASSAGE
 
 _SENTENCES = msgspec.json.Decoder(list[str])

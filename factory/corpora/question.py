@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from factory.corpora.base import RecordRef
 from factory.corpora.pool import PassagePool
-from factory.text import normalize_question
+from factory.utils.text import normalize_question
 
 # What a question may have (the ingest gate asserts the same, validators.ingest): a record outside is
 # quarantined where it is read.
@@ -72,7 +72,7 @@ def make_question(
         "question_id": f"{dataset}/{reader.id}",
         "dataset": dataset,
         "source_id": reader.id,
-        "split": "",  # assigned once every record is read (see factory.splits)
+        "split": "",  # assigned once every record is read (see factory.corpora.splits)
         "question": question,
         "question_norm": normalize_question(question),
         "answers": answers,

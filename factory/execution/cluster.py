@@ -26,8 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from factory import paths
-from factory.errors import FactoryError
+from factory.utils import paths
+from factory.utils.errors import FactoryError
 
 ShardWork = Callable[[Any, Callable[[int], None]], Any]  # as factory.execution.engine names it
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 ShardWork = Callable[[Any, Callable[[int], None]], Any]
 

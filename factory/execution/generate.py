@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from factory import paths
 from factory.agent.loop import Run, constrained_decoding, run_trajectories
-from factory.errors import FactoryError
 from factory.execution.shards import Journal, fingerprint, run_in_shards
 from factory.llm.base import LLM, Sampling
+from factory.utils import paths
+from factory.utils.errors import FactoryError
 
 
 def plan_fingerprint(
@@ -306,7 +306,7 @@ def _generate_continuously(
     """The continuous schedule over the whole plan (one window across all questions) with a journal;
     the final file in plan order."""
     from factory.execution.scheduler import run_continuously
-    from factory.io import progress
+    from factory.utils.io import progress
 
     samples = work.samples
     journal = Journal(out_path, plan_fp, [q["question_id"] for q in questions], key=record_key, keep=outcome)

@@ -26,7 +26,7 @@ from typing import Any
 
 from factory.agent.loop import Run
 from factory.agent.program import Call, Job, Outcome
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 Unit = tuple[dict, int, bool]  # (question, sample, rationalized)
 

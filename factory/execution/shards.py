@@ -6,8 +6,8 @@ fingerprint of everything that decides their content (params, model identity, se
 with the same plan skips the shards already on disk; a different plan discards them. The final
 file is always assembled from the shard files in shard order, so an interrupted-and-resumed run
 and an uninterrupted one write the same bytes. The shard folder is removed once the final file
-is published (with the stage's other outputs, ``factory.io.outputs_together``); the checkpoints
-themselves are written at once (``factory.io.immediate``), whatever the stage does after.
+is published (with the stage's other outputs, ``factory.utils.io.outputs_together``); the checkpoints
+themselves are written at once (``factory.utils.io.immediate``), whatever the stage does after.
 
 ``Journal`` is the checkpoint of the continuous scheduler: records are appended as they finish, in
 any order, and the final file is assembled in plan order from them. Either way the final file is
@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 import pyarrow.parquet as pq
 
-from factory.io import after_publishing, immediate, progress, read_json, remove, write_json
+from factory.utils.io import after_publishing, immediate, progress, read_json, remove, write_json
 from schemas import ARTIFACTS, ROW_GROUP_SIZE, ParquetStream, write_parquet, write_parquet_batches
 
 log = logging.getLogger(__name__)

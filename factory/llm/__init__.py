@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from factory import paths
 from factory.config import Params
-from factory.errors import FactoryError
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
+from factory.utils import paths
+from factory.utils.errors import FactoryError
 
 __all__ = ["LLM", "ChatRequest", "ChatResponse", "Sampling", "make_llm", "server_adapter_path"]
 log = logging.getLogger(__name__)

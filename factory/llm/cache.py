@@ -22,7 +22,7 @@ import msgspec
 
 from factory.llm.base import LLM, ChatRequest, ChatResponse
 from factory.llm.responses import ResponseCache
-from factory.progress import meter
+from factory.utils.progress import meter
 
 
 def cache_key(backend: str, identity: str, request: ChatRequest, constraint_via: str = "") -> str:

@@ -15,7 +15,7 @@ import logging
 import os
 from pathlib import Path
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 log = logging.getLogger(__name__)
 

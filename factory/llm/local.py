@@ -21,11 +21,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.llm.identity import SHORT, adapter_hash, weights_hash
 from factory.llm.prefix import PrefixCache, common_prefix
-from factory.progress import meter
+from factory.utils.errors import FactoryError
+from factory.utils.progress import meter
 
 log = logging.getLogger(__name__)
 
@@ -327,7 +327,7 @@ class LocalLLM:
 
 class TokenMeter:
     """A stopping criterion that never stops: it adds each decoding step's new tokens (rows not yet
-    ended) to ``factory.progress.meter``, so a long batch shows progress token by token."""
+    ended) to ``factory.utils.progress.meter``, so a long batch shows progress token by token."""
 
     def __init__(self, rows: int, eos_ids: set[int]):
         self.ended = [False] * rows

@@ -47,12 +47,12 @@ from typing import Any
 
 import msgspec
 
-from factory import paths
-from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, ChatResponse
 from factory.llm.fleet import Fleet
 from factory.llm.served import ServedModels
-from factory.progress import meter
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.progress import meter
 
 log = logging.getLogger(__name__)
 

@@ -84,7 +84,9 @@ class PrefixCache:
         from transformers import StaticCache
 
         # a prefix keeps at least the prompt's last token out: generate() computes that column
-        lengths = [min(n, len(p) - 1) if n >= MIN_PREFIX_TOKENS else 0 for p, n in zip(prompts, prefix_lengths)]
+        lengths = [
+            min(n, len(p) - 1) if n >= MIN_PREFIX_TOKENS else 0 for p, n in zip(prompts, prefix_lengths)
+        ]
         head = max(lengths)
         tail = max(len(p) - n for p, n in zip(prompts, lengths))
         rows, masks, placed = [], [], []
@@ -96,7 +98,10 @@ class PrefixCache:
         cache = StaticCache(config=self.model.config, max_cache_len=head + tail + new_tokens)
         for layer in range(len(placed[0])):
             columns = [
-                [_place(kv[layer][which], n, head - n, tail - (len(p) - n)) for kv, p, n in zip(placed, prompts, lengths)]
+                [
+                    _place(kv[layer][which], n, head - n, tail - (len(p) - n))
+                    for kv, p, n in zip(placed, prompts, lengths)
+                ]
                 for which in (0, 1)
             ]
             cache.update(torch.cat(columns[0]), torch.cat(columns[1]), layer)
@@ -123,7 +128,9 @@ class PrefixCache:
         ids = torch.tensor([rest or prompt[:1]], device=self.device)
         positions = torch.arange(n, n + ids.shape[1], device=self.device)[None]
         with torch.inference_mode():
-            out = self.model(input_ids=ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1)
+            out = self.model(
+                input_ids=ids, position_ids=positions, cache=cache, use_cache=True, logits_to_keep=1
+            )
         kv = [(keys, values) for keys, values, *_ in out.cache]
         if not rest:  # a one-token prompt: nothing before its last token
             kv = [(k[:, :, :0], v[:, :, :0]) for k, v in kv]

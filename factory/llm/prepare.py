@@ -16,7 +16,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 EMBEDDED = "embedded:smollm2-135m-instruct"
 log = logging.getLogger(__name__)

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import msgspec
 
-from factory import paths
 from factory.llm.base import ChatResponse
+from factory.utils import paths
 
 log = logging.getLogger(__name__)
 DEFAULT_PATH = paths.CACHE_DIR / "responses.sqlite"

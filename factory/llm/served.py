@@ -24,8 +24,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from factory.errors import FactoryError
 from factory.llm.identity import SHORT, adapter_hash
+from factory.utils.errors import FactoryError
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from markupsafe import Markup
 
 from factory.relevance.check import Source, content_key
 from factory.relevance.grounded import answer_entity_triplets, gold_support, ground_for_relevance
-from factory.text import normalize_answer
+from factory.utils.text import normalize_answer
 
 
 class _OneLine(Extension):

@@ -29,7 +29,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from factory.config import RelevanceParams
-from factory.errors import FactoryError
 from factory.relevance.grounded import (
     ANSWER_ENTITY,
     AUTHORS,
@@ -40,6 +39,7 @@ from factory.relevance.grounded import (
     sq_method,
 )
 from factory.relevance.scores import evaluate, summarize_counts, verdicts
+from factory.utils.errors import FactoryError
 
 
 @dataclass

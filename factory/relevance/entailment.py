@@ -32,9 +32,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from factory.config import LLMParams, Params
-from factory.errors import FactoryError
-from factory.io import progress
-from factory.text import join_sentences
+from factory.utils.errors import FactoryError
+from factory.utils.io import progress
+from factory.utils.text import join_sentences
 
 log = logging.getLogger(__name__)
 

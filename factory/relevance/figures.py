@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from factory.plotting import note, nothing_to_plot, pyplot, save, style
 from factory.relevance.report import CONTROLS, method_label
+from factory.utils.plotting import note, nothing_to_plot, pyplot, save, style
 
 HATCHES = ("", "//", "..", "xx", "\\\\")
 EFFECTS = (

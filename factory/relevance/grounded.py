@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 
 from factory.agent.grounding import best_sentence, ground_triplet
 from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
-from factory.errors import FactoryError
-from factory.text import normalize_answer
+from factory.utils.errors import FactoryError
+from factory.utils.text import normalize_answer
 
 LEVELS = ("paragraph", "sentence")
 # the review's definition: the grounding passage is a gold supporting paragraph AND the entailment judge

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, ENTAILED, KEEP_ALL, LEVELS, RANDOM, Evaluated
-from factory.stats import (
+from factory.utils.stats import (
     TRAJECTORIES,
     bootstrap_weights,
     mean_over_seeds,

@@ -12,9 +12,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from factory import paths
 from factory.relevance.check import Source
 from factory.retrieval.store import PassageStore
+from factory.utils import paths
 from schemas import TRAJECTORY, columns_except, read_rows, require
 
 SCORED_COLUMNS = columns_except(TRAJECTORY, "steps", ["messages"])

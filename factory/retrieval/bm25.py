@@ -31,11 +31,11 @@ import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
 from factory.config import IndexParams
-from factory.errors import FactoryError
 from factory.retrieval import topk
 from factory.retrieval.base import Hit, rank_positions
 from factory.retrieval.mapped import Mappings
 from factory.retrieval.store import PassageStore
+from factory.utils.errors import FactoryError
 
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s's (and scikit-learn's) token pattern
 _STOPWORDS = frozenset(STOPWORDS_EN)

@@ -1,5 +1,5 @@
 """Building the index folder from the passages table, streaming: the passage store and BM25 (and
-the dense vectors when asked for), written atomically (``factory.io.atomic_path``).
+the dense vectors when asked for), written atomically (``factory.utils.io.atomic_path``).
 
 One pass over passages.parquet, a row group at a time, writes each dataset's store file and feeds
 its BM25 builder, whose (document, token, count) entries spill to a folder inside the temporary
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 def build_index(passages_path: str | Path, index_dir: Path, params, progress=None) -> dict[str, int]:
     """Write ``index_dir`` (store, bm25/, dense/ for index.retriever dense or hybrid); returns the
     passages per dataset. ``progress(n)`` is told of each batch of passages read."""
-    from factory.io import atomic_path
+    from factory.utils.io import atomic_path
 
     with atomic_path(index_dir) as tmp:
         tmp.mkdir(parents=True)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
-from factory.errors import FactoryError
 from factory.retrieval.base import Hit, rank_positions
 from factory.retrieval.store import PassageStore
+from factory.utils.errors import FactoryError
 
 
 def resolve_model(name: str) -> str:

@@ -25,10 +25,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from factory.errors import FactoryError
-from factory.io import atomic_path
 from factory.retrieval.mapped import Mappings
-from factory.text import join_sentences
+from factory.utils.errors import FactoryError
+from factory.utils.io import atomic_path
+from factory.utils.text import join_sentences
 from schemas import PASSAGE, open_parquet
 
 FOLDER = "passages"

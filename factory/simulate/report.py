@@ -19,9 +19,9 @@ from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
 from factory.backtrace.labels import backtrace_modes
 from factory.backtrace.linking import Embedder
 from factory.config import BacktraceParams
-from factory.io import write_text
-from factory.plotting import save
 from factory.simulate.trajectories import Simulated
+from factory.utils.io import write_text
+from factory.utils.plotting import save
 
 
 def _ratio(num: int, den: int) -> float | None:

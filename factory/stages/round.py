@@ -16,10 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from factory import paths
 from factory.bootstrap.rounds import skip_reason
-from factory.errors import FactoryError
-from factory.io import write_json
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import write_json
 from schemas import read_round_input, require, write_parquet
 
 SKIPPED = "skipped"
@@ -51,7 +51,7 @@ class Round:
         self.label = f"{command} {variant} round {round_} (seed {seed}{', ' + note if note else ''})"
         self.writes_metrics = writes_metrics
 
-    # The round's artifacts (factory.paths), read or written by the round stages.
+    # The round's artifacts (factory.utils.paths), read or written by the round stages.
     @property
     def trajectories(self) -> Path:
         return paths.trajectories(self.variant, self.round, self.seed)

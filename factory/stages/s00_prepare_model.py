@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from factory.config import Params
-from factory.io import outputs_together
 from factory.llm.prepare import prepare_base_model
+from factory.utils.io import outputs_together
 
 COMMAND = "prepare-model"
 HELP = "convert the embedded SmolLM2 GGUF (or model.base) into a transformers model folder"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import logging
 
-from factory import paths
 from factory.config import Params
-from factory.io import outputs_together, pending, progress, write_json
 from factory.retrieval.build import build_index
 from factory.retrieval.evaluate import recall_sample, supporting_recall
+from factory.utils import paths
+from factory.utils.io import outputs_together, pending, progress, write_json
 from schemas import num_rows, require
 
 COMMAND = "index"

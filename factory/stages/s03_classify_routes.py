@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from factory import paths
+from factory.agent.routes import PROMPT_VERSION, classify_routes, route_metrics, sample_questions
 from factory.config import Params
-from factory.errors import FactoryError
-from factory.io import outputs_together, write_json
 from factory.llm.base import cache_use
-from factory.routes import PROMPT_VERSION, classify_routes, route_metrics, sample_questions
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import outputs_together, write_json
 from schemas import read_rows, write_parquet
 
 COMMAND = "classify-routes"

@@ -15,9 +15,9 @@ from factory.bootstrap.rounds import policy_for
 from factory.config import Params
 from factory.execution.engine import preflight
 from factory.execution.round import log_round, round_trajectories
-from factory.io import outputs_together
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
+from factory.utils.io import outputs_together
 
 COMMAND = "trajectories"
 HELP = "generate KnowTrace trajectories for one round of a variant's chain (sharded, resumable)"

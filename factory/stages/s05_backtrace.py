@@ -21,13 +21,13 @@ import importlib
 import logging
 import threading
 
-from factory import paths
 from factory.backtrace.round_labels import label_round
 from factory.config import Params
 from factory.execution.engine import preflight
-from factory.io import outputs_together
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
+from factory.utils import paths
+from factory.utils.io import outputs_together
 from schemas import num_rows, write_parquet
 
 COMMAND = "backtrace"

@@ -18,6 +18,7 @@ from __future__ import annotations
 from factory.agent.loop import constrained_decoding
 from factory.agent.setup import make_policy_llm
 from factory.bootstrap.rounds import policy_for
+from factory.causal.reask import counterfactual_round, select_trajectories
 from factory.causal.round_metrics import (
     kept_sets,
     log_round,
@@ -29,11 +30,10 @@ from factory.causal.round_metrics import (
 from factory.config import Params
 from factory.execution.engine import preflight
 from factory.execution.sampling import derived_seed
-from factory.io import outputs_together
 from factory.llm.base import cache_use
-from factory.causal.reask import counterfactual_round, select_trajectories
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
+from factory.utils.io import outputs_together
 from schemas import read_rows
 
 OUTCOME_COLUMNS = ["trajectory_id", "dataset", "correct"]  # what choosing the re-asked ones needs

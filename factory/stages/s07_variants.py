@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from functools import partial
 
-from factory import paths
 from factory.agent.policy import assert_trainable
 from factory.config import Params
-from factory.io import outputs_together, write_json
 from factory.stages import chain_arguments
 from factory.stages.round import Round
+from factory.utils import paths
+from factory.utils.io import outputs_together, write_json
 from factory.variants.kept import labels_index
 from factory.variants.round_set import (
     EMPTY_SET_COUNTS,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from functools import partial
 
-from factory import paths
 from factory.config import Params
-from factory.errors import FactoryError
-from factory.io import outputs_together
 from factory.stages import chain_arguments
 from factory.stages.round import EMPTY_TRAJECTORIES, SKIPPED, Round
 from factory.trace.export import PROTOCOL_VERSION, TraceExport, export_stats, export_trace
 from factory.trace.round import log_export, read_inputs, write_export
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import outputs_together
 
 OUTCOME_COLUMNS = ["trajectory_id", "question_id", "policy", "correct"]
 

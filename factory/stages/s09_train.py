@@ -15,14 +15,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from factory import paths
 from factory.bootstrap.rounds import policy_for
 from factory.config import Params
-from factory.io import output_folder, outputs_together
 from factory.stages import chain_arguments
 from factory.stages.round import Round
 from factory.train.lora import is_main_process, train_lora
 from factory.train.round import base_model_path, check_trainable, starting_point, write_skipped
+from factory.utils import paths
+from factory.utils.io import output_folder, outputs_together
 
 COMMAND = "train"
 HELP = "LoRA fine-tuning of a variant's round on its supervision set (loss on assistant tokens only)"
@@ -35,7 +35,7 @@ def add_arguments(parser) -> None:
 
 def output_folders(variant: str, round_: int, seed: int) -> tuple[Path, Path]:
     """The round's model folder and DVCLive folder: rank 0 writes them as temporaries published with
-    the metrics (``factory.io.output_folder``); the other ranks write nothing."""
+    the metrics (``factory.utils.io.output_folder``); the other ranks write nothing."""
     out, live = paths.adapter_dir(variant, round_, seed), paths.live_dir(variant, round_, seed)
     return (output_folder(out), output_folder(live)) if is_main_process() else (out, live)
 

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import logging
 
-from factory import paths
 from factory.agent.policy import BASE
 from factory.bootstrap.rounds import policy_after
 from factory.config import VARIANTS, Params
 from factory.execution.engine import preflight
 from factory.execution.evaluate import evaluate_policy
-from factory.io import outputs_together
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
+from factory.utils import paths
+from factory.utils.io import outputs_together
 
 COMMAND = "evaluate"
 HELP = (

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from factory import paths
 from factory.agent.policy import BASE
 from factory.bootstrap.stop import decide, heldout_scores
 from factory.config import Params
-from factory.errors import FactoryError
-from factory.io import outputs_together, write_json
 from factory.stages import chain_arguments
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import outputs_together, write_json
 
 COMMAND = "bootstrap"
 HELP = (

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 
-from factory import paths
 from factory.bootstrap.rounds import policy_after
 from factory.config import Params
-from factory.errors import FactoryError
 from factory.execution.evaluate import evaluate_policy
-from factory.io import outputs_together, read_json, write_json
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import outputs_together, read_json, write_json
 
 COMMAND = "select"
 HELP = "pick each chain's best round by held-out EM and evaluate it once on the test split"

@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import logging
 
-from factory import paths
-from factory.config import Params
-from factory.io import outputs_together, write_json, write_text
-from factory.relevance.audit import render_audit
 from factory.causal.report import causal_check, render_causal_section
+from factory.config import Params
+from factory.relevance.audit import render_audit
 from factory.relevance.check import check_relevance
 from factory.relevance.entailment import judge_sources
 from factory.relevance.entailment_report import entailment_result, render_entailment_markdown
 from factory.relevance.figures import write_figures
 from factory.relevance.report import log_verdicts, render_markdown
 from factory.relevance.sources import read_gold, read_rounds
+from factory.utils import paths
+from factory.utils.io import outputs_together, write_json, write_text
 from schemas import write_parquet
 
 COMMAND = "validate-labels"

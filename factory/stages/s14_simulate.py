@@ -5,15 +5,15 @@ from __future__ import annotations
 import logging
 from collections import Counter
 
-from factory import paths
 from factory.backtrace.options import load_embedder
 from factory.config import Params
-from factory.errors import FactoryError
-from factory.io import outputs_together, write_json, write_jsonl
 from factory.simulate.assemble import POLICY
 from factory.simulate.facts import gold_facts
 from factory.simulate.report import aggregate, score_rows, write_report
 from factory.simulate.trajectories import sample_ids, simulate
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import outputs_together, write_json, write_jsonl
 from schemas import iter_rows, read_rows, write_parquet
 
 COMMAND = "simulate"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import logging
 
-from factory import paths
 from factory.bootstrap.report import build_summary, em_metrics, render_markdown, write_plots
 from factory.config import Params
-from factory.io import outputs_together, read_json, write_json, write_text
+from factory.utils import paths
+from factory.utils.io import outputs_together, read_json, write_json, write_text
 
 COMMAND = "report"
 HELP = "write reports/bootstrap.md, metrics/summary.json and the EM / FA-ratio plots of every chain"

@@ -7,11 +7,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from factory import paths
-from factory import publish as publishing
 from factory.config import Params
-from factory.errors import FactoryError
-from factory.io import after_publishing, outputs_together, read_json, write_json
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import after_publishing, outputs_together, read_json, write_json
+from factory.variants import publish as publishing
 
 COMMAND = "publish"
 HELP = (

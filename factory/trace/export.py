@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factory.config import TraceParams
-from factory.errors import FactoryError
 from factory.trace.protocol import (
     build_prompt,
     chain_order,
@@ -37,6 +36,7 @@ from factory.trace.protocol import (
     render_target,
 )
 from factory.trace.rewards import score_completion
+from factory.utils.errors import FactoryError
 
 PROTOCOL_VERSION = "trace-v1"
 REWARD_COMPONENTS = ("format", "accuracy", "relevance", "bonus")

@@ -10,8 +10,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from factory.errors import FactoryError
-from factory.text import normalize_answer
+from factory.utils.errors import FactoryError
+from factory.utils.text import normalize_answer
 
 _POSSESSIVE = re.compile(r"(\w)['’]s\b")
 

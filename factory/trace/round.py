@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from factory import paths
-from factory.errors import FactoryError
-from factory.io import write_json, write_jsonl
 from factory.retrieval.store import PassageStore
 from factory.trace.export import TraceExport
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import write_json, write_jsonl
 from schemas import TRAJECTORY, columns_except, read_rows, write_parquet
 
 TRAJECTORY_COLUMNS = columns_except(TRAJECTORY, "steps", ["messages"])

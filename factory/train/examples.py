@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 IGNORE = -100  # label of tokens that carry no loss (prompt, template glue, padding)
 ROLES = ("system", "user", "assistant")

@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from factory.config import TrainParams
-from factory.errors import FactoryError
-from factory.io import write_json
 from factory.train import live
 from factory.train.examples import IGNORE, PadCollator, data_hash, encode_examples
 from factory.train.trainer import counting_trainer_class, step_budget_rows
+from factory.utils.errors import FactoryError
+from factory.utils.io import write_json
 
 log = logging.getLogger(__name__)
 

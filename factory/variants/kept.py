@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from factory.config import VARIANTS
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 
-from factory.errors import FactoryError
-from factory.io import atomic_path, jsonl_line, write_json, write_jsonl
 from factory.causal.effects import parametric_exclusion
+from factory.utils.errors import FactoryError
+from factory.utils.io import atomic_path, jsonl_line, write_json, write_jsonl
 from factory.variants.sets import SetBuilder, check_new_ids, earlier_examples
 from schemas import ParquetStream, iter_batches, read_rows, write_parquet
 

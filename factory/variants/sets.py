@@ -16,12 +16,12 @@ from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from factory import paths
 from factory.agent.policy import assert_trainable
 from factory.agent.prompts import output_format
 from factory.config import VARIANTS, BacktraceParams
-from factory.errors import FactoryError
-from factory.text import normalize_question
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.text import normalize_question
 from factory.variants.kept import Kept, all_units, is_answer_step, kept_units, labels_index, whitespace_tokens
 
 

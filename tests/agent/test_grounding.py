@@ -6,8 +6,8 @@ import pytest
 
 from factory.agent.grounding import Grounding, best_sentence, ground_trajectory, ground_triplet
 from factory.config import AgentParams
-from factory.errors import FactoryError
-from factory.text import content_tokens
+from factory.utils.errors import FactoryError
+from factory.utils.text import content_tokens
 
 # "... university where Sergei Aleksandrovich Tokarev was a professor founded?"
 TOKAREV = "hotpotqa/5ae143ed55429920d5234360"

@@ -13,10 +13,10 @@ from factory.agent.loop import run_trajectories, trajectory_id
 from factory.agent.policy import Policy, assert_trainable
 from factory.agent.scripted import ScriptedPolicyLLM
 from factory.config import Params
-from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.retrieval.bm25 import BM25Retriever
-from factory.text import content_tokens
+from factory.utils.errors import FactoryError
+from factory.utils.text import content_tokens
 from schemas import write_parquet
 
 BASE = Policy("base", None, -1)

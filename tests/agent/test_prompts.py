@@ -11,7 +11,7 @@ import pytest
 from factory.agent import prompts
 from factory.agent.format import parse_complete, parse_explore, parse_final
 from factory.config import AgentParams
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 
 V1 = "knowtrace-v1"
 

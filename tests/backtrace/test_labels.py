@@ -19,7 +19,7 @@ from factory.backtrace import (
     target_entities,
 )
 from factory.config import BACKTRACE_MODES, TARGET_MODES, BacktraceParams, load_params
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 from schemas import LABELS, to_table
 from tests.backtrace.cases import fake_embedder, kept, make, p, t, words
 

@@ -18,7 +18,7 @@ from factory.backtrace.linking import (
     sentence_embedder,
 )
 from factory.config import BacktraceParams
-from factory.text import normalize_answer
+from factory.utils.text import normalize_answer
 
 
 def test_normalize_entity_equals_official_normalisation(ingested):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from factory.config import BootstrapParams, RoundSlot
-from factory.io import write_json
+from factory.utils.io import write_json
 from schemas import write_parquet
 
 

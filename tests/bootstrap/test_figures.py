@@ -6,7 +6,7 @@ import matplotlib.colors as mcolors
 import pytest
 
 from factory.bootstrap.figures import em_figure, fa_figure, verdicts_figure, write_figures
-from factory.plotting import NOTHING, texts
+from factory.utils.plotting import NOTHING, texts
 
 
 def cell(mean, std=0.0, n=1):

@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from factory import paths
 from factory.bootstrap.report import (
     build_summary,
     decision_line,
@@ -16,8 +15,9 @@ from factory.bootstrap.report import (
     verdict_line,
 )
 from factory.bootstrap.stop import decide
-from factory.io import write_json
-from factory.stats import paired_difference
+from factory.utils import paths
+from factory.utils.io import write_json
+from factory.utils.stats import paired_difference
 from tests.bootstrap.evals import em, rule, write_eval
 
 SEEDS = [0, 1, 2]

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from factory import paths
 from factory.bootstrap.rounds import policy_after, policy_for, skip_reason
-from factory.errors import FactoryError
+from factory.utils import paths
+from factory.utils.errors import FactoryError
 
 
 def test_policy_resolution_falls_back_past_empty_rounds(tmp_path, monkeypatch):

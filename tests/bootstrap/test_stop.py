@@ -6,7 +6,7 @@ import json
 import pytest
 
 from factory.bootstrap.stop import decide
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 from tests.bootstrap.evals import em
 from tests.bootstrap.evals import rule as bootstrap_rule
 

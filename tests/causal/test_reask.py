@@ -22,11 +22,11 @@ from factory.causal.reask import (
     select_trajectories,
 )
 from factory.config import CONDITIONS
-from factory.errors import FactoryError
 from factory.llm.base import ChatResponse
 from factory.llm.openai_backend import OpenAILLM
+from factory.utils.errors import FactoryError
 from tests.mock_openai_server import MockOpenAIServer
-from tests.test_variants import make_trajectory
+from tests.variants.test_sets import make_trajectory
 
 SEEDS = (41, 42, 43)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from factory.corpora import ingest_sources
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 from schemas import num_rows
 from tests.corpora.test_corpora import params_for
 

@@ -5,7 +5,7 @@ import pytest
 
 from factory.config import Params
 from factory.corpora import ingest_sources
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 from schemas import QUESTION
 
 ROOT = Path(__file__).resolve().parents[1]

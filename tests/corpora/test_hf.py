@@ -154,7 +154,7 @@ def test_evidence_columns_the_builder_cannot_read_quarantine_the_record_by_field
     assert row["evidences"] == {"head": ["a"], "tail": ["b"]}  # left as it is: not a guess
     from factory.corpora import twowiki
     from factory.corpora.pool import PassagePool
-    from factory.errors import BadRecord
+    from factory.utils.errors import BadRecord
 
     try:
         twowiki.build(row, "hub[0]", "hub", PassagePool())

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from factory import paths
 from factory.agent.scripted import ScriptedPolicyLLM
 from factory.cli import main
 from factory.config import Params
 from factory.execution.shards import shard_folder
+from factory.utils import paths
 from schemas import read_rows
 from tests.execution.test_scheduler import scripted_script
 from tests.mock_openai_server import MockOpenAIServer

@@ -187,8 +187,8 @@ def _stage_argv(base_url: str) -> list[str]:
 
 @pytest.mark.slow
 def test_stage_killed_with_sigkill_resumes_to_the_same_bytes(tmp_path, monkeypatch, ingested):
-    from factory import paths
     from factory.cli import main
+    from factory.utils import paths
 
     monkeypatch.chdir(tmp_path)
     questions = make_project(tmp_path, ingested, train=KILL_N, heldout=1)

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from factory import paths
 from factory.cli import main
+from factory.utils import paths
 from schemas import read_rows
 from tests.integration.fault_proxy import KINDS, FaultProxy
 from tests.stages.test_s04_trajectories import make_project, start_chain

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from factory.errors import FactoryError
 from factory.llm import identity as identity_mod
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.cache import CachedLLM
 from factory.llm.local import LocalLLM
 from factory.llm.responses import ResponseCache
+from factory.utils.errors import FactoryError
 
 QUESTIONS = [
     "Were Scott Derrickson and Ed Wood of the same nationality?",
@@ -140,7 +140,10 @@ def _plain_greedy(llm: LocalLLM, prompt: list[int], new_tokens: int) -> str:
 
     with torch.inference_mode():
         out = llm.model.generate(
-            torch.tensor([prompt]), max_new_tokens=new_tokens, do_sample=False, pad_token_id=llm.tokenizer.pad_token_id
+            torch.tensor([prompt]),
+            max_new_tokens=new_tokens,
+            do_sample=False,
+            pad_token_id=llm.tokenizer.pad_token_id,
         )
     ids = out[0, len(prompt) :].tolist()
     end = next((j for j, t in enumerate(ids) if t in llm.eos_ids), len(ids))

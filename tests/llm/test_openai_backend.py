@@ -8,9 +8,9 @@ from collections import defaultdict
 
 import pytest
 
-from factory.errors import FactoryError
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.openai_backend import OpenAILLM, request_seed
+from factory.utils.errors import FactoryError
 from tests.mock_openai_server import TRANSIENT, FaultPlan, MockOpenAIServer, echo_script
 
 KEY_ENV = "FACTORY_TEST_OPENAI_KEY"

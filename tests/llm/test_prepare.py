@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from factory.errors import FactoryError
 from factory.llm.prepare import EMBEDDED, embedded_gguf, prepare_base_model
+from factory.utils.errors import FactoryError
 
 
 def test_a_local_model_folder_becomes_the_base_folder(tmp_path, tiny_model_dir):

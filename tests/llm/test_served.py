@@ -7,13 +7,13 @@ import pytest
 from safetensors.numpy import save_file
 
 from factory.config import Params
-from factory.errors import FactoryError
 from factory.llm import make_llm
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.cache import CachedLLM
 from factory.llm.identity import adapter_hash
 from factory.llm.openai_backend import OpenAILLM
 from factory.llm.responses import ResponseCache
+from factory.utils.errors import FactoryError
 from tests.mock_openai_server import MockOpenAIServer
 
 

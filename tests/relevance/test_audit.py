@@ -9,8 +9,8 @@ import shutil
 
 import pytest
 
-from factory import paths
 from factory.cli import main
+from factory.utils import paths
 from schemas import read_rows
 from tests.browser import browser, console_errors, evaluate, load  # noqa: F401
 from tests.stages.test_s13_validate_labels import (  # noqa: F401

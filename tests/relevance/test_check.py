@@ -8,7 +8,6 @@ import json
 import pytest
 
 from factory.config import AgentParams, RelevanceParams
-from factory.io import _round_floats
 from factory.relevance.check import Source, check_relevance
 from factory.relevance.grounded import (
     ANSWER_ENTITY,
@@ -18,7 +17,8 @@ from factory.relevance.grounded import (
     sq_method,
 )
 from factory.relevance.report import render_markdown
-from tests.test_variants import make_labels, make_trajectory
+from factory.utils.io import _round_floats
+from tests.variants.test_sets import make_labels, make_trajectory
 
 PASSAGES = {
     "g1": {"pid": "g1", "title": "Alpha", "sentences": ["Alpha was born in Gamma.", "Alpha plays chess."]},

@@ -9,11 +9,11 @@ import re
 
 import pytest
 
-from factory import paths
 from factory.config import Params
 from factory.relevance import entailment as ent
 from factory.relevance.entailment_report import entailment_result, render_entailment_markdown
 from factory.relevance.grounded import ENTAILED, KEEP_ALL
+from factory.utils import paths
 from schemas import read_rows, write_parquet
 from tests.mock_openai_server import FaultPlan, MockOpenAIServer
 from tests.relevance.test_check import PASSAGES, SQ, _case, _check, _vals

@@ -6,8 +6,8 @@ import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
 import pytest
 
-from factory.plotting import NOTHING, texts
 from factory.relevance.figures import causal_figure, relevance_figure, write_figures
+from factory.utils.plotting import NOTHING, texts
 
 METHODS = (
     "sq/undirected_shortest/thought_and_answer",

@@ -95,7 +95,7 @@ def test_nested_columns_read_one_field_of_a_struct(tmp_path):
 def test_an_artifact_is_checked_against_its_contract_on_open(tmp_path, monkeypatch):
     import pandas as pd
 
-    from factory.errors import FactoryError
+    from factory.utils.errors import FactoryError
     from schemas import PASSAGE, open_parquet, write_parquet
 
     monkeypatch.chdir(tmp_path)

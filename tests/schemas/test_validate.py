@@ -1,7 +1,7 @@
 import pyarrow as pa
 import pytest
 
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 from schemas import (
     LABELS,
     SchemaError,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from factory.io import atomic_path, write_jsonl
+from factory.utils.io import atomic_path, write_jsonl
 from schemas import ParquetStream, read_rows, write_parquet
 from tests.schemas.test_validate import label_row
 
@@ -69,7 +69,7 @@ WRITER = textwrap.dedent(
     import sys, time
     sys.path.insert(0, {root!r})
     from pathlib import Path
-    from factory.io import atomic_path
+    from factory.utils.io import atomic_path
     from schemas import ParquetStream
     from tests.schemas.test_write import _rows
 
@@ -82,7 +82,7 @@ WRITER = textwrap.dedent(
                 print("batch", flush=True)
                 time.sleep(0.05)
     elif kind == "jsonl":
-        from factory.io import write_jsonl
+        from factory.utils.io import write_jsonl
 
         def slow():
             for i, row in enumerate(rows):

@@ -6,14 +6,14 @@ import json
 
 import pytest
 
-from factory import paths
 from factory.backtrace import backtrace
 from factory.backtrace.authors_rule import authors_rule
 from factory.config import BacktraceParams, Params, load_params
-from factory.errors import FactoryError
 from factory.simulate.facts import gold_facts
 from factory.simulate.report import aggregate, score_rows
 from factory.simulate.trajectories import sample_questions, simulate, simulate_trajectory
+from factory.utils import paths
+from factory.utils.errors import FactoryError
 from schemas import TRAJECTORY, read_rows, to_table, write_parquet
 
 

@@ -15,8 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from factory import cli, io, paths
+from factory import cli
 from factory.cli import main
+from factory.utils import io, paths
 from tests.stages.test_s07_variants import _traj, _write_round, question_pool, workdir  # noqa: F401
 from tests.stages.test_s09_train import decide
 
@@ -62,7 +63,7 @@ def project(built, tmp_path, monkeypatch):
 
 
 def test_every_stage_publishes_its_outputs_together():
-    """Each stage's ``run`` is wrapped in ``factory.io.outputs_together`` (the behaviour is tested on
+    """Each stage's ``run`` is wrapped in ``factory.utils.io.outputs_together`` (the behaviour is tested on
     the stages below)."""
     unwrapped = []
     for command, module_name in cli.stage_names().items():

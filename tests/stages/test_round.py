@@ -8,9 +8,9 @@ import logging
 
 import pytest
 
-from factory import io, paths
-from factory.errors import FactoryError
 from factory.stages.round import EMPTY_TRAJECTORIES, SKIPPED, Round, empty_parquet
+from factory.utils import io, paths
+from factory.utils.errors import FactoryError
 from schemas import read_rows, write_parquet
 from tests.stages.test_s09_train import decide
 

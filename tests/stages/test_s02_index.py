@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from factory import paths
+from factory.utils import paths
 from tests.stages.kill import files, run_stage
 
 

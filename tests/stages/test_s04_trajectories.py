@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from factory import paths
 from factory.agent.scripted import ScriptedPolicyLLM
 from factory.cli import main
 from factory.config import Params
-from factory.io import read_json, write_json
 from factory.llm.base import ChatResponse
 from factory.retrieval.bm25 import BM25Retriever
+from factory.utils import paths
+from factory.utils.io import read_json, write_json
 from schemas import read_rows, write_parquet
 
 DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from factory import paths
 from factory.cli import main
 from factory.config import BACKTRACE_MODES, TARGET_MODES, Params
-from factory.errors import FactoryError
 from factory.retrieval.store import PassageStore
 from factory.simulate.trajectories import sample_questions, simulate
+from factory.utils import paths
+from factory.utils.errors import FactoryError
 from schemas import LABELS, read_rows, write_parquet
 from validators import GateFailed, run_suites
 from validators.labels import labels_specs

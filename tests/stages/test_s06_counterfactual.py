@@ -7,15 +7,15 @@ import json
 
 import pytest
 
-from factory import paths
 from factory.cli import main
 from factory.config import Params
-from factory.errors import FactoryError
-from factory.io import read_json
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import read_json
 from schemas import COUNTERFACTUAL, read_rows, write_parquet
 from tests.causal.test_reask import key_script, key_trajectories
 from tests.mock_openai_server import MockOpenAIServer
-from tests.test_variants import make_labels
+from tests.variants.test_sets import make_labels
 
 V, R = "backtrace", 0
 KNOWN = frozenset({"What is the answer to q_known?"})

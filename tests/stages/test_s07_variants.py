@@ -6,13 +6,13 @@ import json
 
 import pytest
 
-from factory import paths
 from factory.cli import main
 from factory.config import Params
-from factory.errors import FactoryError
 from factory.stages import s07_variants
+from factory.utils import paths
+from factory.utils.errors import FactoryError
 from schemas import read_rows, write_parquet
-from tests.test_variants import make_labels, make_trajectory
+from tests.variants.test_sets import make_labels, make_trajectory
 from validators import GateFailed
 
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from factory import paths
 from factory.cli import main
-from factory.io import write_json
+from factory.utils import paths
+from factory.utils.io import write_json
 from schemas import write_parquet
 
 V = "backtrace"

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from factory import paths
 from factory.agent.scripted import ScriptedPolicyLLM
 from factory.cli import main
 from factory.config import Params
-from factory.io import read_json, write_json
 from factory.stages import s10_evaluate
+from factory.utils import paths
+from factory.utils.io import read_json, write_json
 from schemas import read_rows
 from tests.stages.test_s04_trajectories import DATASETS, make_project, sets, start_chain, use_policy
 

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from factory import paths
 from factory.cli import main
+from factory.utils import paths
 from tests.bootstrap.evals import em, write_eval
 
 V = "backtrace"

@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from factory import paths
 from factory.cli import main
 from factory.retrieval.store import PassageStore
-from factory.text import content_tokens
+from factory.utils import paths
+from factory.utils.text import content_tokens
 from schemas import write_parquet
-from tests.test_variants import make_labels, make_trajectory
+from tests.variants.test_sets import make_labels, make_trajectory
 
 DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
 

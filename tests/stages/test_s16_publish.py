@@ -11,9 +11,9 @@ import huggingface_hub
 import pytest
 import yaml
 
-from factory import paths
 from factory.cli import main
-from factory.io import write_json
+from factory.utils import paths
+from factory.utils.io import write_json
 from tests.stages.test_s09_train import example, write_set
 
 V = "backtrace"

@@ -10,11 +10,11 @@ import pytest
 
 import schemas
 from factory.config import TraceParams
-from factory.errors import FactoryError
 from factory.retrieval.store import PassageStore
 from factory.trace.export import EXPORTED, INCORRECT, export_stats, export_trace
 from factory.trace.protocol import SYSTEM_PROMPT
 from factory.trace.rewards import parse_trace, score_completion
+from factory.utils.errors import FactoryError
 from factory.variants.kept import kept_units
 
 PER_DATASET = 4
@@ -245,7 +245,7 @@ def test_synthetic_policies_refused_without_flag(scripted):
 
 
 def _stage_inputs(tmp_path, scripted, ingested, trajectories, labels):
-    from factory import paths
+    from factory.utils import paths
 
     qids = {t["question_id"] for t in trajectories} or set(scripted["questions"])
     questions = [q for q in ingested.questions if q["question_id"] in qids]
@@ -257,9 +257,9 @@ def _stage_inputs(tmp_path, scripted, ingested, trajectories, labels):
 
 
 def test_stage_writes_parquet_jsonl_stats_deterministically(tmp_path, monkeypatch, scripted, ingested):
-    from factory import paths
     from factory.config import Params
     from factory.stages import s08_export_trace as stage
+    from factory.utils import paths
 
     # The stage refuses scripted trajectories (checked below); to exercise its files, these real
     # scripted trajectories are relabelled as a model policy.
@@ -305,9 +305,9 @@ def test_stage_writes_parquet_jsonl_stats_deterministically(tmp_path, monkeypatc
 
 
 def test_stage_empty_round_writes_empty_files(tmp_path, monkeypatch, scripted, ingested):
-    from factory import paths
     from factory.config import Params
     from factory.stages import s08_export_trace as stage
+    from factory.utils import paths
 
     monkeypatch.chdir(tmp_path)
     _stage_inputs(tmp_path, scripted, ingested, [], [])
@@ -331,7 +331,7 @@ def test_stage_empty_round_writes_empty_files(tmp_path, monkeypatch, scripted, i
 
 def test_backtrace_variant_with_real_labels(scripted):
     from factory.backtrace import backtrace
-    from factory.text import normalize_answer
+    from factory.utils.text import normalize_answer
 
     trajectories = scripted["trajectories"]
     labels = [backtrace(t) for t in trajectories]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from factory.config import TraceParams, load_params
-from factory.errors import FactoryError
 from factory.trace.rewards import (
     TraceOutput,
     accuracy_reward,
@@ -18,6 +17,7 @@ from factory.trace.rewards import (
     relevance_reward,
     trace_reward,
 )
+from factory.utils.errors import FactoryError
 
 GOOD = (
     "<relevance>[1, 3]</relevance>\n<analysis>Ed Wood (nationality): American [1]. Scott Derrickson "

@@ -15,9 +15,9 @@ import torch
 import torch.distributed as dist
 from transformers import AutoModelForCausalLM
 
-from factory import paths
 from factory.cli import main
 from factory.train.lora import load_adapter_model, load_tokenizer
+from factory.utils import paths
 from tests.stages.test_s09_train import decide, example, write_set
 
 pytestmark = [

@@ -9,9 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from factory.config import TrainParams
-from factory.errors import FactoryError
 from factory.train.examples import IGNORE, PadCollator, encode_example, encode_examples
 from factory.train.lora import build_model, fit_lora, load_adapter_model, load_tokenizer, train_lora
+from factory.utils.errors import FactoryError
 
 SYSTEM = "You answer multi-hop questions."
 

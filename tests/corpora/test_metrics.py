@@ -1,7 +1,7 @@
 import pytest
 
-from factory.metrics import exact_match, f1
-from factory.text import normalize_answer
+from factory.corpora.metrics import exact_match, f1
+from factory.utils.text import normalize_answer
 
 
 @pytest.mark.parametrize(

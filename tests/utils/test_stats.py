@@ -1,7 +1,7 @@
 """The bootstrap statistics: paired differences over shared keys only, exact intervals where they are known,
 reproducible draws that do not change under the published CIs."""
 
-from factory.stats import QUESTIONS, TRAJECTORIES, paired_difference, scores_digest, seeded_rng
+from factory.utils.stats import QUESTIONS, TRAJECTORIES, paired_difference, scores_digest, seeded_rng
 
 
 def test_constant_differences_have_a_point_interval_and_only_shared_keys_count():

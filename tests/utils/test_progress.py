@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from factory import progress as progress_mod
-from factory.io import progress
+from factory.utils import progress as progress_mod
+from factory.utils.io import progress
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from factory import paths
 from factory.cli import main
-from factory.io import write_json
+from factory.utils import paths
+from factory.utils.io import write_json
 from schemas import write_parquet
 from tests.stages.test_s07_variants import _cli, _traj, _write_round, question_pool  # noqa: F401
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from factory.agent.format import parse_complete, parse_explore, render_complete, render_explore, render_final
-from factory.errors import FactoryError
+from factory.utils.errors import FactoryError
 from factory.variants.kept import kept_units
 from factory.variants.sets import accumulated, build_examples, build_set
 from schemas import SUPERVISION, TRAJECTORY, to_table, write_parquet
@@ -387,7 +387,7 @@ def test_refuses_scripted_and_simulated_trajectories(policy):
 
 
 def test_accumulation_reads_earlier_rounds(tmp_path):
-    from factory import paths
+    from factory.utils import paths
 
     t0, t1, t2 = (make_trajectory(f"run/r{r}/q{r}", f"hotpotqa/q{r}", round_=r) for r in range(3))
     r0, r1, r2 = (build_examples([t], [], "unfiltered", r, 3) for r, t in enumerate((t0, t1, t2)))

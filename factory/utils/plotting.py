@@ -76,8 +76,8 @@ def nothing_to_plot(ax, why: str) -> None:
 
 
 def save(fig, path: str | Path, dpi: int = 110) -> Path:
-    """Write the figure to ``path`` (atomically, with the stage's other outputs: ``factory.io``)."""
-    from factory.io import atomic_path
+    """Write the figure to ``path`` (atomically, with the stage's other outputs: ``factory.utils.io``)."""
+    from factory.utils.io import atomic_path
 
     path = Path(path)
     with atomic_path(path) as tmp:

@@ -19,9 +19,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from factory.config import RoutesParams
-from factory.io import progress
+from factory.corpora.splits import unit_hash
 from factory.llm.base import LLM, ChatRequest, Sampling
-from factory.splits import unit_hash
+from factory.utils.io import progress
 
 ROUTES = ("parallel", "chain")
 UNKNOWN = "unknown"

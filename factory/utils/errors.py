@@ -60,7 +60,7 @@ def os_error_message(exc: OSError) -> str:
         match = re.search(r"\[errno (\d+)\]", text, re.IGNORECASE)
         code = int(match.group(1)) if match else None
     path = exc.filename or (re.search(r"'([^']+)'", text) or [None, None])[1]
-    if path:  # an output's temporary (factory.io.atomic_path) by the output's name
+    if path:  # an output's temporary (factory.utils.io.atomic_path) by the output's name
         path = re.sub(r"(^|/)\.([^/]+)\.tmp-\d+$", r"\1\2", str(path))
     where = f"{path}: " if path else ""
     return f"{where}{_OS_ADVICE.get(code) or text}"

@@ -21,9 +21,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
-from factory import paths
-from factory.errors import FactoryError
-from factory.io import atomic_path
+from factory.utils import paths
+from factory.utils.errors import FactoryError
+from factory.utils.io import atomic_path
 from schemas import SUPERVISION, read_rows, to_table
 
 LICENSES = {"hotpotqa": "cc-by-sa-4.0", "2wikimultihopqa": "apache-2.0", "musique": "cc-by-4.0"}

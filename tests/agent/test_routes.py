@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import schemas
-from factory.routes import FEW_SHOT, parse_route, route_messages, route_metrics, sample_questions
+from factory.agent.routes import FEW_SHOT, parse_route, route_messages, route_metrics, sample_questions
 
 
 @pytest.mark.parametrize(
@@ -95,16 +95,16 @@ def test_metrics_by_hand():
 
 
 def _stage_dir(tmp_path, monkeypatch, ingested):
-    from factory import paths
+    from factory.utils import paths
 
     monkeypatch.chdir(tmp_path)
     schemas.write_parquet(ingested.questions, paths.QUESTIONS, "question")
 
 
 def test_stage_against_mock_server(tmp_path, monkeypatch, ingested):
-    from factory import paths
     from factory.config import Params
     from factory.stages import s03_classify_routes as stage
+    from factory.utils import paths
     from tests.mock_openai_server import MockOpenAIServer
 
     gold = {q["question"]: q for q in ingested.questions}

@@ -1,4 +1,4 @@
-"""`dvc plots show` with the offline template (factory.dvc_plots): the page draws its charts in a real
+"""`dvc plots show` with the offline template (factory.utils.dvc_plots): the page draws its charts in a real
 browser without network (DVC's own page would load Vega from a CDN)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from factory import dvc_plots
+from factory.utils import dvc_plots
 from tests.browser import browser, console_errors, evaluate, load  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]

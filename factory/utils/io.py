@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from factory.errors import FactoryError, os_error_message
+from factory.utils.errors import FactoryError, os_error_message
 
 
 def _round_floats(value: Any, digits: int = 6) -> Any:
@@ -236,7 +236,7 @@ def read_json(path: str | Path) -> Any:
     try:
         return json.loads(pending(path).read_text(encoding="utf-8"))
     except (FileNotFoundError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        from factory.paths import producer
+        from factory.utils.paths import producer
 
         command = producer(path)[1]
         redo = f"`{command}` rewrites it" if command else "write it again"
@@ -272,8 +272,8 @@ def progress(
     initial: int = 0,
 ):
     """A progress bar on stderr with counts, rate and ETA that redraws on its own (a new line every
-    ~10 s when stderr is not a terminal): ``factory.progress.Progress``."""
-    from factory.progress import BAR_FORMAT, UNBOUNDED_FORMAT, Progress
+    ~10 s when stderr is not a terminal): ``factory.utils.progress.Progress``."""
+    from factory.utils.progress import BAR_FORMAT, UNBOUNDED_FORMAT, Progress
 
     return Progress(
         iterable,

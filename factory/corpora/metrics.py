@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from factory.text import normalize_answer
+from factory.utils.text import normalize_answer
 
 _SPECIAL = ("yes", "no", "noanswer")
 

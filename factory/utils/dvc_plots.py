@@ -4,7 +4,7 @@ DVC's own page loads Vega, Vega-Lite and Vega-Embed from a CDN when it is opened
 ``.dvc/plots/offline.html`` (``.dvc/config`` names it as ``plots.html_template``): DVC's page with the
 three libraries inlined, taken from the ``vl-convert-python`` wheel (``vl_convert.javascript_bundle``),
 so ``dvc_plots/index.html`` draws its charts on a machine without network. ``make setup`` runs it
-(``python -m factory.dvc_plots``); the file is generated, never committed.
+(``python -m factory.utils.dvc_plots``); the file is generated, never committed.
 """
 
 from __future__ import annotations
