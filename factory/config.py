@@ -653,6 +653,11 @@ class PublishParams(Section):
     private: bool = Field(True, description="Create the Hub dataset repos as private.")
 
 
+def section(params_class: type[Section], description: str) -> Any:
+    """A section of ``Params``: its defaults from its own class, described once."""
+    return Field(default_factory=params_class, description=description)
+
+
 class Params(Section):
     corpora: dict[Dataset, Annotated[list[str], Field(min_length=1)]] = Field(
         default_factory=lambda: {
@@ -669,51 +674,30 @@ class Params(Section):
         description="Raw corpus files per dataset, in the official formats (HotpotQA/2Wiki JSON list, "
         "MuSiQue JSONL).",
     )
-    model: ModelParams = Field(default_factory=ModelParams, description="The base model.")
-    ingest: IngestParams = Field(default_factory=IngestParams, description="Reading the corpora.")
-    splits: SplitParams = Field(
-        default_factory=SplitParams, description="Train / held-out / test assignment."
+    model: ModelParams = section(ModelParams, "The base model.")
+    ingest: IngestParams = section(IngestParams, "Reading the corpora.")
+    splits: SplitParams = section(SplitParams, "Train / held-out / test assignment.")
+    index: IndexParams = section(IndexParams, "Passage index.")
+    retrieval: RetrievalParams = section(RetrievalParams, "Retrieval inside the agent.")
+    llm: LLMParams = section(LLMParams, "The LLM backend.")
+    agent: AgentParams = section(AgentParams, "The KnowTrace agent.")
+    trajectories: TrajectoryParams = section(TrajectoryParams, "Trajectory generation per round.")
+    execution: ExecutionParams = section(ExecutionParams, "Where the stages' shards run (local or Ray).")
+    evaluate: EvaluateParams = section(EvaluateParams, "Held-out / test evaluation.")
+    backtrace: BacktraceParams = section(BacktraceParams, "Knowledge backtracing.")
+    counterfactual: CounterfactualParams = section(
+        CounterfactualParams, "Causal check of S_q: the final answer re-asked with and without it."
     )
-    index: IndexParams = Field(default_factory=IndexParams, description="Passage index.")
-    retrieval: RetrievalParams = Field(
-        default_factory=RetrievalParams, description="Retrieval inside the agent."
-    )
-    llm: LLMParams = Field(default_factory=LLMParams, description="The LLM backend.")
-    agent: AgentParams = Field(default_factory=AgentParams, description="The KnowTrace agent.")
-    trajectories: TrajectoryParams = Field(
-        default_factory=TrajectoryParams, description="Trajectory generation per round."
-    )
-    execution: ExecutionParams = Field(
-        default_factory=ExecutionParams, description="Where the stages' shards run (local or Ray)."
-    )
-    evaluate: EvaluateParams = Field(
-        default_factory=EvaluateParams, description="Held-out / test evaluation."
-    )
-    backtrace: BacktraceParams = Field(default_factory=BacktraceParams, description="Knowledge backtracing.")
-    counterfactual: CounterfactualParams = Field(
-        default_factory=CounterfactualParams,
-        description="Causal check of S_q: the final answer re-asked with and without it.",
-    )
-    variants: VariantParams = Field(default_factory=VariantParams, description="Supervision sets.")
-    relevance: RelevanceParams = Field(
-        default_factory=RelevanceParams, description="Labels vs gold supporting facts."
-    )
-    grounding: GroundingParams = Field(
-        default_factory=GroundingParams, description="Entailment-checked grounding (validate-labels)."
-    )
-    report: ReportParams = Field(
-        default_factory=ReportParams, description="The audit page of the labels (reports/audit.html)."
-    )
-    simulate: SimulateParams = Field(default_factory=SimulateParams, description="Trajectory simulator.")
-    train: TrainParams = Field(default_factory=TrainParams, description="LoRA supervised fine-tuning.")
-    bootstrap: BootstrapParams = Field(
-        default_factory=BootstrapParams, description="Bootstrapping rounds and stopping."
-    )
-    trace: TraceParams = Field(default_factory=TraceParams, description="TRACE protocol export.")
-    routes: RoutesParams = Field(default_factory=RoutesParams, description="DTKG route classifier.")
-    publish: PublishParams = Field(
-        default_factory=PublishParams, description="Uploading the published sets to the Hugging Face Hub."
-    )
+    variants: VariantParams = section(VariantParams, "Supervision sets.")
+    relevance: RelevanceParams = section(RelevanceParams, "Labels vs gold supporting facts.")
+    grounding: GroundingParams = section(GroundingParams, "Entailment-checked grounding (validate-labels).")
+    report: ReportParams = section(ReportParams, "The audit page of the labels (reports/audit.html).")
+    simulate: SimulateParams = section(SimulateParams, "Trajectory simulator.")
+    train: TrainParams = section(TrainParams, "LoRA supervised fine-tuning.")
+    bootstrap: BootstrapParams = section(BootstrapParams, "Bootstrapping rounds and stopping.")
+    trace: TraceParams = section(TraceParams, "TRACE protocol export.")
+    routes: RoutesParams = section(RoutesParams, "DTKG route classifier.")
+    publish: PublishParams = section(PublishParams, "Uploading the published sets to the Hugging Face Hub.")
 
     def digest(self, *sections: str) -> dict[str, Any]:
         """The named sections as plain data, for recording in artifacts."""

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 
 class ParseError(ValueError):
@@ -496,17 +497,25 @@ MAX_TRIPLETS = 3
 KINDS = ("explore", "complete", "final")
 
 
-class TextFormat:
+STEP_FUNCTIONS = tuple(f"{verb}_{kind}" for verb in ("render", "parse") for kind in KINDS)
+
+
+class StepFormat:
+    """A syntax's renderer and parser of each step kind (``render_explore`` ... ``parse_final``), bound
+    from the mapping a subclass names: ``class TextFormat(StepFormat, functions=globals())``."""
+
+    syntax: str
+
+    def __init_subclass__(cls, functions: dict, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in STEP_FUNCTIONS:
+            setattr(cls, name, staticmethod(functions[name]))
+
+
+class TextFormat(StepFormat, functions=globals()):
     """knowtrace-v1's text syntax: renderer, parser and grammar of each step kind."""
 
     syntax = "text"
-
-    render_explore = staticmethod(render_explore)
-    render_complete = staticmethod(render_complete)
-    render_final = staticmethod(render_final)
-    parse_explore = staticmethod(parse_explore)
-    parse_complete = staticmethod(parse_complete)
-    parse_final = staticmethod(parse_final)
 
     def grammar(self, kind: str, max_pairs: int):
         """The step's outputs as a grammar tree: the canonical rendering with bounded fields."""

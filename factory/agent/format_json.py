@@ -37,6 +37,7 @@ from factory.agent.format import (
     ExploreOutput,
     FinalOutput,
     ParseError,
+    StepFormat,
     Triplets,
     _check_part,
     check_triplet,
@@ -239,17 +240,10 @@ def _obj(properties: dict) -> dict:
     }
 
 
-class JsonFormat:
+class JsonFormat(StepFormat, functions=globals()):
     """The JSON syntax: renderer, parser, JSON schema and grammar of each step kind."""
 
     syntax = "json"
-
-    render_explore = staticmethod(render_explore)
-    render_complete = staticmethod(render_complete)
-    render_final = staticmethod(render_final)
-    parse_explore = staticmethod(parse_explore)
-    parse_complete = staticmethod(parse_complete)
-    parse_final = staticmethod(parse_final)
 
     def json_schema(self, kind: str, max_pairs: int) -> dict:
         thought, answer = _string(THOUGHT_CHARS), _string(ANSWER_CHARS)

@@ -241,18 +241,6 @@ def build_set(
     return SupervisionSet(examples, stats, builder.kept)
 
 
-def build_examples(
-    trajectories: Sequence[Mapping],
-    labels: Iterable[Mapping],
-    variant: str,
-    round_: int,
-    seed: int,
-    params: BacktraceParams | None = None,
-) -> list[dict]:
-    """schemas.SUPERVISION rows of ``variant``: one per kept step of every correct trajectory."""
-    return build_set(trajectories, labels, variant, round_, seed, params).examples
-
-
 def earlier_examples(
     variant: str, round_: int, protocol_seed: int = 0, root: Path | str = "."
 ) -> Iterator[tuple[int, list[dict]]]:

@@ -11,7 +11,7 @@ import pytest
 from factory.agent.format import parse_complete, parse_explore, render_complete, render_explore, render_final
 from factory.utils.errors import FactoryError
 from factory.variants.kept import kept_units
-from factory.variants.sets import accumulated, build_examples, build_set
+from factory.variants.sets import accumulated, build_set
 from schemas import SUPERVISION, TRAJECTORY, to_table, write_parquet
 
 # iterations: list of explore steps; each a list of pairs (entity, relation, [triplets (s, r, o)], retrieved
@@ -312,7 +312,7 @@ def test_backtrace_examples_contain_only_kept_pairs_and_triplets():
     t = make_trajectory()
     tid = t["trajectory_id"]
     row = make_labels(t, [f"{tid}#t1", f"{tid}#t4"])
-    examples = build_examples([t], [row], "backtrace", 1, 17)
+    examples = build_set([t], [row], "backtrace", 1, 17).examples
     to_table(examples, SUPERVISION, "supervision")
     assert [e["step_index"] for e in examples] == [0, 1, 3, 4, 6]
     assert [e["example_id"] for e in examples] == [f"backtrace/r1/{tid}/{i}" for i in (0, 1, 3, 4, 6)]
@@ -338,7 +338,7 @@ def test_backtrace_examples_contain_only_kept_pairs_and_triplets():
 
 def test_unfiltered_examples_keep_every_generation():
     t = make_trajectory(sufficient_answer=True)
-    examples = build_examples([t], [], "unfiltered", 2, 17)
+    examples = build_set([t], [], "unfiltered", 2, 17).examples
     assert [e["step_index"] for e in examples] == [s["index"] for s in t["steps"]]
     triplets = [
         x
@@ -383,14 +383,14 @@ def test_only_correct_trajectories_and_counts():
 def test_refuses_scripted_and_simulated_trajectories(policy):
     t = make_trajectory(policy=policy)
     with pytest.raises(FactoryError, match="refusing"):
-        build_examples([t], [make_labels(t, [])], "unfiltered", 1, 1)
+        build_set([t], [make_labels(t, [])], "unfiltered", 1, 1).examples
 
 
 def test_accumulation_reads_earlier_rounds(tmp_path):
     from factory.utils import paths
 
     t0, t1, t2 = (make_trajectory(f"run/r{r}/q{r}", f"hotpotqa/q{r}", round_=r) for r in range(3))
-    r0, r1, r2 = (build_examples([t], [], "unfiltered", r, 3) for r, t in enumerate((t0, t1, t2)))
+    r0, r1, r2 = (build_set([t], [], "unfiltered", r, 3).examples for r, t in enumerate((t0, t1, t2)))
     write_parquet(r0, tmp_path / paths.supervision_dir("unfiltered", 0, 0) / "train.parquet", "supervision")
     # round 1's file holds its accumulated set (rounds 0 and 1): only its own rows are taken from it
     write_parquet(
@@ -412,7 +412,9 @@ def test_supervision_is_rendered_in_the_syntax_the_policy_was_prompted_in():
     t = {**make_trajectory(), "prompt_version": "knowtrace-json-v1"}
     tid = t["trajectory_id"]
     kept = [f"{tid}#t1", f"{tid}#t4"]
-    by_step = {e["step_index"]: e for e in build_examples([t], [make_labels(t, kept)], "backtrace", 1, 17)}
+    by_step = {
+        e["step_index"]: e for e in build_set([t], [make_labels(t, kept)], "backtrace", 1, 17).examples
+    }
     assert format_json.parse_explore(by_step[0]["messages"][-1]["content"]).pairs == [
         ("Scott Derrickson", "nationality")
     ]
