@@ -13,7 +13,7 @@ import pytest
 from factory.utils import dvc_plots
 from tests.browser import browser, console_errors, evaluate, load  # noqa: F401
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_template_inlines_the_libraries_and_keeps_dvcs_placeholders(tmp_path):
