@@ -383,7 +383,7 @@ def test_only_correct_trajectories_and_counts():
 def test_refuses_scripted_and_simulated_trajectories(policy):
     t = make_trajectory(policy=policy)
     with pytest.raises(FactoryError, match="refusing"):
-        build_set([t], [make_labels(t, [])], "unfiltered", 1, 1).examples
+        build_set([t], [make_labels(t, [])], "unfiltered", 1, 1)
 
 
 def test_accumulation_reads_earlier_rounds(tmp_path):
