@@ -43,7 +43,9 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         protocol=PROTOCOL_VERSION,
         mode=bp.mode,
         target_mode=bp.target_mode,
+        max_passages=tp.max_passages,
         passage_chars=params.agent.passage_chars,
+        bonus_weight=tp.bonus_weight,
         variant_seed=variant_seed(params, seed),
     )
     outcomes = rnd.read(rnd.trajectories, "trajectories", columns=OUTCOME_COLUMNS)
