@@ -60,7 +60,7 @@ PARTS = ("development", "held_back")
 
 def part_of(question_id: str) -> str:
     """'held_back' or 'development' (module docstring): a stable hash of the question id."""
-    from factory.corpora.splits import unit_hash
+    from factory.utils.splits import unit_hash
 
     return "held_back" if unit_hash(HOLDOUT_SALT, question_id) < HOLDOUT_FRACTION else "development"
 

@@ -39,9 +39,9 @@ from factory.agent.program import (
     settle,
     trajectory_id,
 )
-from factory.corpora.metrics import exact_match, f1
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Constraint, Sampling
 from factory.utils.errors import FactoryError
+from factory.utils.metrics import exact_match, f1
 
 __all__ = ["STATUSES", "STOP_REASONS", "run_trajectories", "step_constraints", "trajectory_id"]
 

@@ -19,9 +19,9 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from factory.config import RoutesParams
-from factory.corpora.splits import unit_hash
 from factory.llm.base import LLM, ChatRequest, Sampling
 from factory.utils.io import progress
+from factory.utils.splits import unit_hash
 
 ROUTES = ("parallel", "chain")
 UNKNOWN = "unknown"

@@ -23,9 +23,9 @@ from factory.config import Params
 from factory.corpora import hotpotqa, musique, twowiki
 from factory.corpora.files import Unreadable, empty_reason, read_json_records
 from factory.corpora.pool import PassagePool
-from factory.corpora.splits import assign_splits
 from factory.corpora.table import questions_table
 from factory.utils.errors import BadRecord, FactoryError
+from factory.utils.splits import assign_splits
 from schemas import ROW_GROUP_SIZE
 
 log = logging.getLogger(__name__)

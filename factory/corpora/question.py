@@ -72,7 +72,7 @@ def make_question(
         "question_id": f"{dataset}/{reader.id}",
         "dataset": dataset,
         "source_id": reader.id,
-        "split": "",  # assigned once every record is read (see factory.corpora.splits)
+        "split": "",  # assigned once every record is read (see factory.utils.splits)
         "question": question,
         "question_norm": normalize_question(question),
         "answers": answers,

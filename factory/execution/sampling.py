@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from factory.corpora.splits import unit_hash
 from factory.llm.base import Sampling
 from factory.utils.errors import FactoryError
+from factory.utils.splits import unit_hash
 
 
 def derived_seed(base_seed: int, protocol_seed: int = 0, round_: int | None = None) -> int:

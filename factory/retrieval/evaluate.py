@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from factory.corpora.splits import unit_hash
 from factory.retrieval.base import Retriever
+from factory.utils.splits import unit_hash
 
 RECALL_COLUMNS = ["question_id", "dataset", "question", "passages.list.element.pid", "supporting"]
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factory.agent.format import render_complete, render_explore, render_final
-from factory.corpora.metrics import exact_match, f1
+from factory.utils.metrics import exact_match, f1
 
 POLICY = "simulated"
 PROMPT_VERSION = "simulated-v1"

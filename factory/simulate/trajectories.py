@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 from factory.backtrace.linking import node_key
 from factory.config import AgentParams
-from factory.corpora.splits import unit_hash
 from factory.simulate.assemble import POLICY, SimPair, assemble_trajectory
 from factory.simulate.facts import Fact, distractor_facts, gold_facts
+from factory.utils.splits import unit_hash
 
 N_DISTRACTORS = 6
 N_SPURIOUS = 3

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from factory.config import TraceParams
-from factory.corpora.metrics import exact_match
 from factory.utils.errors import FactoryError
+from factory.utils.metrics import exact_match
 
 TAGS = ("relevance", "analysis", "answer")
 # the defaults of params.trace, for the reward functions called on their own (TRL, notebooks)
@@ -203,7 +203,7 @@ def format_reward(completions: Sequence, **kwargs: Any) -> list[float]:
 
 def accuracy_reward(completions: Sequence, **kwargs: Any) -> list[float]:
     """1.0 iff the content of the single ``<answer>`` block matches a gold answer by exact match
-    after the official SQuAD/HotpotQA normalisation (``factory.corpora.metrics.exact_match``: any alias in
+    after the official SQuAD/HotpotQA normalisation (``factory.utils.metrics.exact_match``: any alias in
     ``gold_answers`` counts; yes/no are compared like any other normalised string), else 0.0.
 
     No ``<answer>`` block, an empty one, or several of them (ambiguous) -> 0.0. The rest of the

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from factory.utils.text import content_tokens, join_sentences, normalize_answer, normalize_question
-from tests.corpora.test_metrics import _official_normalize
+from tests.utils.test_metrics import _official_normalize
 
 # articles, words that hold them, punctuation, whitespace, a control character, non-ASCII letters
 PIECES = ["a", "an", "the", "The", "A", "then", "anthem", "x", "'", ".", "-", ",", "_", " ", "\t", "\n",

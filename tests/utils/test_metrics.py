@@ -1,6 +1,6 @@
 import pytest
 
-from factory.corpora.metrics import exact_match, f1
+from factory.utils.metrics import exact_match, f1
 from factory.utils.text import normalize_answer
 
 
