@@ -8,9 +8,8 @@ from factory.agent.routes import PROMPT_VERSION, classify_routes, route_metrics,
 from factory.config import Params
 from factory.llm.base import cache_use
 from factory.utils import paths
-from factory.utils.errors import FactoryError
 from factory.utils.io import outputs_together, write_json
-from schemas import read_rows, write_parquet
+from schemas import read_rows, require, write_parquet
 
 COMMAND = "classify-routes"
 HELP = (
@@ -23,8 +22,7 @@ log = logging.getLogger(__name__)
 def run(params: Params) -> None:
     from factory.llm import make_llm
 
-    if not paths.QUESTIONS.exists():
-        raise FactoryError(f"{paths.QUESTIONS} is missing: run `factory ingest` first")
+    require(paths.QUESTIONS, "run `factory ingest` first")
     questions = read_rows(paths.QUESTIONS, columns=["question_id", "dataset", "qtype", "route", "question"])
     sample = sample_questions(questions, params.routes.n_questions, params.routes.seed)
     llm = make_llm(params)

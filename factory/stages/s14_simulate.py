@@ -12,9 +12,8 @@ from factory.simulate.facts import gold_facts
 from factory.simulate.report import aggregate, score_rows, write_report
 from factory.simulate.trajectories import sample_ids, simulate
 from factory.utils import paths
-from factory.utils.errors import FactoryError
 from factory.utils.io import outputs_together, write_json, write_jsonl
-from schemas import iter_rows, read_rows, write_parquet
+from schemas import iter_rows, read_rows, require, write_parquet
 
 COMMAND = "simulate"
 HELP = (
@@ -26,8 +25,7 @@ log = logging.getLogger(__name__)
 
 @outputs_together()
 def run(params: Params) -> dict:
-    if not paths.QUESTIONS.exists():
-        raise FactoryError(f"{paths.QUESTIONS} is missing: run `factory ingest` first")
+    require(paths.QUESTIONS, "run `factory ingest` first")
     sp, bp = params.simulate, params.backtrace
     # Which questions have gold facts: the file streamed a row group at a time; then the chosen ones read.
     usable: dict[str, list[str]] = {}
