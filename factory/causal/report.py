@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from factory.causal.effects import causal_summary, parametric_flags, points
-from factory.config import CONDITIONS
+from factory.config import CONDITIONS, CounterfactualParams, RelevanceParams
 from factory.relevance.check import Source, content_key
 from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, prepare, sq_method
 from factory.relevance.scores import level_counts
@@ -107,14 +107,14 @@ def causal_check(
     questions_by_id: Mapping[str, Mapping],
     passages_by_pid: Mapping[str, Mapping],
     *,
+    relevance: RelevanceParams,
+    counterfactual: CounterfactualParams,
     default_combo: tuple[str, str],
     threshold: float,
-    bootstrap_samples: int,
-    seed: int,
-    margin: float,
-    min_trajectories: int,
 ) -> dict:
-    """The pooled causal check of all sources with counterfactual rows (status ``no_rows`` without any)."""
+    """The pooled causal check of all sources with counterfactual rows (status ``no_rows`` without any):
+    bootstrap samples and seed from ``relevance``, the verdict rule's margin and minimum from
+    ``counterfactual``."""
     rows, counts = pooled_rows(sources, rows_by_source, default_combo)
     missing = [s.name for s in sources if s.name not in rows_by_source]
     if not rows:
@@ -123,10 +123,10 @@ def causal_check(
     summary = causal_summary(
         rows,
         conditions,
-        bootstrap_samples=bootstrap_samples,
-        seed=seed,
-        margin=margin,
-        min_trajectories=min_trajectories,
+        bootstrap_samples=relevance.bootstrap_samples,
+        seed=relevance.seed,
+        margin=counterfactual.margin,
+        min_trajectories=counterfactual.min_trajectories,
     )
     summary["counts"].update(counts)
     summary["parametric_relevance"] = parametric_relevance(
@@ -136,8 +136,8 @@ def causal_check(
         passages_by_pid,
         default_combo=default_combo,
         threshold=threshold,
-        bootstrap_samples=bootstrap_samples,
-        seed=seed,
+        bootstrap_samples=relevance.bootstrap_samples,
+        seed=relevance.seed,
     )
     return {
         "status": "ok",

@@ -62,12 +62,10 @@ def run(params: Params) -> dict:
         counterfactual_rows,
         questions_by_id,
         passages_by_pid,
+        relevance=r,
+        counterfactual=cp,
         default_combo=default_combo,
         threshold=threshold,
-        bootstrap_samples=r.bootstrap_samples,
-        seed=r.seed,
-        margin=cp.margin,
-        min_trajectories=cp.min_trajectories,
     )
     result["entailment"] = entailment_result(result, entailment)
     write_json(paths.METRICS / "relevance.json", result)
