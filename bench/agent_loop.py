@@ -86,7 +86,7 @@ class TimedLLM:
 
 def run_agent(questions, passages, llm, samples: int) -> dict:
     """Run the loop once; CPU split into the backend's (inside generate) and the agent's (the rest)."""
-    from factory.agent.loop import run_trajectories
+    from factory.agent.loop import Run, run_trajectories
     from factory.agent.policy import Policy
     from factory.config import Params
     from factory.llm.base import Sampling
@@ -95,9 +95,10 @@ def run_agent(questions, passages, llm, samples: int) -> dict:
     retriever = BM25Retriever.build(passages)
     timed = TimedLLM(llm)
     cpu, wall = time.process_time(), time.perf_counter()
-    records = run_trajectories(
-        questions, timed, retriever, Params(), Policy("base", None, -1), 0, samples, Sampling(temperature=0.7)
+    lockstep = Run(
+        questions, timed, retriever, Params(), Policy("base", None, -1), 0, Sampling(temperature=0.7)
     )
+    records = run_trajectories(lockstep, questions, samples)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     steps = sum(len(r["steps"]) for r in records)
     return {

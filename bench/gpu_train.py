@@ -3,7 +3,7 @@
 Builds a model of real size from its config (SmolLM2-135M's Llama shape, random weights: the GPU
 machine has no network) with a BPE tokenizer trained here on seeded synthetic KnowTrace-style
 chats, then trains the same LoRA round twice on the same data with the same settings (the factory's
-``train_lora``, and TRL's ``SFTTrainer`` on the prompt/completion form of the same chats with
+``fit_lora``, and TRL's ``SFTTrainer`` on the prompt/completion form of the same chats with
 ``completion_only_loss``), and prints tokens/s of both and their ratio (target >= 1.0).
 tokens/s = non-padding input tokens seen / the Trainer's train_runtime, the same for both.
 
@@ -40,9 +40,9 @@ from factory.config import TrainParams  # noqa: E402 (after the sys.path line)
 from factory.train.examples import IGNORE, encode_example  # noqa: E402 (after the sys.path line)
 from factory.train.lora import (  # noqa: E402 (after the sys.path line)
     device_and_dtype,
+    fit_lora,
     load_tokenizer,
     lora_config,
-    train_lora,
     training_argument_values,
 )
 
@@ -172,7 +172,7 @@ def build_bench_model(out: Path, chats: list[dict], tiny: bool, seed: int) -> tu
 
 
 def run_factory(chats: list[dict], model_dir: Path, out: Path, params: TrainParams) -> dict:
-    m = train_lora(chats, model_dir, out, params)
+    m = fit_lora(chats, model_dir, out, params).metrics
     curve = json.loads((out / "loss_curve.json").read_text())
     return {
         "tokens_seen": m["tokens_seen"],
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
         flush=True,
     )
     if device == "cuda":  # CUDA context, cuBLAS handles, kernels: paid once here, by neither side
-        train_lora(chats[: 4 * params.batch_size], model_dir, out / "warmup", params)
+        fit_lora(chats[: 4 * params.batch_size], model_dir, out / "warmup", params)
 
     runs: dict[str, list[dict]] = {"factory": [], "trl": []}
     trl_rows = None

@@ -25,7 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT.parent / "shared" / "corpora" / "hotpotqa" / "dev_sample.json"
 
-BASELINE = r'''
+BASELINE = r"""
 import json, sys, pandas as pd
 records = json.load(open(sys.argv[1]))
 df = pd.DataFrame(records)
@@ -33,7 +33,7 @@ df = pd.DataFrame(records)
 df["context"] = df["context"].map(lambda c: [{"title": t, "sentences": s} for t, s in c])
 df["supporting_facts"] = df["supporting_facts"].map(lambda f: [{"title": t, "sent_idx": i} for t, i in f])
 df.to_parquet(sys.argv[2])
-'''
+"""
 
 
 def build_records(n: int, out: Path) -> Path:
@@ -51,7 +51,7 @@ def build_records(n: int, out: Path) -> Path:
 
 
 # Runs a script or module in a child and reports that child's own peak RSS on the last stderr line.
-MEASURED = r'''
+MEASURED = r"""
 import resource, runpy, sys
 try:
     if sys.argv[1] == "-m":
@@ -64,7 +64,7 @@ except SystemExit as exc:
     if exc.code:
         raise
 print("PEAK_RSS", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, file=sys.stderr)
-'''
+"""
 
 
 def timed(args: list[str], cwd: Path) -> tuple[float, int]:

@@ -52,7 +52,7 @@ class Recorder:
 
 def record_batches(params, n_questions: int) -> list[list]:
     """The batches of the base model's greedy evaluation of ``n_questions`` held-out questions."""
-    from factory.agent.loop import run_trajectories
+    from factory.agent.loop import Run, run_trajectories
     from factory.agent.policy import BASE, Policy
     from factory.agent.setup import load_inputs
     from factory.execution.sampling import evaluation_sample
@@ -62,17 +62,18 @@ def record_batches(params, n_questions: int) -> list[list]:
     inputs = load_inputs(params)
     chosen, sampling = evaluation_sample(params, inputs.questions, "heldout")
     llm = Recorder(LocalLLM(params.llm.model, device="cpu", batch_size=params.llm.batch_size))
-    run_trajectories(
-        inputs.rows(chosen),
+    questions = inputs.rows(chosen)
+    lockstep = Run(
+        questions,
         llm,
         inputs.retriever,
         params,
         Policy(BASE, None, -1),
         0,
-        1,
         sampling,
         passages=inputs.passages,
     )
+    run_trajectories(lockstep, questions, 1)
     return llm.batches
 
 

@@ -64,7 +64,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="override one parameter, value parsed as YAML (repeatable), e.g. --set "
-             "trajectories.n_questions=8",
+        "trajectories.n_questions=8",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
 

@@ -42,8 +42,15 @@ def test_params_yaml_loads_and_comments_every_field():
 
 
 def test_set_overrides_are_yaml_parsed_and_validated():
-    p = load_params(None, ["trajectories.n_questions=8", "bootstrap.variants=[backtrace]", "llm.base_urls=[http://a:8000/v1]"])
-    assert p.trajectories.n_questions == 8 and p.bootstrap.variants == ["backtrace"] and p.llm.base_urls == ["http://a:8000/v1"]
+    p = load_params(
+        None,
+        ["trajectories.n_questions=8", "bootstrap.variants=[backtrace]", "llm.base_urls=[http://a:8000/v1]"],
+    )
+    assert (
+        p.trajectories.n_questions == 8
+        and p.bootstrap.variants == ["backtrace"]
+        and p.llm.base_urls == ["http://a:8000/v1"]
+    )
     with pytest.raises(FactoryError, match="trajectories.n_questions"):
         load_params(None, ["trajectories.n_questions=zero"])
     with pytest.raises(FactoryError, match="bootstrap"):

@@ -53,7 +53,7 @@ def test_background_gate_failure_names_the_column():
         pytest.raises(
             GateFailed,
             match=r"1 of 18 expectations failed:\n  - questions\.question_id: "
-                  r"expect_column_values_to_be_unique failed \(2 unexpected",
+            r"expect_column_values_to_be_unique failed \(2 unexpected",
         ),
     ):
         gate.submit("ingest", EXPECTATIONS, _frames(["a", "a", "b"]), docs_dir=None)

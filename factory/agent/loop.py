@@ -76,7 +76,13 @@ def constrained_decoding(params: Any, llm: LLM) -> bool:
 
 
 class Run:
-    """What the drivers share: the context of the programs, job creation and record building."""
+    """What the drivers share: the context of the programs, job creation and record building.
+
+    ``questions``: their passages form the pool of retrieval unless ``passages`` (pid -> passage, a
+    store or dict) is given, which comes first. ``policy``: a ``factory.agent.policy.Policy`` (its name
+    is recorded; a scripted LLM records ``scripted``). ``run_id`` prefixes trajectory ids (default
+    ``<policy>/round_<r>``).
+    """
 
     def __init__(
         self,
@@ -167,33 +173,24 @@ class Run:
 
 
 def run_trajectories(
+    run: Run,
     questions: Sequence[dict],
-    llm: LLM,
-    retriever: Any,
-    params: Any,
-    policy: Any,
-    round_: int,
     samples: int | Sequence[int],
-    sampling: Sampling,
     on_done: Callable[[dict], None] | None = None,
     *,
     on_progress: Callable[[float], None] | None = None,
-    passages: Mapping[str, Mapping] | None = None,
-    run_id: str | None = None,
     rationalized: bool = False,
 ) -> list[dict]:
-    """Run one trajectory per question x sample, all in lockstep; records in (question, sample) order.
+    """Run one trajectory per question x sample of ``run`` (a ``Run``: the model, retriever, params, policy,
+    round and sampling), all in lockstep; records in (question, sample) order.
 
-    ``samples``: how many per question (or the sample indices). ``policy``: a ``factory.agent.policy.Policy``
-    (its name is recorded; a scripted LLM records ``scripted``). ``passages``: pid -> passage for pooled
-    retrieval (default: the questions' own pools). ``run_id`` prefixes trajectory ids (default
-    ``<policy>/round_<r>``). ``rationalized``: give each trajectory the gold answer as a hint; the
-    recorded prompts stay hint-free. ``on_done`` gets each record as soon as it is finished;
-    ``on_progress`` gets, after every batch, how much of the unfinished trajectories is done (in
-    trajectories, from their calls against ``step_budget``): a long lockstep run's progress.
+    ``samples``: how many per question (or the sample indices). ``rationalized``: give each trajectory
+    the gold answer as a hint; the recorded prompts stay hint-free. ``on_done`` gets each record as soon
+    as it is finished; ``on_progress`` gets, after every batch, how much of the unfinished trajectories
+    is done (in trajectories, from their calls against ``step_budget``): a long lockstep run's progress.
     """
     sample_ids = list(range(samples)) if isinstance(samples, int) else [int(s) for s in samples]
-    run = Run(questions, llm, retriever, params, policy, round_, sampling, passages=passages, run_id=run_id)
+    llm = run.llm
     jobs = [run.job(q, s, rationalized) for q in questions for s in sample_ids]
     results: list[dict | None] = [None] * len(jobs)
 
@@ -227,7 +224,7 @@ def run_trajectories(
                     on_done(record)
         active = still
         if on_progress is not None:
-            budget = step_budget(params.agent)
+            budget = step_budget(run.ctx.params.agent)
             on_progress(sum(min(job.tally.calls / budget, 0.9) for job in active))
     return [r for r in results if r is not None]
 

@@ -47,11 +47,19 @@ class PromptSet:
 # What the example replies say, rendered by each version in its own syntax.
 _V1_EXPLORE_CONTENT = [  # (thought, pairs, sufficient, answer)
     ("I need the capital of Hungary first.", [("Hungary", "capital")], False, None),
-    ("The capital is Budapest; now I need the river that flows through it.", [("Budapest", "river")], False,
-     None),
+    (
+        "The capital is Budapest; now I need the river that flows through it.",
+        [("Budapest", "river")],
+        False,
+        None,
+    ),
     ("Budapest is the capital and the Danube flows through it.", [], True, "Danube"),
-    ("I need the height of both towers.", [("Eiffel Tower", "height"), ("Space Needle", "height")], False,
-     None),
+    (
+        "I need the height of both towers.",
+        [("Eiffel Tower", "height"), ("Space Needle", "height")],
+        False,
+        None,
+    ),
 ]
 _V1_COMPLETE_CONTENT = [
     [("Budapest", "river", "Danube")],

@@ -59,7 +59,7 @@ def _supporting_text(q: Mapping, passages: Mapping[str, Mapping]) -> dict[str, l
         p = by_pid.get(s.get("pid")) or passages.get(s.get("pid")) or {}
         sentences = list(p.get("sentences") or [])
         idx = s.get("sent_idx", -1)
-        chosen = sentences if idx is None or idx < 0 else sentences[idx: idx + 1]
+        chosen = sentences if idx is None or idx < 0 else sentences[idx : idx + 1]
         out.setdefault(s["title"], []).extend(x.strip() for x in chosen)
     return out
 
@@ -172,7 +172,7 @@ class ScriptedPolicyLLM:
             return ChatResponse(
                 "",
                 error=f"scripted policy: not a prompt about a known question (kind {kind}, question "
-                      f"{question!r})",
+                f"{question!r})",
                 finish_reason="error",
             )
         fmt = prompts.output_format(version)  # replies in the syntax the prompt asks for

@@ -68,7 +68,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from factory.agent.prompts import output_format
 from factory.backtrace.answer_passage import Passages, with_answer_passages
@@ -203,35 +203,8 @@ def step_labels(trajectory: dict, kept: set[str], tokenizer: Any = None) -> Step
 # ---------------------------------------------------------------------- entry points
 
 
-def backtrace_modes(
-    trajectory: dict,
-    params: BacktraceParams | None = None,
-    *,
-    tokenizer: Any = None,
-    embedder: Embedder | None = None,
-    gold_answers: Sequence[str] | None = None,
-    passages: Passages | None = None,
-) -> list[dict]:
-    """Labels rows for every (mode, target mode) of ``params.modes`` x ``params.target_modes`` (target
-    modes outer), sharing the graph, links and token counts. ``params``: None = the defaults of
-    ``factory.config.BacktraceParams``; the other arguments as in ``backtrace``."""
-    params = params or BacktraceParams()
-    return _label_all(
-        trajectory, params, params.modes, params.target_modes, tokenizer, embedder, gold_answers, passages
-    )
-
-
-def backtrace(
-    trajectory: dict,
-    params: BacktraceParams | None = None,
-    *,
-    tokenizer: Any = None,
-    embedder: Embedder | None = None,
-    gold_answers: Sequence[str] | None = None,
-    passages: Passages | None = None,
-) -> dict:
-    """Backtrace one trajectory: the ``schemas.LABELS`` row for ``params.mode`` and ``params.target_mode``
-    (the supervision set's). ``params``: None = the defaults of ``factory.config.BacktraceParams``.
+class Evidence(TypedDict, total=False):
+    """What a caller may give beside the trajectory (every key optional).
 
     ``tokenizer``: None (whitespace tokens), an object with ``count_tokens(text)``, a HF tokenizer
     or a ``TokenCounter``; its name is recorded. ``embedder``: the loaded ``params.embedding_model``
@@ -241,11 +214,29 @@ def backtrace(
     triplets) enables the answer-passage rule (``factory.backtrace.answer_passage``) for answers that
     name no node.
     """
+
+    tokenizer: Any
+    embedder: Embedder | None
+    gold_answers: Sequence[str] | None
+    passages: Passages | None
+
+
+def backtrace_modes(
+    trajectory: dict, params: BacktraceParams | None = None, **evidence: Unpack[Evidence]
+) -> list[dict]:
+    """Labels rows for every (mode, target mode) of ``params.modes`` x ``params.target_modes`` (target
+    modes outer), sharing the graph, links and token counts. ``params``: None = the defaults of
+    ``factory.config.BacktraceParams``; ``evidence``: see ``Evidence``."""
     params = params or BacktraceParams()
-    rows = _label_all(
-        trajectory, params, (params.mode,), (params.target_mode,), tokenizer, embedder, gold_answers, passages
-    )
-    return rows[0]
+    return _label_all(trajectory, params, params.modes, params.target_modes, **evidence)
+
+
+def backtrace(trajectory: dict, params: BacktraceParams | None = None, **evidence: Unpack[Evidence]) -> dict:
+    """Backtrace one trajectory: the ``schemas.LABELS`` row for ``params.mode`` and ``params.target_mode``
+    (the supervision set's). ``params``: None = the defaults of ``factory.config.BacktraceParams``;
+    ``evidence``: see ``Evidence``."""
+    params = params or BacktraceParams()
+    return _label_all(trajectory, params, (params.mode,), (params.target_mode,), **evidence)[0]
 
 
 def _label_all(
@@ -253,10 +244,11 @@ def _label_all(
     params: BacktraceParams,
     modes: Sequence[str],
     target_modes: Sequence[str],
-    tokenizer: Any,
-    embedder: Embedder | None,
-    gold_answers: Sequence[str] | None,
-    passages: Passages | None,
+    *,
+    tokenizer: Any = None,
+    embedder: Embedder | None = None,
+    gold_answers: Sequence[str] | None = None,
+    passages: Passages | None = None,
 ) -> list[dict]:
     """The rows of every (mode, target mode); a malformed record raises ``BadTrajectory`` naming its field."""
     counter = tokenizer if isinstance(tokenizer, TokenCounter) else TokenCounter(tokenizer)

@@ -44,9 +44,16 @@ def _line_panel(ax, series: dict[str, list[dict]], ylabel: str, base: float | No
         s = style(i)
         # coinciding lines stay visible: each later series is drawn thinner, with a smaller marker
         ax.errorbar(
-            xs, ys, yerr=err if any(err) else None, label=variant, capsize=3, color=s["color"],
-            marker=s["marker"], linestyle=s["linestyle"],
-            linewidth=max(0.8, 2.4 - 0.6 * i), markersize=max(3, 9 - 2 * i),
+            xs,
+            ys,
+            yerr=err if any(err) else None,
+            label=variant,
+            capsize=3,
+            color=s["color"],
+            marker=s["marker"],
+            linestyle=s["linestyle"],
+            linewidth=max(0.8, 2.4 - 0.6 * i),
+            markersize=max(3, 9 - 2 * i),
         )
     if not any(v is not None for vals in values.values() for v in vals):
         nothing_to_plot(ax, f"no {ylabel} recorded for any round")
@@ -113,8 +120,14 @@ def verdicts_figure(summary: Mapping):
         lo, hi = v["ci"]
         s = style(i + 1)
         ax.errorbar(
-            [v["difference"]], [i], xerr=[[v["difference"] - lo], [hi - v["difference"]]], capsize=4,
-            color=s["color"], marker=s["marker"], linestyle="none", label=name.replace("_", " "),
+            [v["difference"]],
+            [i],
+            xerr=[[v["difference"] - lo], [hi - v["difference"]]],
+            capsize=4,
+            color=s["color"],
+            marker=s["marker"],
+            linestyle="none",
+            label=name.replace("_", " "),
         )
     ax.axvline(0, color="grey", linewidth=1, linestyle="--")
     ax.set_yticks(range(len(verdicts)), [k.replace("_", " ") for k in verdicts])

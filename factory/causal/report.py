@@ -183,8 +183,7 @@ def render_causal_section(causal: Mapping) -> str:
 def _without_rows(causal: Mapping) -> list[str]:
     with_files = causal.get("counts", {}).get("sources", 0)
     return [
-        f"The counterfactual files of {with_files} round(s) hold no rows: no correct trajectory to "
-        "re-ask."
+        f"The counterfactual files of {with_files} round(s) hold no rows: no correct trajectory to re-ask."
         if with_files
         else "No counterfactual rows were found: run `factory counterfactual` for the rounds.",
         f"Rounds without a counterfactual file: {len(causal.get('sources_without_rows', []))}.",

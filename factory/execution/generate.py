@@ -256,18 +256,11 @@ class GenerationShards:
 
         def batch(questions: list[dict], sample_ids: list[int], rationalized: bool) -> list[dict]:
             return run_trajectories(
+                self.run(questions, llm, retriever, passages),
                 questions,
-                llm,
-                retriever,
-                self.params,
-                self.policy,
-                self.round_,
                 sample_ids,
-                self.sampling,
                 on_done=lambda _record: tick(1),
                 on_progress=in_flight,
-                passages=passages,
-                run_id=self.run_id,
                 rationalized=rationalized,
             )
 

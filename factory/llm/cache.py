@@ -162,4 +162,3 @@ class CachedLLM:
     def close(self) -> None:
         self.inner.close()
         self.cache.close()
-

@@ -176,10 +176,14 @@ def render_audit(
         question = questions_by_id.get(t["question_id"], {})
         section = trajectory_section(src, t, labels, question, passages_by_pid, cf, threshold)
         sections.append(Markup(section))  # markup its own template rendered and escaped
-    return _templates().get_template("audit.html.j2").render(
-        sections=sections,
-        per_dataset=per_dataset,
-        seed=seed,
-        rounds=len(sources),
-        sq_name="/".join(default_combo),
+    return (
+        _templates()
+        .get_template("audit.html.j2")
+        .render(
+            sections=sections,
+            per_dataset=per_dataset,
+            seed=seed,
+            rounds=len(sources),
+            sq_name="/".join(default_combo),
+        )
     )

@@ -59,8 +59,15 @@ def relevance_figure(result: Mapping):
                 err[1].append(max(0.0, (hi if hi is not None else cell["value"]) - cell["value"]))
             drawn |= bool(xs)
             ax.bar(
-                xs, ys, width, yerr=err, capsize=2, label=method_label(m), color=style(j)["color"],
-                hatch=HATCHES[j % len(HATCHES)], edgecolor="white",
+                xs,
+                ys,
+                width,
+                yerr=err,
+                capsize=2,
+                label=method_label(m),
+                color=style(j)["color"],
+                hatch=HATCHES[j % len(HATCHES)],
+                edgecolor="white",
             )
         ax.axhline(result["params"]["bar"], color="grey", linestyle="--", linewidth=1)
         ax.set_xticks(range(len(names)), [n.replace("dataset=", "") for n in names], rotation=15)
@@ -109,8 +116,14 @@ def causal_figure(causal: Mapping):
         lo, hi = ((100 * c if c is not None else value) for c in cell["ci"])
         s = style(k)
         ax.errorbar(
-            [value], [y], xerr=[[value - lo], [hi - value]], capsize=3, color=s["color"], marker=s["marker"],
-            linestyle="none", label=None if k in seen_effects else EFFECTS[k][1],
+            [value],
+            [y],
+            xerr=[[value - lo], [hi - value]],
+            capsize=3,
+            color=s["color"],
+            marker=s["marker"],
+            linestyle="none",
+            label=None if k in seen_effects else EFFECTS[k][1],
         )
         seen_effects.add(k)
         # closed-book accuracy is over every re-asked trajectory, the effects over those the full graph keeps
@@ -126,8 +139,9 @@ def causal_figure(causal: Mapping):
             if everyone.get("effects", {}).get("trajectories") == 0
             else "the conditions they need were not run"
         )
-        note(ax, f"No necessity or sufficiency effect:\n{why};\nonly the closed-book accuracy is drawn",
-             y=0.3)
+        note(
+            ax, f"No necessity or sufficiency effect:\n{why};\nonly the closed-book accuracy is drawn", y=0.3
+        )
     ax.axvline(0, color="grey", linewidth=1, linestyle="--")
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
     ax.set_xlabel("points of accuracy (95% bootstrap CI)")

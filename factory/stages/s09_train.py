@@ -19,7 +19,7 @@ from factory.bootstrap.rounds import policy_for
 from factory.config import Params
 from factory.stages import chain_arguments
 from factory.stages.round import Round
-from factory.train.lora import is_main_process, train_lora
+from factory.train.lora import fit_lora, is_main_process
 from factory.train.round import base_model_path, check_trainable, starting_point, write_skipped
 from factory.utils import paths
 from factory.utils.io import output_folder, outputs_together
@@ -66,5 +66,5 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
         source,
         init_policy,
     )
-    result = train_lora(rows, base_model_path(params), out, train_params, init_adapter, live_dir)
+    result = fit_lora(rows, base_model_path(params), out, train_params, init_adapter, live_dir).metrics
     return rnd.write_metrics({**head, **result, "init_policy": init_policy, "supervision": str(source)})

@@ -89,8 +89,6 @@ def _mentions(a: str, b: str) -> bool:
 def chain_order(
     triplets: Sequence[Mapping[str, Any]], initial_entities: Iterable[str], question: str = ""
 ) -> list[dict]:
-
-
     """Triplets ordered along the reasoning chain: start with a triplet whose subject is an initial
     entity (else a subject named in the question), then repeatedly the earliest-created triplet
     whose subject — failing that, whose object — is an entity reached so far; a triplet connected
@@ -127,5 +125,3 @@ def render_target(relevance: Sequence[int], statements: Sequence[str], answer: s
     analysis = " ".join([*statements, f"So the answer is {answer}."])
     indices = ", ".join(str(i) for i in relevance)
     return f"<relevance>[{indices}]</relevance><analysis>{analysis}</analysis><answer>{answer}</answer>"
-
-

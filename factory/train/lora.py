@@ -1,6 +1,6 @@
 """LoRA supervised fine-tuning (PEFT + transformers' Trainer), loss on assistant tokens only.
 
-``train_lora`` is plain Python over supervision records (schemas.SUPERVISION rows, or any dicts
+``fit_lora`` is plain Python over supervision records (schemas.SUPERVISION rows, or any dicts
 with ``messages``), usable from a notebook. It runs unchanged on CPU (fp32), one GPU (bf16
 autocast, base weights in bf16, adapter weights in fp32) or several GPUs under ``accelerate
 launch`` (the Trainer picks up DDP from the environment; only the main process writes files).
@@ -267,25 +267,6 @@ class TrainOutcome:
     model: object | None  # the trained PeftModel in memory (None when nothing was trained)
 
 
-def train_lora(
-    examples: Sequence[dict],
-    model_path: str | Path,
-    out_dir: str | Path,
-    params: TrainParams,
-    init_adapter: str | Path | None = None,
-    live_dir: str | Path | None = None,
-) -> dict:
-    """Train a LoRA adapter on chat examples; write adapter/, loss_curve.json, training_config.json,
-    status.json to out_dir (and the DVCLive curves to ``live_dir``, factory.train.live); return the
-    training metrics.
-
-    ``init_adapter`` (a saved adapter folder) is loaded trainable and continued; None starts a
-    fresh adapter on the base model. An empty set (or one whose assistant tokens all fall past
-    ``max_length``) writes status "empty" and trains nothing.
-    """
-    return fit_lora(examples, model_path, out_dir, params, init_adapter, live_dir).metrics
-
-
 def fit_lora(
     examples: Sequence[dict],
     model_path: str | Path,
@@ -294,7 +275,14 @@ def fit_lora(
     init_adapter: str | Path | None = None,
     live_dir: str | Path | None = None,
 ) -> TrainOutcome:
-    """``train_lora`` that also hands back the trained model (for checks against the saved adapter)."""
+    """Train a LoRA adapter on chat examples; write adapter/, loss_curve.json, training_config.json,
+    status.json to out_dir (and the DVCLive curves to ``live_dir``, factory.train.live); return the
+    training metrics and the trained model (for checks against the saved adapter).
+
+    ``init_adapter`` (a saved adapter folder) is loaded trainable and continued; None starts a
+    fresh adapter on the base model. An empty set (or one whose assistant tokens all fall past
+    ``max_length``) writes status "empty" and trains nothing.
+    """
     started = time.perf_counter()
     model_path = Path(model_path)
     if not (model_path / "config.json").exists():

@@ -1,4 +1,4 @@
-"""What the train stage needs around ``train_lora`` for one round: the base model's folder, the checks
+"""What the train stage needs around ``fit_lora`` for one round: the base model's folder, the checks
 on the set, where the adapter starts (``train.init``) and the folders of a round that trains nothing."""
 
 from __future__ import annotations

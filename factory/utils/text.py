@@ -14,9 +14,7 @@ _PUNCT_BYTES = string.punctuation.encode()
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _ARTICLE_WORDS = frozenset(("a", "an", "the"))
 _TOKEN = re.compile(r"\w+", re.UNICODE)
-_STOP = frozenset(
-    "a an the of in on at to for from by with and or is was are were be been 's s".split()
-)
+_STOP = frozenset("a an the of in on at to for from by with and or is was are were be been 's s".split())
 
 
 def normalize_answer(text: str) -> str:

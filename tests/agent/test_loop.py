@@ -9,7 +9,7 @@ import pytest
 
 from factory.agent import prompts
 from factory.agent.format import render_complete, render_explore, render_final
-from factory.agent.loop import run_trajectories, trajectory_id
+from factory.agent.loop import Run, run_trajectories, trajectory_id
 from factory.agent.policy import Policy, assert_trainable
 from factory.agent.scripted import ScriptedPolicyLLM
 from factory.config import Params
@@ -71,8 +71,9 @@ class FakeLLM:
         pass
 
 
-def run(questions, llm, retriever, params=None, samples=1, **kw):
-    return run_trajectories(questions, llm, retriever, params or Params(), BASE, 0, samples, Sampling(), **kw)
+def run(questions, llm, retriever, params=None, samples=1, rationalized=False, **kw):
+    lockstep = Run(questions, llm, retriever, params or Params(), BASE, 0, Sampling(), **kw)
+    return run_trajectories(lockstep, questions, samples, rationalized=rationalized)
 
 
 def test_scripted_policy_answers_real_questions_of_every_dataset(questions, retriever, ingested, tmp_path):

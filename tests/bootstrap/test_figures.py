@@ -97,8 +97,11 @@ def test_nothing_to_plot_is_said_not_drawn_as_empty_axes():
 
 
 def test_fa_ratio_uses_round_ticks_only():
-    s = summary({"backtrace": [0.4, 0.5], "random": [0.3, 0.2]}, {"backtrace": [1, 1], "random": [1, 1]},
-                fa={"backtrace": [0.4, 0.5], "random": [0.3, 0.2]})
+    s = summary(
+        {"backtrace": [0.4, 0.5], "random": [0.3, 0.2]},
+        {"backtrace": [1, 1], "random": [1, 1]},
+        fa={"backtrace": [0.4, 0.5], "random": [0.3, 0.2]},
+    )
     ax = fa_figure(s).axes[0]
     assert list(ax.get_xticks()) == [0, 1]
     assert len(_lines(ax)) == 2

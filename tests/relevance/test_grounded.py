@@ -23,5 +23,3 @@ def test_answer_entity_control_matches_whole_words():
         [("The Gamma Ray", "is", "band"), ("Gammaville", "near", "Alpha"), ("Alpha", "born in", "gamma.")],
     )
     assert answer_entity_triplets(t) == ["A#t1", "A#t3"]
-
-

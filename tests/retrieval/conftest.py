@@ -1,4 +1,3 @@
-
 import pytest
 
 from factory.retrieval.bm25 import BM25Retriever
@@ -7,5 +6,3 @@ from factory.retrieval.bm25 import BM25Retriever
 @pytest.fixture(scope="module")
 def bm25(ingested):
     return BM25Retriever.build(ingested.passages)
-
-

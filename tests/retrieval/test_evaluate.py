@@ -1,4 +1,3 @@
-
 import pytest
 
 from factory.retrieval.evaluate import supporting_recall
@@ -10,5 +9,3 @@ def test_recall_metrics(bm25, ingested):
     assert r["2wikimultihopqa"]["recall@10"] == pytest.approx(1.0)  # 10-paragraph pools
     assert 0 < r["2wikimultihopqa"]["recall@2"] < 1
     assert r["all"]["questions"] == 50
-
-

@@ -1,4 +1,3 @@
-
 import pytest
 
 from factory.retrieval.bm25 import BM25Retriever

@@ -144,7 +144,7 @@ def test_without_trajectories_the_files_say_so(workdir):
 def scripted_round(ingested):
     """Trajectories of the scripted policy (real questions, grounded in retrieved passages) and their real
     labels."""
-    from factory.agent.loop import run_trajectories
+    from factory.agent.loop import Run, run_trajectories
     from factory.agent.policy import Policy
     from factory.agent.scripted import ScriptedPolicyLLM
     from factory.backtrace import backtrace_modes
@@ -162,15 +162,18 @@ def scripted_round(ingested):
                 seen.add(p["pid"])
                 passages.append({**p, "dataset": q["dataset"], "text": " ".join(p["sentences"])})
     trajectories = run_trajectories(
+        Run(
+            questions,
+            ScriptedPolicyLLM(questions, ingested.passages),
+            BM25Retriever.build(passages),
+            Params(),
+            Policy("base", None, -1),
+            0,
+            Sampling(),
+            run_id="backtrace/seed_0/round_0",
+        ),
         questions,
-        ScriptedPolicyLLM(questions, ingested.passages),
-        BM25Retriever.build(passages),
-        Params(),
-        Policy("base", None, -1),
-        0,
         1,
-        Sampling(),
-        run_id="backtrace/seed_0/round_0",
     )
     modes = BacktraceParams(
         modes=["undirected_shortest", "directed_reach"], target_modes=["thought_and_answer", "gold_answer"]

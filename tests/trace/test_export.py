@@ -24,7 +24,7 @@ PER_DATASET = 4
 def scripted(ingested):
     """Scripted-policy trajectories (gold facts, real retrieval and grounding) on a few questions per
     dataset."""
-    from factory.agent.loop import run_trajectories
+    from factory.agent.loop import Run, run_trajectories
     from factory.agent.policy import Policy
     from factory.agent.scripted import ScriptedPolicyLLM
     from factory.config import Params
@@ -43,14 +43,17 @@ def scripted(ingested):
     pids = {p["pid"] for q in questions for p in q["passages"]}
     passages = [p for p in ingested.passages if p["pid"] in pids]
     trajectories = run_trajectories(
+        Run(
+            questions,
+            ScriptedPolicyLLM(questions, passages),
+            BM25Retriever.build(passages),
+            Params(),
+            Policy("base", None, -1),
+            0,
+            Sampling(),
+        ),
         questions,
-        ScriptedPolicyLLM(questions, passages),
-        BM25Retriever.build(passages),
-        Params(),
-        Policy("base", None, -1),
-        0,
         1,
-        Sampling(),
     )
     return {
         "trajectories": trajectories,

@@ -14,7 +14,7 @@ from factory.trace.rewards import make_reward_functions, score_completion
 
 @pytest.fixture(scope="module")
 def rl_records(ingested):
-    from factory.agent.loop import run_trajectories
+    from factory.agent.loop import Run, run_trajectories
     from factory.agent.policy import Policy
     from factory.agent.scripted import ScriptedPolicyLLM
     from factory.config import Params
@@ -31,14 +31,17 @@ def rl_records(ingested):
     pids = {p["pid"] for q in questions for p in q["passages"]}
     passages = [p for p in ingested.passages if p["pid"] in pids]
     trajectories = run_trajectories(
+        Run(
+            questions,
+            ScriptedPolicyLLM(questions, passages),
+            BM25Retriever.build(passages),
+            Params(),
+            Policy("base", None, -1),
+            0,
+            Sampling(),
+        ),
         questions,
-        ScriptedPolicyLLM(questions, passages),
-        BM25Retriever.build(passages),
-        Params(),
-        Policy("base", None, -1),
-        0,
         1,
-        Sampling(),
     )
     result = export_trace(
         trajectories,

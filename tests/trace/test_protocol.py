@@ -45,5 +45,3 @@ def test_chain_order_follows_the_chain():
         tr(2, "Mountrail County", "North Dakota"),
     ]
     assert [t["triplet_id"] for t in chain_order(back, ["north dakota"])] == ["t2", "t1", "t0"]
-
-

@@ -14,7 +14,7 @@ import yaml
 
 from factory.config import TrainParams
 from factory.train import live
-from factory.train.lora import train_lora
+from factory.train.lora import fit_lora
 from tests.train.test_lora import EXAMPLES
 
 PARAMS = TrainParams(max_length=128, budget="steps", max_steps=3, batch_size=2, lora_r=4, lora_alpha=8)
@@ -28,7 +28,7 @@ def _rows(path: Path) -> list[dict]:
 
 def test_a_trained_round_logs_every_step_and_a_summary(tmp_path, tiny_model_dir):
     live_dir = tmp_path / "dvclive" / "round_0"
-    metrics = train_lora(EXAMPLES, tiny_model_dir, tmp_path / "model", PARAMS, live_dir=live_dir)
+    metrics = fit_lora(EXAMPLES, tiny_model_dir, tmp_path / "model", PARAMS, live_dir=live_dir).metrics
     curves = live_dir / "plots" / "metrics" / "train"
     assert {p.name for p in curves.iterdir()} == CURVES
     loss = _rows(curves / "loss.tsv")
@@ -52,7 +52,7 @@ def test_an_untrained_round_leaves_its_status_and_no_curve(tmp_path, tiny_model_
     live_dir = tmp_path / "live"
     (live_dir / "plots" / "metrics" / "train").mkdir(parents=True)
     (live_dir / "plots" / "metrics" / "train" / "loss.tsv").write_text("step\tloss\n1\t9.0\n")  # stale
-    train_lora([], tiny_model_dir, tmp_path / "model", PARAMS, live_dir=live_dir)
+    fit_lora([], tiny_model_dir, tmp_path / "model", PARAMS, live_dir=live_dir)
     assert json.loads((live_dir / "metrics.json").read_text()) == {"status": "empty"}
     assert list((live_dir / "plots" / "metrics").iterdir()) == []
 
@@ -61,6 +61,7 @@ def test_dvclive_never_opens_a_repository_nor_posts_to_studio(tmp_path, monkeypa
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)  # a git repo without DVC, no commit
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("DVC_STUDIO_TOKEN", "isat_not_a_real_token")
+
     def refuse(*args, **kwargs):
         raise AssertionError("DVCLive tried to post to Studio")
 
@@ -76,13 +77,13 @@ def test_dvclive_never_opens_a_repository_nor_posts_to_studio(tmp_path, monkeypa
 STAGE = """\
 import sys
 from factory.config import TrainParams
-from factory.train.lora import train_lora
+from factory.train.lora import fit_lora
 from tests.train.test_lora import EXAMPLES
 import yaml
 lr = yaml.safe_load(open("params.yaml"))["train"]["learning_rate"]
 params = TrainParams(max_length=128, budget="steps", max_steps=4, batch_size=2, lora_r=4, lora_alpha=8,
                      learning_rate=lr)
-train_lora(EXAMPLES, sys.argv[1], "models/r0", params, live_dir="dvclive/r0")
+fit_lora(EXAMPLES, sys.argv[1], "models/r0", params, live_dir="dvclive/r0")
 """
 
 DVC_YAML = {
@@ -135,12 +136,7 @@ def test_two_dvc_exp_runs_compare_in_exp_show_and_plots_diff(tmp_path, tiny_mode
     for lr in ("0.001", "0.02"):
         sh(dvc, "exp", "run", "-q", "-S", f"train.learning_rate={lr}")
     table = json.loads(sh(dvc, "exp", "show", "--only-changed", "--json"))
-    exps = {
-        e["name"]: e["data"]
-        for row in table
-        for e in (row.get("experiments") or [])
-        for e in e["revs"]
-    }
+    exps = {e["name"]: e["data"] for row in table for e in (row.get("experiments") or []) for e in e["revs"]}
     assert len(exps) == 2
     lrs, losses = {}, {}
     for name, data in exps.items():

@@ -10,7 +10,7 @@ from transformers import AutoModelForCausalLM
 
 from factory.config import TrainParams
 from factory.train.examples import IGNORE, PadCollator, encode_example, encode_examples
-from factory.train.lora import build_model, fit_lora, load_adapter_model, load_tokenizer, train_lora
+from factory.train.lora import build_model, fit_lora, load_adapter_model, load_tokenizer
 from factory.utils.errors import FactoryError
 
 SYSTEM = "You answer multi-hop questions."
@@ -203,9 +203,9 @@ def test_previous_adapter_is_continued(trained, tiny_model_dir, tok, tmp_path):
     assert torch.allclose(
         logits(start.eval(), tok), logits(load_adapter_model(tiny_model_dir, out / "adapter"), tok), atol=1e-6
     )
-    metrics = train_lora(
+    metrics = fit_lora(
         [chat(i) for i in range(10, 14)], tiny_model_dir, tmp_path, PARAMS, init_adapter=out / "adapter"
-    )
+    ).metrics
     assert metrics["status"] == "trained" and metrics["init_adapter"] == str(out / "adapter")
     assert json.loads((tmp_path / "training_config.json").read_text())["init_adapter"] == str(out / "adapter")
     before = (out / "adapter" / "adapter_model.safetensors").read_bytes()
@@ -217,7 +217,7 @@ def test_previous_adapter_is_continued(trained, tiny_model_dir, tok, tmp_path):
 def test_empty_set_is_a_recorded_outcome(tiny_model_dir, tmp_path):
     (tmp_path / "adapter").mkdir()  # a stale adapter from an earlier run must not survive
     (tmp_path / "adapter" / "adapter_model.safetensors").write_bytes(b"stale")
-    metrics = train_lora([], tiny_model_dir, tmp_path, PARAMS)
+    metrics = fit_lora([], tiny_model_dir, tmp_path, PARAMS).metrics
     assert metrics["status"] == "empty" and "empty" in metrics["reason"]
     assert json.loads((tmp_path / "status.json").read_text())["status"] == "empty"
     assert json.loads((tmp_path / "status.json").read_text())["adapter"] is None
@@ -227,8 +227,8 @@ def test_empty_set_is_a_recorded_outcome(tiny_model_dir, tmp_path):
 
 def test_same_seed_same_adapter_bytes(tiny_model_dir, tmp_path, trained):
     out, _ = trained
-    train_lora(EXAMPLES, tiny_model_dir, tmp_path / "again", PARAMS)
-    train_lora(
+    fit_lora(EXAMPLES, tiny_model_dir, tmp_path / "again", PARAMS)
+    fit_lora(
         EXAMPLES, tiny_model_dir, tmp_path / "other", PARAMS.model_copy(update={"seed": PARAMS.seed + 1})
     )
     first = (out / "adapter" / "adapter_model.safetensors").read_bytes()
@@ -272,7 +272,7 @@ def test_labelled_positions_loss_equals_the_models_own(tiny_model_dir, tok):
 
 def test_bad_scheduler_is_a_clear_error(tiny_model_dir, tmp_path):
     with pytest.raises(FactoryError, match="params.train"):
-        train_lora(
+        fit_lora(
             EXAMPLES[:2], tiny_model_dir, tmp_path, PARAMS.model_copy(update={"lr_scheduler": "sideways"})
         )
 
@@ -281,8 +281,8 @@ def test_step_budget_gives_every_set_the_same_steps(tiny_model_dir, tmp_path):
     """budget: steps -- a small set is cycled, a large one stopped early; both make max_steps steps of
     full batches (3 examples in batches of 2: no short last batch of an epoch)."""
     params = PARAMS.model_copy(update={"budget": "steps", "max_steps": 5})
-    small = train_lora(EXAMPLES[:3], tiny_model_dir, tmp_path / "small", params)
-    large = train_lora([chat(i) for i in range(20, 32)], tiny_model_dir, tmp_path / "large", params)
+    small = fit_lora(EXAMPLES[:3], tiny_model_dir, tmp_path / "small", params).metrics
+    large = fit_lora([chat(i) for i in range(20, 32)], tiny_model_dir, tmp_path / "large", params).metrics
     for m in (small, large):
         assert m["budget"] == "steps" and m["max_steps"] == 5 and m["steps"] == 5
         assert m["examples_seen"] == 5 * params.batch_size == 10
@@ -294,10 +294,9 @@ def test_step_budget_gives_every_set_the_same_steps(tiny_model_dir, tmp_path):
     curve = json.loads((tmp_path / "small" / "loss_curve.json").read_text())
     assert [p["step"] for p in curve] == [1, 2, 3, 4, 5]
     # deterministic under the step budget too: same seed, same adapter bytes
-    train_lora(EXAMPLES[:3], tiny_model_dir, tmp_path / "again", params)
+    fit_lora(EXAMPLES[:3], tiny_model_dir, tmp_path / "again", params)
     name = "adapter/adapter_model.safetensors"
     assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "small" / name).read_bytes()
     assert (tmp_path / "again" / "adapter" / "adapter_config.json").read_bytes() == (
         tmp_path / "small" / "adapter" / "adapter_config.json"
     ).read_bytes()
-

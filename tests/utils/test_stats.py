@@ -30,6 +30,11 @@ def test_each_stream_keeps_its_draws():
     # Every CI in the reports and metrics is drawn from these generators: a changed stream name, seeding
     # or draw shows here first (the values are those of the two modules the streams come from).
     assert seeded_rng(TRAJECTORIES, 0, "all", "paragraph").integers(0, 1000, 6).tolist() == [
-        352, 26, 570, 281, 552, 399,
+        352,
+        26,
+        570,
+        281,
+        552,
+        399,
     ]
     assert seeded_rng(QUESTIONS, 0, 1, -1).integers(0, 1000, 6).tolist() == [709, 981, 85, 275, 158, 112]
