@@ -54,14 +54,14 @@ def parametric_relevance(
     flags: Mapping[str, bool | None],
     questions_by_id: Mapping[str, Mapping],
     passages_by_pid: Mapping[str, Mapping],
+    relevance: RelevanceParams,
     *,
     default_combo: tuple[str, str],
     threshold: float,
-    bootstrap_samples: int,
-    seed: int,
 ) -> dict:
     """Paragraph-level P/R/F1 of S_q (and keep-all, answer-entity) for parametric and non-parametric
-    trajectories (those the counterfactual stage re-asked closed-book; identical ones once)."""
+    trajectories (those the counterfactual stage re-asked closed-book; identical ones once); bootstrap
+    samples and seed from ``relevance``."""
     groups: dict[str, list] = {"parametric": [], "non_parametric": []}
     seen: set[tuple] = set()
     for src in sources:
@@ -83,7 +83,7 @@ def parametric_relevance(
                 threshold=threshold,
                 combos=[default_combo],
                 default=default_combo,
-                random_seeds=[seed],
+                random_seeds=[relevance.seed],
                 source=src.name,
             )
             groups["parametric" if flag else "non_parametric"].append(item)
@@ -94,8 +94,8 @@ def parametric_relevance(
             out[name] = {"trajectories": 0, "methods": {}}
             continue
         rel, counts = level_counts(items, "paragraph", methods)
-        rng = seeded_rng(TRAJECTORIES, seed, "parametric", name)
-        weights = bootstrap_weights(len(items), bootstrap_samples, rng)
+        rng = seeded_rng(TRAJECTORIES, relevance.seed, "parametric", name)
+        weights = bootstrap_weights(len(items), relevance.bootstrap_samples, rng)
         scores, _ = score(counts, rel, np.arange(len(items)), weights)
         out[name] = {"trajectories": len(items), "methods": scores}
     return out
@@ -134,10 +134,9 @@ def causal_check(
         parametric_flags(rows),
         questions_by_id,
         passages_by_pid,
+        relevance,
         default_combo=default_combo,
         threshold=threshold,
-        bootstrap_samples=relevance.bootstrap_samples,
-        seed=relevance.seed,
     )
     return {
         "status": "ok",

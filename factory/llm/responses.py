@@ -147,6 +147,20 @@ class ResponseCache:
             self._set_aside(exc)
             self._open()
 
+    def _recovered(self, lock: threading.Lock, work: Callable[[], None]) -> bool:
+        """Run ``work`` under ``lock``; on a damaged file, recover (outside the lock) and say so."""
+        damaged = None
+        with lock:
+            try:
+                work()
+            except sqlite3.DatabaseError as exc:
+                if not _is_damage(exc):
+                    raise
+                damaged = exc
+        if damaged is not None:
+            self._recover(damaged)
+        return damaged is not None
+
     # ------------------------------------------------------------------ reads
     def get_many(self, keys: list[str]) -> dict[str, ChatResponse]:
         """The cached responses among ``keys`` (marked cached=True), by key."""
@@ -162,21 +176,16 @@ class ResponseCache:
                     rows.append((blob, pending[2]))
                 else:
                     missing.append(blob)
-        damaged = None
-        with self._read_lock:
-            try:
-                for start in range(0, len(missing), _CHUNK):
-                    chunk = missing[start : start + _CHUNK]
-                    marks = ",".join("?" * len(chunk))
-                    rows += self._read.execute(
-                        f"SELECT key, response FROM entries WHERE key IN ({marks})", chunk
-                    ).fetchall()
-            except sqlite3.DatabaseError as exc:
-                if not _is_damage(exc):
-                    raise
-                damaged = exc
-        if damaged is not None:
-            self._recover(damaged)
+
+        def read() -> None:
+            for start in range(0, len(missing), _CHUNK):
+                chunk = missing[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                rows.extend(
+                    self._read.execute(f"SELECT key, response FROM entries WHERE key IN ({marks})", chunk)
+                )
+
+        self._recovered(self._read_lock, read)  # a damaged file: what was read so far, the rest missed
         for blob, record in rows:
             found[bytes(blob).hex()] = ChatResponse(**json.loads(record), cached=True)
         return found
@@ -256,23 +265,17 @@ class ResponseCache:
                 return
 
     def _commit(self, rows: list[tuple]) -> None:
-        damaged = None
-        with self._write_lock:
+        def write() -> None:
+            self._write.execute("BEGIN IMMEDIATE")
             try:
-                self._write.execute("BEGIN IMMEDIATE")
-                try:
-                    self._insert(rows)
-                    self._write.execute("COMMIT")
-                except BaseException:
-                    self._write.execute("ROLLBACK")
-                    raise
-            except sqlite3.DatabaseError as exc:
-                if not _is_damage(exc):
-                    raise
-                damaged = exc
-        if damaged is not None:
-            self._recover(damaged)
-            self._commit(rows)
+                self._insert(rows)
+                self._write.execute("COMMIT")
+            except BaseException:
+                self._write.execute("ROLLBACK")
+                raise
+
+        if self._recovered(self._write_lock, write):
+            self._commit(rows)  # into the fresh file
             return
         with self._pending_lock:
             for blob, *_ in rows:

@@ -27,6 +27,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from jinja2.ext import Extension
 from markupsafe import Markup
 
+from factory.config import ReportParams
 from factory.relevance.check import Source, content_key
 from factory.relevance.grounded import answer_entity_triplets, gold_support, ground_for_relevance
 from factory.utils.text import normalize_answer
@@ -161,14 +162,15 @@ def render_audit(
     counterfactual_rows: Mapping[str, Sequence[Mapping]],
     questions_by_id: Mapping[str, Mapping],
     passages_by_pid: Mapping[str, Mapping],
+    report: ReportParams,
     *,
     default_combo: tuple[str, str],
-    per_dataset: int,
-    seed: int,
     threshold: float,
 ) -> str:
-    """The whole page (a complete HTML document as a string)."""
+    """The whole page (a complete HTML document as a string): ``report.audit_trajectories`` sampled
+    trajectories per dataset, drawn with ``report.audit_seed``."""
     combo = tuple(default_combo)
+    per_dataset, seed = report.audit_trajectories, report.audit_seed
     sections = []
     for src, t in sample(sources, per_dataset, seed):
         labels = next((r for r in src.labels if _row_of(r, t, combo)), None)

@@ -79,9 +79,8 @@ def run(params: Params) -> dict:
             counterfactual_rows,
             questions_by_id,
             passages_by_pid,
+            params.report,
             default_combo=default_combo,
-            per_dataset=params.report.audit_trajectories,
-            seed=params.report.audit_seed,
             threshold=threshold,
         ),
     )
