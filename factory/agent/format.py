@@ -50,6 +50,7 @@ in time instead of running into the token budget.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -252,6 +253,20 @@ class Triplets(list):
         super().__init__(items)
         self.rejected: list[str] = list(rejected or [])
 
+    @classmethod
+    def read(cls, items: Iterable[Any], parse: Callable[[Any], tuple[str, str, str]]) -> Triplets:
+        """Every item ``parse`` reads, de-duplicated in order; why each other one failed in ``rejected``."""
+        triplets = cls()
+        for item in items:
+            try:
+                t = parse(item)
+            except ParseError as exc:
+                triplets.rejected.append(str(exc))
+                continue
+            if t not in triplets:
+                triplets.append(t)
+        return triplets
+
 
 @dataclass
 class _Line:
@@ -440,7 +455,7 @@ def parse_complete(text: str) -> Triplets:
     triplet and no 'None' is an error."""
     if not text or not text.strip():
         raise ParseError("the output is empty")
-    triplets, errors, saw_none = Triplets(), [], False
+    candidates, saw_none = [], False
     for raw in text.replace("\r", "").split("\n"):
         line = raw.strip()
         if not line:
@@ -453,17 +468,10 @@ def parse_complete(text: str) -> Triplets:
         if is_none(line):
             saw_none = True
             continue
-        for one in bracketed_groups(line) or [line]:
-            try:
-                t = parse_triplet(one)
-            except ParseError as exc:
-                errors.append(str(exc))
-                continue
-            if t not in triplets:
-                triplets.append(t)
+        candidates += bracketed_groups(line) or [line]
+    triplets = Triplets.read(candidates, parse_triplet)
     if not triplets and not saw_none:
-        raise ParseError(errors[0] if errors else "no triplet and no 'None'")
-    triplets.rejected = errors
+        raise ParseError(triplets.rejected[0] if triplets.rejected else "no triplet and no 'None'")
     return triplets
 
 

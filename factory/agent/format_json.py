@@ -190,19 +190,9 @@ def parse_complete(text: str) -> Triplets:
     items = obj.get("triplets")
     if not isinstance(items, list):
         raise ParseError("no 'triplets' list")
-    triplets = Triplets()
-    errors: list[str] = []
-    for item in items:
-        try:
-            t = _triplet(item)
-        except ParseError as exc:
-            errors.append(str(exc))
-            continue
-        if t not in triplets:
-            triplets.append(t)
-    if errors and not triplets:
-        raise ParseError(errors[0])
-    triplets.rejected = errors
+    triplets = Triplets.read(items, _triplet)
+    if triplets.rejected and not triplets:
+        raise ParseError(triplets.rejected[0])
     return triplets
 
 

@@ -109,7 +109,7 @@ def check_file(path: Path) -> None:
             f"corpus file {path} does not exist{where}: check corpora.* in params.yaml"
         ) from None
     except OSError as exc:
-        raise FactoryError(f"cannot read corpus file {path}: {exc.strerror}") from None
+        raise _unreadable(path, exc) from None
     if stat.S_ISDIR(mode):
         raise FactoryError(
             f"corpus file {path} is a folder, not a file: list the JSON/JSONL files inside it under "
@@ -119,6 +119,11 @@ def check_file(path: Path) -> None:
         raise FactoryError(
             f"corpus file {path} is not a regular file (a pipe or a device): copy it to a file"
         )
+
+
+def _unreadable(path: Path, exc: OSError) -> FactoryError:
+    why = "permission denied (check its permissions)" if isinstance(exc, PermissionError) else exc.strerror
+    return FactoryError(f"cannot read corpus file {path}: {why or exc}")
 
 
 def _content(path: Path) -> tuple[Any, int, str]:
@@ -144,12 +149,8 @@ def _mapped(path: Path) -> tuple[Any, str]:
         kind, opener = compressed
         label = f"{path} (decompressed {kind})"
         data = _decompressed(path, kind, opener)
-    except PermissionError:
-        raise FactoryError(
-            f"cannot read corpus file {path}: permission denied (check its permissions)"
-        ) from None
     except OSError as exc:
-        raise FactoryError(f"cannot read corpus file {path}: {exc.strerror or exc}") from None
+        raise _unreadable(path, exc) from None
     if data:
         _refuse_other(label, data[:8], data[257:262])
     return data, label
