@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from factory.config import CONDITIONS
+from factory.config import CONDITIONS, CounterfactualParams, RelevanceParams
 from factory.utils.stats import TRAJECTORIES, bootstrap_weights, interval, number, seeded_rng
 
 NECESSITY_NEEDS = ("full", "without_sq", "without_random")
@@ -270,13 +270,13 @@ def _closed_book(group: Mapping) -> str:
 def causal_summary(
     rows: Iterable[Mapping],
     conditions: Sequence[str],
-    *,
-    bootstrap_samples: int,
-    seed: int,
-    margin: float,
-    min_trajectories: int,
+    relevance: RelevanceParams,
+    counterfactual: CounterfactualParams,
 ) -> dict:
-    """Counts, per-group accuracies and effects, and one verdict for all and per dataset."""
+    """Counts, per-group accuracies and effects, and one verdict for all and per dataset: bootstrap
+    samples and seed from ``relevance``, the verdict rule's margin and minimum from ``counterfactual``."""
+    bootstrap_samples, seed = relevance.bootstrap_samples, relevance.seed
+    margin, min_trajectories = counterfactual.margin, counterfactual.min_trajectories
     items, counts = outcomes(rows)
     conditions = [c for c in CONDITIONS if c in conditions]
     groups = {

@@ -120,14 +120,7 @@ def causal_check(
     if not rows:
         return {"status": "no_rows", "counts": counts, "sources_without_rows": missing}
     conditions = [c for c in CONDITIONS if any(r["condition"] == c for r in rows)]
-    summary = causal_summary(
-        rows,
-        conditions,
-        bootstrap_samples=relevance.bootstrap_samples,
-        seed=relevance.seed,
-        margin=counterfactual.margin,
-        min_trajectories=counterfactual.min_trajectories,
-    )
+    summary = causal_summary(rows, conditions, relevance, counterfactual)
     summary["counts"].update(counts)
     summary["parametric_relevance"] = parametric_relevance(
         sources,

@@ -74,15 +74,8 @@ def round_metrics(
 ) -> dict:
     """The round's metrics: ``head``, the trajectories re-asked, what they cost (LLM calls and tokens)
     and the causal summary of its rows (accuracy per condition, effects with CIs, verdicts)."""
-    cp, rows = params.counterfactual, result.rows
-    summary = causal_summary(
-        rows,
-        head["conditions"],
-        bootstrap_samples=params.relevance.bootstrap_samples,
-        seed=params.relevance.seed,
-        margin=cp.margin,
-        min_trajectories=cp.min_trajectories,
-    )
+    rows = result.rows
+    summary = causal_summary(rows, head["conditions"], params.relevance, params.counterfactual)
     metrics = {
         **head,
         "status": "ok" if rows else "empty",
@@ -94,7 +87,7 @@ def round_metrics(
         "llm_calls": {
             # conditions x re-asked trajectories x random seeds: one first-attempt call per row
             "planned": len(rows),
-            "per_trajectory": rows_per_trajectory(head["conditions"], cp.random_seeds),
+            "per_trajectory": rows_per_trajectory(head["conditions"], params.counterfactual.random_seeds),
             "with_repairs": sum(r["attempts"] for r in rows),
             "sent_this_run": result.calls_sent,  # identical prompts of a shard go once; resumed: the rest
             "cache": dict(cache),

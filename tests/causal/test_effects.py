@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from factory.causal.effects import causal_summary, outcomes, parametric_exclusion
-from factory.config import CONDITIONS
+from factory.config import CONDITIONS, CounterfactualParams, RelevanceParams
 
 SEEDS = (1, 2, 3)
 
@@ -44,9 +44,11 @@ def rows_for(
     return rows
 
 
-def summary(rows, conditions=CONDITIONS, **kw):
-    opts = {"bootstrap_samples": 400, "seed": 5, "margin": 0.1, "min_trajectories": 10, **kw}
-    return causal_summary(rows, conditions, **opts)
+def summary(rows, conditions=CONDITIONS, min_trajectories=10):
+    relevance = RelevanceParams(bootstrap_samples=400, seed=5)
+    return causal_summary(
+        rows, conditions, relevance, CounterfactualParams(min_trajectories=min_trajectories)
+    )
 
 
 def test_load_bearing_when_removing_sq_costs_more_than_a_random_set():

@@ -21,7 +21,7 @@ from factory.causal.reask import (
     reask,
     select_trajectories,
 )
-from factory.config import CONDITIONS
+from factory.config import CONDITIONS, CounterfactualParams, RelevanceParams
 from factory.llm.base import ChatResponse
 from factory.llm.openai_backend import OpenAILLM
 from factory.utils.errors import FactoryError
@@ -29,6 +29,7 @@ from tests.mock_openai_server import MockOpenAIServer
 from tests.variants.test_sets import make_trajectory
 
 SEEDS = (41, 42, 43)
+SUMMARY_PARAMS = (RelevanceParams(bootstrap_samples=50, seed=1), CounterfactualParams(min_trajectories=1))
 
 
 def key_script(keys: dict[str, tuple[str, str, str]], knows: frozenset[str] = frozenset(), garbled=()):
@@ -201,9 +202,7 @@ def test_narrower_conditions_cost_fewer_calls_and_say_what_is_missing(tmp_path):
         llm.close()
         assert server.state.completions == 8
     assert [r["condition"] for r in result.rows[:2]] == ["full", "closed_book"]  # canonical order
-    summary = causal_summary(
-        result.rows, ["full", "closed_book"], bootstrap_samples=50, seed=1, margin=0.1, min_trajectories=1
-    )
+    summary = causal_summary(result.rows, ["full", "closed_book"], *SUMMARY_PARAMS)
     line = summary["verdicts"]["all"]["line"]
     assert "necessity not computed (without_sq, without_random not run)" in line
     assert "sufficiency not computed (only_sq not run)" in line and "closed book answers 0%" in line
@@ -243,7 +242,9 @@ def test_llm_errors_are_rows_with_a_status_and_left_out_of_the_effects(tmp_path)
     )  # one distinct prompt
     rows = run_round(trajectories, sq, Failing(), tmp_path / "cf.parquet").rows
     assert {r["status"] for r in rows} == {"llm_error"} and all(r["parametric"] is None for r in rows)
-    summary = causal_summary(rows, CONDITIONS, bootstrap_samples=20, seed=1, margin=0.1, min_trajectories=1)
+    summary = causal_summary(
+        rows, CONDITIONS, RelevanceParams(bootstrap_samples=20, seed=1), SUMMARY_PARAMS[1]
+    )
     assert summary["counts"] == {
         "trajectories": 4,
         "llm_error_excluded": 4,
