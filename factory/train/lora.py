@@ -313,19 +313,41 @@ def fit_lora(
             if not examples
             else f"no example keeps an assistant token within max_length={params.max_length}"
         )
-        write_status(out, EMPTY, reason)
-        if is_main_process():
-            write_json(out / "loss_curve.json", [])
-            if live_dir is not None:
-                live.write_untrained(live_dir, EMPTY)
-        log.warning("train: %s; no adapter trained", reason)
+        _write_untrained(out, reason, live_dir)
         return TrainOutcome(
             {**metrics, "status": EMPTY, "reason": reason, "wall_s": time.perf_counter() - started}, None
         )
-
-    import torch
-
     model = build_model(model_path, params, init_adapter, dtype)
+    trainer, result = _train(model, encoded, tokenizer.pad_token_id, params, (device, dtype), live_dir)
+    if trainer.is_world_process_zero():
+        save_adapter(model, out / ADAPTER)
+        write_json(out / "loss_curve.json", loss_curve(trainer.state.log_history))
+        if live_dir is not None:
+            live.finish(live_dir, TRAINED)
+    write_status(out, TRAINED)
+    trainer.accelerator.wait_for_everyone()
+    metrics.update(_trained_metrics(trainer, result, model, params, len(encoded.examples), device, started))
+    m = metrics
+    log.info(
+        "train: %d examples, %d steps (budget %s), %d examples / %d tokens seen, mean loss %.4f, "
+        "%.0f tokens/s on %s (%s)", len(encoded.examples), m["steps"], params.budget, m["examples_seen"],
+        m["tokens_seen"], m["mean_loss"], m["tokens_per_s"], device, dtype,
+    )  # fmt: skip
+    return TrainOutcome(metrics, model)
+
+
+def _write_untrained(out: Path, reason: str, live_dir: str | Path | None) -> None:
+    write_status(out, EMPTY, reason)
+    if is_main_process():
+        write_json(out / "loss_curve.json", [])
+        if live_dir is not None:
+            live.write_untrained(live_dir, EMPTY)
+    log.warning("train: %s; no adapter trained", reason)
+
+
+def _train(model, encoded, pad_id: int, params: TrainParams, placement: tuple[str, str], live_dir):
+    """The Trainer that trained on the encoded examples (cycled or cut to the step budget), its result."""
+    device, dtype = placement
     rows = [{"input_ids": e.input_ids, "labels": e.labels} for e in encoded.examples]
     with tempfile.TemporaryDirectory(prefix="factory-train-") as scratch:
         args = training_arguments(
@@ -338,29 +360,28 @@ def fit_lora(
             model=model,
             args=args,
             train_dataset=rows,
-            data_collator=PadCollator(tokenizer.pad_token_id),
+            data_collator=PadCollator(pad_id),
             callbacks=[live.live_callback(live_dir, params.model_dump(mode="json"))] if live_dir else None,
         )
-        result = trainer.train()
-    curve = loss_curve(trainer.state.log_history)
-    losses = [p["loss"] for p in curve]
+        return trainer, trainer.train()
+
+
+def _trained_metrics(
+    trainer, result, model, params: TrainParams, n_examples: int, device: str, started: float
+) -> dict:
+    import torch
+
+    losses = [p["loss"] for p in loss_curve(trainer.state.log_history)]
     runtime = float(result.metrics.get("train_runtime", 0.0)) or (time.perf_counter() - started)
     tokens_seen = int(trainer.state.num_input_tokens_seen)
     examples_seen, labelled_seen = trainer.counts()
-    if trainer.is_world_process_zero():
-        save_adapter(model, out / ADAPTER)
-        write_json(out / "loss_curve.json", curve)
-        if live_dir is not None:
-            live.finish(live_dir, TRAINED)
-    write_status(out, TRAINED)
-    trainer.accelerator.wait_for_everyone()
-    metrics.update(
+    return dict(
         status=TRAINED,
         reason=None,
         budget=params.budget,
         max_steps=params.max_steps if params.budget == "steps" else None,
         steps=int(trainer.state.global_step),
-        epochs=examples_seen / len(encoded.examples),  # passes actually made over the set
+        epochs=examples_seen / n_examples,  # passes actually made over the set
         examples_seen=examples_seen,
         assistant_tokens_seen=labelled_seen,
         final_loss=losses[-1] if losses else None,
@@ -373,13 +394,6 @@ def fit_lora(
         trainable_params=sum(p.numel() for p in model.parameters() if p.requires_grad),
         gpu_peak_mem_gb=(torch.cuda.max_memory_allocated() / 2**30) if device == "cuda" else None,
     )
-    m = metrics
-    log.info(
-        "train: %d examples, %d steps (budget %s), %d examples / %d tokens seen, mean loss %.4f, "
-        "%.0f tokens/s on %s (%s)", len(encoded.examples), m["steps"], params.budget, examples_seen,
-        tokens_seen, m["mean_loss"], m["tokens_per_s"], device, dtype,
-    )  # fmt: skip
-    return TrainOutcome(metrics, model)
 
 
 def load_adapter_model(model_path: str | Path, adapter_dir: str | Path):
