@@ -127,11 +127,7 @@ def export_trajectory(
         "round": round_,
         "seed": seed,
         "trajectory_id": tid,
-        "question_id": trajectory["question_id"],
-        "dataset": trajectory["dataset"],
-        "qtype": trajectory["qtype"],
-        "route": trajectory["route"],
-        "policy": trajectory["policy"],
+        **{key: trajectory[key] for key in ("question_id", "dataset", "qtype", "route", "policy")},
     }
     gold = {
         "passage_ids": pids,
@@ -143,17 +139,8 @@ def export_trajectory(
 
     if kept_fn is None:
         from factory.variants.kept import kept_units as kept_fn
-    kept = kept_fn(trajectory, labels_row, variant, variant_seed)
-    kept_ids = set(kept.triplet_ids)
-    kept_triplets = [t for t in trajectory.get("triplets") or [] if t["triplet_id"] in kept_ids]
     index_of = {pid: i for i, pid in enumerate(pids, start=1)}
-    cited = [t for t in kept_triplets if t.get("source_pid") in index_of]
-    counts["triplets_kept"] += len(kept_triplets)
-    counts["triplets_cited"] += len(cited)
-    counts["triplets_ungrounded"] += sum(1 for t in kept_triplets if not t.get("source_pid"))
-    counts["triplets_beyond_cap"] += sum(
-        1 for t in kept_triplets if t.get("source_pid") and t["source_pid"] not in index_of
-    )
+    cited = _cited(trajectory, kept_fn(trajectory, labels_row, variant, variant_seed), index_of, counts)
     if not cited:
         return RL_ONLY, None, rl, counts
 
@@ -175,6 +162,20 @@ def export_trajectory(
         **{f"reward_{k}": v for k, v in rewards.items()},
     }
     return EXPORTED, sft, rl, counts
+
+
+def _cited(trajectory: Mapping[str, Any], kept: Any, index_of: Mapping[str, int], counts: Counter) -> list:
+    """The kept triplets whose source passage is numbered in the prompt (the rest counted by why)."""
+    kept_ids = set(kept.triplet_ids)
+    kept_triplets = [t for t in trajectory.get("triplets") or [] if t["triplet_id"] in kept_ids]
+    cited = [t for t in kept_triplets if t.get("source_pid") in index_of]
+    counts["triplets_kept"] += len(kept_triplets)
+    counts["triplets_cited"] += len(cited)
+    counts["triplets_ungrounded"] += sum(1 for t in kept_triplets if not t.get("source_pid"))
+    counts["triplets_beyond_cap"] += sum(
+        1 for t in kept_triplets if t.get("source_pid") and t["source_pid"] not in index_of
+    )
+    return cited
 
 
 # ---------------------------------------------------------------- a round
