@@ -20,6 +20,7 @@ from typing import Any
 
 from factory.agent import prompts
 from factory.agent.format import ParseError
+from factory.agent.step_record import Outcome, step_record
 from factory.llm.base import ChatRequest, ChatResponse, Constraint, Sampling
 from factory.utils.errors import FactoryError
 from factory.utils.text import join_sentences, normalize_answer
@@ -37,21 +38,6 @@ def trajectory_id(run: str, question_id: str, sample: int, rationalized: bool = 
 
 
 # ---------------------------------------------------------------- calls and outcomes
-
-
-@dataclass
-class Outcome:
-    """One step's LLM call after its repairs: what the step record is built from."""
-
-    status: str  # ok | parse_error | llm_error
-    parsed: Any
-    output: str  # raw text of the accepted (or last) attempt
-    error: str | None
-    messages: list[dict]  # recorded (hint-free) prompt of that attempt
-    attempts: int
-    prompt_tokens: int
-    completion_tokens: int
-    latency_s: float  # as first measured: a cache hit replays the recorded latency
 
 
 @dataclass
@@ -160,28 +146,6 @@ def _passage_text(p: Mapping) -> str:
     return p.get("text") or join_sentences(list(p.get("sentences") or []))
 
 
-def _step(index: int, kind: str, out: Outcome, **fields: Any) -> dict:
-    return {
-        "index": index,
-        "kind": kind,
-        "messages": [dict(m) for m in out.messages],
-        "output": out.output,
-        "status": out.status,
-        "error": out.error or fields.get("error"),
-        "sufficient": fields.get("sufficient"),
-        "thought": fields.get("thought"),
-        "answer": fields.get("answer"),
-        "pairs": fields.get("pairs", []),
-        "pair_id": fields.get("pair_id"),
-        "retrieved": fields.get("retrieved", []),
-        "triplet_ids": fields.get("triplet_ids", []),
-        "attempts": out.attempts,
-        "prompt_tokens": out.prompt_tokens,
-        "completion_tokens": out.completion_tokens,
-        "latency_s": out.latency_s,
-    }
-
-
 def _rejected(parsed: Any) -> str | None:
     """The lines of a completion that were not triplets, with why (kept in the step's ``error``)."""
     rejected = getattr(parsed, "rejected", None)
@@ -203,7 +167,7 @@ class _Trajectory:
         return [(t["subject"], t["relation"], t["object"]) for t in self.triplets]
 
     def record(self, kind: str, out: Outcome, **fields: Any) -> None:
-        self.steps.append(_step(len(self.steps), kind, out, **fields))
+        self.steps.append(step_record(len(self.steps), kind, out, **fields))
 
     def fail(self, out: Outcome) -> None:
         """Keep the first failed step (the last one recorded) as the trajectory's failure."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factory.agent.format import render_complete, render_explore, render_final
+from factory.agent.step_record import Outcome, step_record
 from factory.utils.metrics import exact_match, f1
 
 POLICY = "simulated"
@@ -60,27 +61,18 @@ class _Assembly:
 
     def add_step(self, kind: str, user: str, output: str, **extra: Any) -> None:
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-        self.steps.append(
-            {
-                "index": len(self.steps),
-                "kind": kind,
-                "messages": messages,
-                "output": output,
-                "status": "ok",
-                "error": None,
-                "sufficient": extra.get("sufficient"),
-                "thought": extra.get("thought"),
-                "answer": extra.get("answer"),
-                "pairs": extra.get("pairs", []),
-                "pair_id": extra.get("pair_id"),
-                "retrieved": extra.get("retrieved", []),
-                "triplet_ids": extra.get("triplet_ids", []),
-                "attempts": 1,
-                "prompt_tokens": sum(_words(m["content"]) for m in messages),
-                "completion_tokens": _words(output),
-                "latency_s": 0.0,
-            }
+        outcome = Outcome(
+            status="ok",
+            parsed=None,
+            output=output,
+            error=None,
+            messages=messages,
+            attempts=1,
+            prompt_tokens=sum(_words(m["content"]) for m in messages),
+            completion_tokens=_words(output),
+            latency_s=0.0,
         )
+        self.steps.append(step_record(len(self.steps), kind, outcome, **extra))
 
     def explore(self, question: dict, pairs: list[SimPair], thought: str) -> list[str]:
         """An explore step asking for ``pairs``; their pair ids."""

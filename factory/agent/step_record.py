@@ -1,0 +1,45 @@
+"""One step of a trajectory as recorded: the outcome of its LLM call and the step record built from it
+(``schemas.TRAJECTORY`` steps), for the agent's programs and the simulated trajectories alike."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Outcome:
+    """One step's LLM call after its repairs: what the step record is built from."""
+
+    status: str  # ok | parse_error | llm_error
+    parsed: Any
+    output: str  # raw text of the accepted (or last) attempt
+    error: str | None
+    messages: list[dict]  # recorded (hint-free) prompt of that attempt
+    attempts: int
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float  # as first measured: a cache hit replays the recorded latency
+
+
+def step_record(index: int, kind: str, out: Outcome, **fields: Any) -> dict:
+    """The ``schemas.TRAJECTORY`` step record of one call's outcome; ``fields``: what the step parsed."""
+    return {
+        "index": index,
+        "kind": kind,
+        "messages": [dict(m) for m in out.messages],
+        "output": out.output,
+        "status": out.status,
+        "error": out.error or fields.get("error"),
+        "sufficient": fields.get("sufficient"),
+        "thought": fields.get("thought"),
+        "answer": fields.get("answer"),
+        "pairs": fields.get("pairs", []),
+        "pair_id": fields.get("pair_id"),
+        "retrieved": fields.get("retrieved", []),
+        "triplet_ids": fields.get("triplet_ids", []),
+        "attempts": out.attempts,
+        "prompt_tokens": out.prompt_tokens,
+        "completion_tokens": out.completion_tokens,
+        "latency_s": out.latency_s,
+    }
