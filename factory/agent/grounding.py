@@ -172,6 +172,20 @@ def ground_triplet(
     return Grounding(str(passages[best_i]["pid"]), best_at, best_score)
 
 
+def retrieved_passages(tid: str, step: Mapping, passages_by_pid: Mapping[str, Mapping]) -> list[Mapping]:
+    """The passages ``step`` retrieved, in order; a pid missing from ``passages_by_pid`` is an error
+    naming the trajectory, step and pid."""
+    pool = []
+    for pid in step.get("retrieved") or []:
+        if pid not in passages_by_pid:
+            raise FactoryError(
+                f"trajectory {tid!r}: step {step.get('index')} retrieved passage {pid!r}, which is not among "
+                "the passages given (data/interim/passages.parquet)"
+            )
+        pool.append(passages_by_pid[pid])
+    return pool
+
+
 def ground_trajectory(trajectory: Mapping, passages_by_pid: Mapping[str, Mapping], threshold: float) -> dict:
     """A copy of ``trajectory`` whose triplets are (re)grounded against their step's retrieved passages
     (``ground_triplet`` at ``threshold``).
@@ -192,15 +206,7 @@ def ground_trajectory(trajectory: Mapping, passages_by_pid: Mapping[str, Mapping
                     f"trajectory {tid!r}: triplet {t.get('triplet_id')!r} refers to step {idx}, which "
                     "does not exist"
                 )
-            pool = []
-            for pid in step.get("retrieved") or []:
-                if pid not in passages_by_pid:
-                    raise FactoryError(
-                        f"trajectory {tid!r}: step {idx} retrieved passage {pid!r}, which is not among "
-                        "the passages given"
-                    )
-                pool.append(passages_by_pid[pid])
-            pools[idx] = pool
+            pools[idx] = retrieved_passages(tid, step, passages_by_pid)
         g = ground_triplet(t["subject"], t["relation"], t["object"], pools[idx], threshold)
         triplets.append({**t, "source_pid": g.pid, "source_sentence": g.sentence, "grounding_score": g.score})
     return {**trajectory, "triplets": triplets}

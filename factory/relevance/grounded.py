@@ -11,7 +11,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from factory.agent.grounding import best_sentence, ground_triplet
+from factory.agent.grounding import best_sentence, ground_triplet, retrieved_passages
 from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
 from factory.utils.errors import FactoryError
 from factory.utils.text import normalize_answer
@@ -42,15 +42,7 @@ def ground_for_relevance(
                 sentence = best_sentence(t["subject"], t["object"], passages_by_pid[pid])
             out[t["triplet_id"]] = (pid, sentence)
             continue
-        step = steps.get(t["step_index"]) or {}
-        pool = []
-        for p in step.get("retrieved") or []:
-            if p not in passages_by_pid:
-                raise FactoryError(
-                    f"trajectory {tid!r}: step {t['step_index']} retrieved passage {p!r}, which is not "
-                    "in passages.parquet"
-                )
-            pool.append(passages_by_pid[p])
+        pool = retrieved_passages(tid, steps.get(t["step_index"]) or {}, passages_by_pid)
         g = ground_triplet(t["subject"], t["relation"], t["object"], pool, threshold)
         out[t["triplet_id"]] = (g.pid, g.sentence)
     return out
