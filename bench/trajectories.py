@@ -64,6 +64,7 @@ def bench_openai_backend(n_requests: int = 2000, latency_s: float = 0.1, concurr
     """(a) calls/s vs the ideal, CPU per call, and the cache's cold/warm cost."""
     import psutil
 
+    from factory.config import LLMParams
     from factory.llm.cache import CachedLLM
     from factory.llm.openai_backend import OpenAILLM
     from factory.llm.responses import ResponseCache
@@ -72,14 +73,10 @@ def bench_openai_backend(n_requests: int = 2000, latency_s: float = 0.1, concurr
     server = psutil.Process(proc.pid)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            llm = OpenAILLM(
-                [base_url],
-                "mock-model",
-                concurrency=concurrency,
-                timeout_s=30,
-                max_retries=3,
-                registry_path=Path(tmp) / "lora_names.json",
+            cfg = LLMParams(
+                base_urls=[base_url], model="mock-model", concurrency=concurrency, timeout_s=30, max_retries=3
             )
+            llm = OpenAILLM(cfg, registry_path=Path(tmp) / "lora_names.json")
             llm.generate(_chat_requests(concurrency))  # warm-up: connections, imports
             requests = _chat_requests(n_requests)
             server_cpu0 = sum(server.cpu_times()[:2])

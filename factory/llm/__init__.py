@@ -87,26 +87,7 @@ def _make_openai(params: Params, adapter_path: str | Path | None, adapter_name: 
     from factory.llm.openai_backend import OpenAILLM
 
     cfg = params.llm
-    if not cfg.base_urls:
-        raise FactoryError(
-            "llm.backend is 'openai' but llm.base_urls is empty: set e.g. --set llm.base_urls=[http://host:8000/v1]"
-        )
-    tokenizer = params.model.dir if Path(params.model.dir).is_dir() else None
-    llm = OpenAILLM(
-        cfg.base_urls,
-        cfg.model,
-        api_key_env=cfg.api_key_env,
-        concurrency=cfg.concurrency,
-        timeout_s=cfg.timeout_s,
-        max_retries=cfg.max_retries,
-        backoff_s=cfg.backoff_s,
-        registry_path=paths.CACHE_DIR / "lora_names.json",
-        tokenizer_path=tokenizer,
-        constraint_field=cfg.constraint_field,
-        model_revision=cfg.model_revision,
-        concurrency_per_url=cfg.concurrency_per_url,
-        routing=cfg.routing,
-    )
+    llm = OpenAILLM(cfg, tokenizer_path=params.model.dir)  # the prepared model's tokenizer, when there is one
     if adapter_path is not None and adapter_name is None:
         raise FactoryError(
             "the openai backend serves an adapter by name: pass adapter_name (e.g. '<variant>-r<round>')"
