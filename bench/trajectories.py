@@ -131,13 +131,14 @@ def hotpot_prompts(n: int) -> list[list[dict]]:
 
 
 def bench_local_backend(
-    model_dir: Path, n_prompts: int = 16, batch_size: int = 16, max_new_tokens: int = 64, device: str = "auto"
+    model_dir: Path, n_prompts: int = 16, batch_size: int = 16, max_new_tokens: int = 64
 ) -> dict:
     """(b) tokens/s of one batch of ``batch_size`` vs the same prompts one at a time (greedy)."""
+    from factory.config import LLMParams
     from factory.llm.base import ChatRequest, Sampling
     from factory.llm.local import LocalLLM
 
-    llm = LocalLLM(model_dir, device=device, batch_size=batch_size)
+    llm = LocalLLM(LLMParams(model=str(model_dir), batch_size=batch_size))  # device and dtype: auto
     sampling = Sampling(max_new_tokens=max_new_tokens)
     requests = [ChatRequest.of(m, sampling) for m in hotpot_prompts(n_prompts)]
     llm.generate(requests[:2])  # warm-up

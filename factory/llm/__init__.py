@@ -56,18 +56,7 @@ def make_llm(
     if cfg.backend == "local":
         from factory.llm.local import LocalLLM
 
-        if not Path(cfg.model).is_dir():
-            raise FactoryError(
-                f"model folder {cfg.model} does not exist: run `factory prepare-model` first "
-                "(or set llm.model to a local model folder)"
-            )
-        llm: LLM = LocalLLM(
-            cfg.model,
-            adapter_path=adapter_path,
-            device=cfg.device,
-            batch_size=cfg.batch_size,
-            dtype=cfg.dtype,
-        )
+        llm: LLM = LocalLLM(cfg, adapter_path)
     elif cfg.backend == "openai":
         llm = _make_openai(params, adapter_path, adapter_name)
     else:  # pydantic already restricts the value; kept for direct callers
