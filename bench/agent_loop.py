@@ -217,14 +217,10 @@ def bench_stage_driver(
     try:
         for scheduler in schedulers:
             with tempfile.TemporaryDirectory() as tmp:  # a fresh response cache: every call is sent
-                inner = OpenAILLM(
-                    [base_url],
-                    "mock-model",
-                    concurrency=concurrency,
-                    timeout_s=60,
-                    max_retries=3,
-                    registry_path=Path(tmp) / "lora_names.json",
+                cfg = params.llm.model_copy(
+                    update={"base_urls": [base_url], "model": "mock-model", "timeout_s": 60, "max_retries": 3}
                 )
+                inner = OpenAILLM(cfg, registry_path=Path(tmp) / "lora_names.json")
                 llm = CachedLLM(inner, ResponseCache(Path(tmp) / "responses.sqlite"))
                 driven = llm if scheduler == "continuous" else Lockstep(llm)
                 before = _server_stats(base_url)

@@ -55,9 +55,7 @@ def parse_errors_and_em(params, model_dir: Path, versions=VERSIONS) -> list[dict
     from factory.llm.local import LocalLLM
 
     questions, passages, retriever = demo_inputs(params)
-    llm = LocalLLM(
-        model_dir, device=params.llm.device, batch_size=params.llm.batch_size, dtype=params.llm.dtype
-    )
+    llm = LocalLLM(params.llm.model_copy(update={"model": str(model_dir)}))
     rows = []
     try:
         for name, chosen, sampling in demo_samples(params, questions):
@@ -122,7 +120,7 @@ def tokens_per_second(params, model_dir: Path, version: str, repeats: int = 2) -
     constraint = step_constraints(version, params.agent.max_pairs)["explore"]
     free = [ChatRequest.of(prompts.explore_messages(version, q["question"], []), sampling) for q in chosen]
     bound = [ChatRequest(r.messages, r.sampling, r.sample, constraint) for r in free]
-    llm = LocalLLM(model_dir, device=params.llm.device, batch_size=n, dtype=params.llm.dtype)
+    llm = LocalLLM(params.llm.model_copy(update={"model": str(model_dir)}))  # batches of n
     llm.generate(free[:2]), llm.generate(bound[:2])  # warm-up: weights, grammar engine, compiled grammar
     spent = {"free": [0.0, 0], "bound": [0.0, 0]}
     in_masks = [0.0]

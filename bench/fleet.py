@@ -46,6 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.agent_loop import load_questions  # noqa: E402 (after the sys.path line)
 from bench.common import free_port, print_table, wait_for_server  # noqa: E402
+from factory.config import LLMParams  # noqa: E402
 from factory.llm.openai_backend import OpenAILLM  # noqa: E402
 
 TARGET = 0.85
@@ -127,7 +128,8 @@ class DirectMock:
 
     def __init__(self):
         self.calls = 0
-        self.count_tokens = OpenAILLM(["http://127.0.0.1:9/v1"], "mock-model").count_tokens  # the same
+        nowhere = LLMParams(base_urls=["http://127.0.0.1:9/v1"], model="mock-model")  # never asked
+        self.count_tokens = OpenAILLM(nowhere).count_tokens  # the backend's own count
 
     def generate(self, requests):
         from bench.scale import mock_reply
@@ -192,11 +194,8 @@ def fleet_params(servers: list[Server], routing: str, capacity: int):
 
 def run(routing: str, servers: list[Server], questions, retriever, args, planned: int) -> dict:
     params, victim = fleet_params(servers, routing, args.capacity), servers[1]
-    cfg = params.llm
     with tempfile.TemporaryDirectory() as tmp:
-        names = ("concurrency", "concurrency_per_url", "routing", "timeout_s", "max_retries", "backoff_s")
-        kw = {k: getattr(cfg, k) for k in names}  # as factory.llm.make_llm builds it
-        llm = CountingLLM(cfg.base_urls, cfg.model, registry_path=Path(tmp) / "lora_names.json", **kw)
+        llm = CountingLLM(params.llm, registry_path=Path(tmp) / "lora_names.json")  # as make_llm builds it
         llm.identity  # noqa: B018 — asks the servers' /v1/models before the clock starts
         outage = Outage(llm, victim, planned // 3, 2 * planned // 3)
         t0 = time.monotonic()

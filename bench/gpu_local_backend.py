@@ -203,6 +203,7 @@ def build_model(size: str, texts: list[str], out: Path, device: str) -> Path:
 def run_size(size: str, prompts: list[str], args) -> dict:
     import torch
 
+    from factory.config import LLMParams
     from factory.llm.base import ChatRequest, Sampling
     from factory.llm.local import LocalLLM, pick_device
 
@@ -211,7 +212,7 @@ def run_size(size: str, prompts: list[str], args) -> dict:
         t0 = time.perf_counter()
         model_dir, n_params = build_model(size, prompts, Path(tmp) / size, device)
         build_s = time.perf_counter() - t0
-        llm = LocalLLM(model_dir, device=device, batch_size=args.batch_size)
+        llm = LocalLLM(LLMParams(model=str(model_dir), device=device, batch_size=args.batch_size))
         sampling = Sampling(max_new_tokens=args.max_new_tokens)
         system = "You are a KnowTrace agent. Answer multi-hop questions by exploring a knowledge graph."
         requests = [

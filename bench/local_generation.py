@@ -61,7 +61,7 @@ def record_batches(params, n_questions: int) -> list[list]:
     params.evaluate.n_questions = n_questions
     inputs = load_inputs(params)
     chosen, sampling = evaluation_sample(params, inputs.questions, "heldout")
-    llm = Recorder(LocalLLM(params.llm.model, device="cpu", batch_size=params.llm.batch_size))
+    llm = Recorder(LocalLLM(params.llm.model_copy(update={"device": "cpu"})))
     questions = inputs.rows(chosen)
     lockstep = Run(
         questions,
@@ -124,9 +124,7 @@ def machine() -> str:
 def replay(params, batches: list[list], dtypes: list[str], repeats: int) -> dict:
     from factory.llm.local import LocalLLM
 
-    llms = {
-        d: LocalLLM(params.llm.model, device="cpu", batch_size=params.llm.batch_size, dtype=d) for d in dtypes
-    }
+    llms = {d: LocalLLM(params.llm.model_copy(update={"device": "cpu", "dtype": d})) for d in dtypes}
     runs = {(d, path): [] for d in dtypes for path in ("baseline", "factory")}
     texts: dict = {}
     for _ in range(repeats):

@@ -64,6 +64,7 @@ def bench_openai_backend(n_requests: int = 2000, latency_s: float = 0.1, concurr
     """(a) calls/s vs the ideal, CPU per call, and the cache's cold/warm cost."""
     import psutil
 
+    from factory.config import LLMParams
     from factory.llm.cache import CachedLLM
     from factory.llm.openai_backend import OpenAILLM
     from factory.llm.responses import ResponseCache
@@ -72,14 +73,10 @@ def bench_openai_backend(n_requests: int = 2000, latency_s: float = 0.1, concurr
     server = psutil.Process(proc.pid)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            llm = OpenAILLM(
-                [base_url],
-                "mock-model",
-                concurrency=concurrency,
-                timeout_s=30,
-                max_retries=3,
-                registry_path=Path(tmp) / "lora_names.json",
+            cfg = LLMParams(
+                base_urls=[base_url], model="mock-model", concurrency=concurrency, timeout_s=30, max_retries=3
             )
+            llm = OpenAILLM(cfg, registry_path=Path(tmp) / "lora_names.json")
             llm.generate(_chat_requests(concurrency))  # warm-up: connections, imports
             requests = _chat_requests(n_requests)
             server_cpu0 = sum(server.cpu_times()[:2])
@@ -134,13 +131,14 @@ def hotpot_prompts(n: int) -> list[list[dict]]:
 
 
 def bench_local_backend(
-    model_dir: Path, n_prompts: int = 16, batch_size: int = 16, max_new_tokens: int = 64, device: str = "auto"
+    model_dir: Path, n_prompts: int = 16, batch_size: int = 16, max_new_tokens: int = 64
 ) -> dict:
     """(b) tokens/s of one batch of ``batch_size`` vs the same prompts one at a time (greedy)."""
+    from factory.config import LLMParams
     from factory.llm.base import ChatRequest, Sampling
     from factory.llm.local import LocalLLM
 
-    llm = LocalLLM(model_dir, device=device, batch_size=batch_size)
+    llm = LocalLLM(LLMParams(model=str(model_dir), batch_size=batch_size))  # device and dtype: auto
     sampling = Sampling(max_new_tokens=max_new_tokens)
     requests = [ChatRequest.of(m, sampling) for m in hotpot_prompts(n_prompts)]
     llm.generate(requests[:2])  # warm-up

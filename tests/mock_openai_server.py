@@ -21,7 +21,7 @@ attempt)`` picks the fault from a hash of both. ``permanent`` keys fail on every
 In tests::
 
     with MockOpenAIServer(script=..., faults=FaultPlan(rate=0.3)) as server:
-        llm = OpenAILLM([server.base_url], "mock-model", ...)
+        llm = openai_llm([server.base_url], tmp_path, max_retries=2)  # OpenAILLM(LLMParams(...), ...)
 
 ``python -m tests.mock_openai_server --port 8123 --latency 0.1`` runs it as its own process (the
 benchmark does this so that the server's CPU time is not counted as the client's).
@@ -41,6 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from statistics import NormalDist
 from typing import Self
 
@@ -363,6 +364,16 @@ class MockOpenAIServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def openai_llm(urls: list[str], tmp_path: Path, **llm: object):
+    """The openai backend on ``urls`` (mock servers) serving 'mock-model': ``llm`` sets other fields of
+    ``LLMParams`` (e.g. ``max_retries=1``); adapter names are remembered in ``tmp_path/lora_names.json``."""
+    from factory.config import LLMParams
+    from factory.llm.openai_backend import OpenAILLM
+
+    cfg = LLMParams(**{"base_urls": urls, "model": "mock-model", **llm})
+    return OpenAILLM(cfg, registry_path=tmp_path / "lora_names.json")
 
 
 def main() -> None:

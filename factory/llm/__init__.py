@@ -56,18 +56,7 @@ def make_llm(
     if cfg.backend == "local":
         from factory.llm.local import LocalLLM
 
-        if not Path(cfg.model).is_dir():
-            raise FactoryError(
-                f"model folder {cfg.model} does not exist: run `factory prepare-model` first "
-                "(or set llm.model to a local model folder)"
-            )
-        llm: LLM = LocalLLM(
-            cfg.model,
-            adapter_path=adapter_path,
-            device=cfg.device,
-            batch_size=cfg.batch_size,
-            dtype=cfg.dtype,
-        )
+        llm: LLM = LocalLLM(cfg, adapter_path)
     elif cfg.backend == "openai":
         llm = _make_openai(params, adapter_path, adapter_name)
     else:  # pydantic already restricts the value; kept for direct callers
@@ -87,26 +76,7 @@ def _make_openai(params: Params, adapter_path: str | Path | None, adapter_name: 
     from factory.llm.openai_backend import OpenAILLM
 
     cfg = params.llm
-    if not cfg.base_urls:
-        raise FactoryError(
-            "llm.backend is 'openai' but llm.base_urls is empty: set e.g. --set llm.base_urls=[http://host:8000/v1]"
-        )
-    tokenizer = params.model.dir if Path(params.model.dir).is_dir() else None
-    llm = OpenAILLM(
-        cfg.base_urls,
-        cfg.model,
-        api_key_env=cfg.api_key_env,
-        concurrency=cfg.concurrency,
-        timeout_s=cfg.timeout_s,
-        max_retries=cfg.max_retries,
-        backoff_s=cfg.backoff_s,
-        registry_path=paths.CACHE_DIR / "lora_names.json",
-        tokenizer_path=tokenizer,
-        constraint_field=cfg.constraint_field,
-        model_revision=cfg.model_revision,
-        concurrency_per_url=cfg.concurrency_per_url,
-        routing=cfg.routing,
-    )
+    llm = OpenAILLM(cfg, tokenizer_path=params.model.dir)  # the prepared model's tokenizer, when there is one
     if adapter_path is not None and adapter_name is None:
         raise FactoryError(
             "the openai backend serves an adapter by name: pass adapter_name (e.g. '<variant>-r<round>')"

@@ -7,9 +7,9 @@
   prompt, the question, the graph so far) that vLLM's prefix cache serves cheaper on the replica
   that saw it. A request with an ``affinity`` (the trajectory id) goes back to that trajectory's
   endpoint while it is healthy, has room, and holds no more than its fair share of the load.
-- **Endpoints that keep failing leave the rotation.** After ``fail_after`` failed attempts in a row
+- **Endpoints that keep failing leave the rotation.** After ``FAIL_AFTER`` failed attempts in a row
   (refused or dropped connections, timeouts, 5xx) an endpoint takes no new request; every
-  ``probe_every_s`` it is asked for ``/v1/models``, and the first answer brings it back. Both
+  ``PROBE_EVERY_S`` it is asked for ``/v1/models``, and the first answer brings it back. Both
   moments are logged. Requests wait while no healthy endpoint has room; when every endpoint is out
   of rotation they go on trying them, so that a request's retries, not a probe, decide its fate.
 
@@ -28,6 +28,11 @@ from dataclasses import dataclass, field
 log = logging.getLogger(__name__)
 
 AFFINITY_MEMORY = 1 << 16  # trajectories whose endpoint is remembered (least recently used forgotten)
+# Not user params: one or two failures in a row are a request's bad luck (its retries cover them), three
+# mean the endpoint is down; probing every 5 s brings a restarted server back within seconds for one
+# GET /models each time. Tests shorten the probe interval (Fleet's ``probe_every_s`` keyword).
+FAIL_AFTER = 3
+PROBE_EVERY_S = 5.0
 
 
 @dataclass
@@ -46,22 +51,25 @@ class Endpoint:
 
 
 class Fleet:
-    """Chooses an endpoint for each attempt and learns from how it went (see module doc)."""
+    """Chooses an endpoint for each attempt and learns from how it went (see module doc).
+
+    ``per_url`` and ``routing`` are ``llm.concurrency_per_url`` and ``llm.routing`` (their defaults
+    live in ``factory.config.LLMParams``); ``probe`` asks an endpoint out of rotation whether it is
+    back (None: it stays out)."""
 
     def __init__(
         self,
         urls: list[str],
         *,
-        per_url: int | None = None,
-        routing: str = "fewest_in_flight",
-        fail_after: int = 3,
-        probe_every_s: float = 5.0,
+        per_url: int | None,
+        routing: str,
+        probe_every_s: float = PROBE_EVERY_S,
         probe: Callable[[str], Awaitable[bool]] | None = None,
     ):
         self.endpoints = [Endpoint(u, per_url) for u in urls]
         self.routing = routing  # 'round_robin': each in turn, whatever its load or health (a baseline)
         self._turn = 0
-        self.fail_after, self.probe_every_s, self.probe = fail_after, probe_every_s, probe
+        self.probe_every_s, self.probe = probe_every_s, probe
         self._affinity: OrderedDict[str, int] = OrderedDict()
         self._changed: asyncio.Condition | None = None  # made on the loop that uses the fleet
 
@@ -115,7 +123,7 @@ class Fleet:
         endpoint.in_flight -= 1
         if failed:
             endpoint.failures += 1
-            if self.routing != "round_robin" and endpoint.healthy and endpoint.failures >= self.fail_after:
+            if self.routing != "round_robin" and endpoint.healthy and endpoint.failures >= FAIL_AFTER:
                 self._take_out(endpoint)
         else:
             endpoint.failures = 0

@@ -1,6 +1,6 @@
 """The in-process backend: transformers + PEFT on CPU or CUDA (bf16 where the hardware has it, else fp32).
 
-Requests with identical ``Sampling`` are generated together in batches of ``batch_size`` with
+Requests with identical ``Sampling`` are generated together in batches of ``llm.batch_size`` with
 LEFT padding (prompts end where generation starts), shortest-prompt-first within a group so a
 batch wastes little padding. Sampled batches seed torch from the batch's own content (messages,
 seeds, sample indices) inside ``torch.random.fork_rng``, so a batch is reproducible and the global
@@ -21,6 +21,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from factory.config import LLMParams
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.llm.identity import SHORT, adapter_hash, weights_hash
 from factory.llm.prefix import PrefixCache, common_prefix
@@ -51,7 +52,7 @@ def native_bf16_cpu() -> bool:
     return any(getattr(torch.cpu, name, lambda: False)() for name in checks)
 
 
-def pick_dtype(device: str, dtype: str = "auto"):
+def pick_dtype(device: str, dtype: str):
     """'auto': bf16 on CUDA and on CPUs with native bf16 (decoding is memory-bound: half the bytes, about
     twice the speed there), else fp32. In bf16 a request's text can depend on its batch-mates; runs stay
     reproducible because the agent forms the same batches every time and the response cache stores a
@@ -82,26 +83,19 @@ class LocalLLM:
     backend = "local"
     constraint_via = "local:llguidance"  # part of a constrained request's cache key
 
-    def __init__(
-        self,
-        model_path: str | Path,
-        adapter_path: str | Path | None = None,
-        device: str = "auto",
-        batch_size: int = 16,
-        dtype: str = "auto",
-        prefix_cache: bool = True,
-    ):
-        self.model_path = Path(model_path)
+    def __init__(self, cfg: LLMParams, adapter_path: str | Path | None = None, *, prefix_cache: bool = True):
+        """The model folder ``cfg.model`` on ``cfg.device`` in ``cfg.dtype``, ``cfg.batch_size`` prompts a
+        batch (``params.llm``, validated when it was made). ``prefix_cache=False`` prefills every prompt
+        whole (the baseline the prefix cache is checked against)."""
+        self.model_path = Path(cfg.model)
         if not (self.model_path / "config.json").is_file():
             raise FactoryError(
                 f"model folder {self.model_path} not found or has no config.json "
                 "(run `factory prepare-model` first, or set llm.model to a local model folder)"
             )
-        if batch_size < 1:
-            raise FactoryError(f"batch_size must be >= 1 (got {batch_size})")
-        self.device = pick_device(device)
-        self.batch_size = batch_size
-        self.dtype = pick_dtype(self.device, dtype)
+        self.device = pick_device(cfg.device)
+        self.batch_size = cfg.batch_size
+        self.dtype = pick_dtype(self.device, cfg.dtype)
         precision = str(self.dtype).removeprefix("torch.")
         self.identity = (
             f"local:{self.model_path.resolve().name}@{weights_hash(self.model_path)[:SHORT]}:{precision}"

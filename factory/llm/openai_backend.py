@@ -1,6 +1,6 @@
 """OpenAI-compatible endpoints (vLLM, OpenAI, llama.cpp server, Ollama) as a batch backend.
 
-A batch is sent concurrently (at most ``concurrency`` requests in flight) from a private event
+A batch is sent concurrently (at most ``llm.concurrency`` requests in flight) from a private event
 loop running in its own thread, so ``generate()`` is a plain synchronous call that also works
 inside a notebook's running loop. Requests go out through one aiohttp session (keep-alive
 connections): measured against the mock server, the openai SDK's client cost 1.4 ms of CPU per
@@ -9,7 +9,7 @@ body is the Chat Completions API's, so any OpenAI-compatible server reads it. Th
 with exponential backoff and full jitter on 429, 408, 5xx, timeouts, connection errors and
 malformed replies (invalid JSON, no choices) and empty completions (a server that returns no text
 had a transient fault: the same request is sent again, never a repair prompt), going round-robin
-over ``base_urls`` so a retry can land on another server. Other 4xx are final. A request that
+over ``llm.base_urls`` so a retry can land on another server. Other 4xx are final. A request that
 still has no reply becomes an error response saying why ("HTTP 500 after 5 retries: ...").
 
 Besides the batch ``generate``, ``await acomplete(request)`` answers one request inside a coroutine
@@ -17,18 +17,18 @@ that ``run(coroutine)`` runs on the backend's loop: the agent's continuous sched
 so its work and the HTTP share one thread (handing every reply across threads cost more CPU than
 the reply itself). Both share one bound on requests in flight.
 
-Constrained decoding: a request's ``Constraint`` travels in the field ``constraint_field`` names:
+Constrained decoding: a request's ``Constraint`` travels in the field ``llm.constraint_field`` names:
 ``response_format`` (``{type: json_schema, json_schema: {name, schema}}``: vLLM, SGLang, llama.cpp's
 llama-server, OpenAI), ``response_format_json_object`` (``{type: json_object, schema}``: what
 llama-cpp-python's server reads), ``structured_outputs`` (vLLM >= 0.10.2: ``json`` for a JSON syntax,
 ``regex`` for a text one) or ``grammar`` (llama.cpp's GBNF, both servers).
 
 Identity: the model's name, what the servers' ``/models`` say about it (vLLM: ``root``, the
-weights' path or hub id, and ``max_model_len``) and ``model_revision`` when given, so that a server
+weights' path or hub id, and ``max_model_len``) and ``llm.model_revision`` when given, so that a server
 that swaps weights under the same name does not serve stale cache hits.
 
-The API key is read from ``os.environ[api_key_env]`` at every ``generate()`` call and kept only
-in memory; it is never part of ``identity``, cache keys, logs, errors or files.
+The API key is read from the environment variable ``llm.api_key_env`` names at every ``generate()``
+call and kept only in memory; it is never part of ``identity``, cache keys, logs, errors or files.
 """
 
 from __future__ import annotations
@@ -47,8 +47,9 @@ from typing import Any
 
 import msgspec
 
+from factory.config import LLMParams
 from factory.llm.base import ChatRequest, ChatResponse
-from factory.llm.fleet import Fleet
+from factory.llm.fleet import PROBE_EVERY_S, Fleet
 from factory.llm.served import ServedModels
 from factory.utils import paths
 from factory.utils.errors import FactoryError
@@ -57,7 +58,9 @@ from factory.utils.progress import meter
 log = logging.getLogger(__name__)
 
 NO_KEY = "EMPTY"  # what vLLM accepts when it runs without --api-key
-CONSTRAINT_FIELDS = ("response_format", "response_format_json_object", "structured_outputs", "grammar")
+# The longest wait between two retries (not a user param): with many llm.max_retries the doubling of
+# llm.backoff_s would otherwise leave a request idle for minutes after its server is back.
+MAX_BACKOFF_S = 30.0
 
 
 class _Malformed(Exception):
@@ -76,57 +79,39 @@ class OpenAILLM(ServedModels):
 
     def __init__(
         self,
-        base_urls: list[str],
-        model: str,
-        api_key_env: str = "OPENAI_API_KEY",
-        concurrency: int = 32,
-        timeout_s: float = 60.0,
-        max_retries: int = 5,
-        backoff_s: float = 0.5,
-        max_backoff_s: float = 30.0,
+        cfg: LLMParams,
+        *,
         registry_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
-        constraint_field: str = "response_format",
-        model_revision: str | None = None,
-        concurrency_per_url: int | None = None,
-        routing: str = "fewest_in_flight",
-        probe_every_s: float = 5.0,
+        probe_every_s: float = PROBE_EVERY_S,
     ):
-        if not base_urls:
+        """The servers and settings of ``cfg`` (``params.llm``, validated when it was made). Adapter
+        names are remembered in ``registry_path`` (None: the project's cache folder); a model folder at
+        ``tokenizer_path`` makes ``count_tokens`` exact."""
+        if not cfg.base_urls:
             raise FactoryError(
-                "llm.base_urls is empty: the openai backend needs at least one endpoint, e.g. http://host:8000/v1"
+                "llm.base_urls is empty: the openai backend needs at least one endpoint, e.g. "
+                "--set llm.base_urls=[http://host:8000/v1]"
             )
-        if concurrency < 1:
-            raise FactoryError(f"llm.concurrency must be >= 1 (got {concurrency})")
-        if routing not in ("fewest_in_flight", "round_robin"):
-            raise FactoryError(f"llm.routing {routing!r}: expected fewest_in_flight or round_robin")
-        self.probe_every_s = probe_every_s
-        if constraint_field not in CONSTRAINT_FIELDS:
-            raise FactoryError(
-                f"llm.constraint_field {constraint_field!r}: expected one of {', '.join(CONSTRAINT_FIELDS)}"
-            )
-        self.base_urls = [u.rstrip("/") for u in base_urls]
-        self.constraint_field = constraint_field
-        self.constraint_via = f"openai:{constraint_field}"  # part of a constrained request's cache key
-        self.model_revision = model_revision
+        self.base_urls = [u.rstrip("/") for u in cfg.base_urls]
+        self.model = cfg.model
+        self.api_key_env = cfg.api_key_env
+        self.concurrency, self.concurrency_per_url = cfg.concurrency, cfg.concurrency_per_url
+        self.routing, self.probe_every_s = cfg.routing, probe_every_s
+        self.timeout_s, self.max_retries, self.backoff_s = cfg.timeout_s, cfg.max_retries, cfg.backoff_s
+        self.constraint_field = cfg.constraint_field
+        self.constraint_via = f"openai:{cfg.constraint_field}"  # part of a constrained request's cache key
+        self.model_revision = cfg.model_revision
         self._described: str | None = None  # what the servers say about the model (see identity)
-        self.model = model
-        self.api_key_env = api_key_env
-        self.concurrency = concurrency
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
         self.registry_path = (
             Path(registry_path) if registry_path is not None else paths.CACHE_DIR / "lora_names.json"
         )
-        self.served_model = model  # the adapter name after load_adapter
+        self.served_model = cfg.model  # the adapter name after load_adapter
         self.adapter_digest: str | None = None
         self.adapters: dict[str, str] = {}  # name -> adapter sha256 registered by this instance
         self.attempts = 0  # HTTP chat requests sent (retries included)
         self.retries = 0
         self._rng = random.Random()  # jitter only; never affects outputs
-        self.concurrency_per_url, self.routing = concurrency_per_url, routing
         self._fleet: Any = None  # made on the event loop (factory.llm.fleet)
         self._session = None  # aiohttp.ClientSession, created on the loop
         self._chat_urls: dict[str, Any] = {}  # endpoint -> its parsed chat completions URL
@@ -209,7 +194,7 @@ class OpenAILLM(ServedModels):
 
     def _backoff(self, attempt: int) -> float:
         """Full jitter: uniform in [0, min(cap, backoff * 2**attempt)]."""
-        return self._rng.uniform(0, min(self.max_backoff_s, self.backoff_s * 2**attempt))
+        return self._rng.uniform(0, min(MAX_BACKOFF_S, self.backoff_s * 2**attempt))
 
     def _ensure_loop(self) -> None:
         if self._loop is None:

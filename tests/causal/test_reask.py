@@ -25,7 +25,7 @@ from factory.config import CONDITIONS, CounterfactualParams, RelevanceParams
 from factory.llm.base import ChatResponse
 from factory.llm.openai_backend import OpenAILLM
 from factory.utils.errors import FactoryError
-from tests.mock_openai_server import MockOpenAIServer
+from tests.mock_openai_server import MockOpenAIServer, openai_llm
 from tests.variants.test_sets import make_trajectory
 
 SEEDS = (41, 42, 43)
@@ -122,7 +122,7 @@ def run_round(trajectories, sq, llm, out_path, *, plan_=None, shard_size=8):
 
 
 def _llm(server, tmp_path) -> OpenAILLM:
-    return OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "lora.json", backoff_s=0.01)
+    return openai_llm([server.base_url], tmp_path, backoff_s=0.01)
 
 
 def test_every_condition_gets_the_outcome_the_graph_decides(tmp_path):

@@ -20,12 +20,11 @@ from factory.execution.sampling import sample_questions
 from factory.execution.shards import shard_folder
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.llm.cache import CachedLLM
-from factory.llm.openai_backend import OpenAILLM
 from factory.llm.responses import ResponseCache
 from factory.retrieval.bm25 import BM25Retriever
 from schemas import read_rows
 from tests.execution.test_shards import generate
-from tests.mock_openai_server import MockOpenAIServer
+from tests.mock_openai_server import MockOpenAIServer, openai_llm
 from tests.stages.test_s04_trajectories import make_project, start_chain
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,14 +84,7 @@ def _generate(llm, setup, out, params, samples=2, rationalize=False):
 
 
 def _backend(server, tmp_path, concurrency=4):
-    inner = OpenAILLM(
-        [server.base_url],
-        "mock-model",
-        concurrency=concurrency,
-        timeout_s=10,
-        backoff_s=0.01,
-        registry_path=tmp_path / "lora.json",
-    )
+    inner = openai_llm([server.base_url], tmp_path, concurrency=concurrency, timeout_s=10, backoff_s=0.01)
     return CachedLLM(inner, ResponseCache(tmp_path / "responses.sqlite"))
 
 

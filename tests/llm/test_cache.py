@@ -8,9 +8,8 @@ import textwrap
 
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.llm.cache import CachedLLM, cache_key
-from factory.llm.openai_backend import OpenAILLM
 from factory.llm.responses import ResponseCache
-from tests.mock_openai_server import FaultPlan, MockOpenAIServer
+from tests.mock_openai_server import FaultPlan, MockOpenAIServer, openai_llm
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -62,17 +61,13 @@ def test_rerun_makes_zero_calls_and_adapter_change_misses(tmp_path):
     db = tmp_path / "cache" / "responses.sqlite"
     requests = _requests(20)
     with MockOpenAIServer(latency_s=0.01) as server:
-        first = CachedLLM(
-            OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db)
-        )
+        first = CachedLLM(openai_llm([server.base_url], tmp_path), ResponseCache(db))
         out1 = first.generate(requests)
         first.close()
         assert (first.hits, first.misses, server.state.completions) == (0, 20, 20)
 
         # A second run (new process in real life: new backend, new cache handle on the same file).
-        second = CachedLLM(
-            OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db)
-        )
+        second = CachedLLM(openai_llm([server.base_url], tmp_path), ResponseCache(db))
         out2 = second.generate(requests)
         assert server.state.completions == 20 and (second.hits, second.misses) == (20, 0)
         assert [r.text for r in out2] == [r.text for r in out1] and all(r.cached for r in out2)
@@ -86,9 +81,7 @@ def test_rerun_makes_zero_calls_and_adapter_change_misses(tmp_path):
         assert all(r.text.startswith("echo[bt-r1]") for r in out3)
 
         # A different adapter never hits another adapter's entries; its own entries do hit.
-        third = CachedLLM(
-            OpenAILLM([server.base_url], "mock-model", registry_path=tmp_path / "r.json"), ResponseCache(db)
-        )
+        third = CachedLLM(openai_llm([server.base_url], tmp_path), ResponseCache(db))
         third.load_adapter("bt-r2", _adapter(tmp_path / "a2", 2.0))
         third.generate(requests)
         assert server.state.completions == 60 and third.hits == 0
@@ -166,13 +159,7 @@ def test_cached_responses_survive_faulty_first_run(tmp_path):
     db = tmp_path / "responses.sqlite"
     with MockOpenAIServer(faults=FaultPlan(permanent_rate=0.3, seed=2)) as server:
         llm = CachedLLM(
-            OpenAILLM(
-                [server.base_url],
-                "mock-model",
-                max_retries=1,
-                backoff_s=0.0,
-                registry_path=tmp_path / "r.json",
-            ),
+            openai_llm([server.base_url], tmp_path, max_retries=1, backoff_s=0.0),
             ResponseCache(db),
         )
         out = llm.generate(_requests(20))

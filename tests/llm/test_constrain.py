@@ -9,6 +9,7 @@ import pytest
 
 from factory.agent import prompts
 from factory.agent.loop import step_constraints
+from factory.config import LLMParams
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.cache import cache_key
 from factory.llm.local import LocalLLM
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 @pytest.fixture(scope="module")
 def llm(tiny_model_dir):
-    model = LocalLLM(tiny_model_dir, device="cpu", batch_size=8, dtype="float32")
+    model = LocalLLM(LLMParams(model=str(tiny_model_dir), device="cpu", batch_size=8, dtype="float32"))
     yield model
     model.close()
 

@@ -8,14 +8,15 @@ import logging
 import socket
 import time
 
+from factory.config import LLMParams
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.fleet import Fleet
 from factory.llm.openai_backend import OpenAILLM
-from tests.mock_openai_server import MockOpenAIServer
+from tests.mock_openai_server import MockOpenAIServer, openai_llm
 
 
 def test_fewest_in_flight_and_the_bound_per_endpoint():
-    fleet = Fleet(["a", "b", "c"], per_url=2)
+    fleet = Fleet(["a", "b", "c"], per_url=2, routing="fewest_in_flight")
     a, b, c = fleet.endpoints
     a.in_flight, b.in_flight, c.in_flight = 1, 0, 2
     assert fleet.choose() is b
@@ -26,7 +27,7 @@ def test_fewest_in_flight_and_the_bound_per_endpoint():
 
 
 def test_a_trajectory_stays_on_its_endpoint_while_that_holds_its_share():
-    fleet = Fleet(["a", "b"])
+    fleet = Fleet(["a", "b"], per_url=None, routing="fewest_in_flight")
     a, b = fleet.endpoints
     assert fleet.choose("t1") is a
     a.in_flight = 2
@@ -45,7 +46,7 @@ def test_an_endpoint_failing_in_a_row_leaves_the_rotation_and_its_probe_brings_i
         async def probe(url):
             return answers[url]
 
-        fleet = Fleet(["a", "b"], fail_after=3, probe_every_s=0.01, probe=probe)
+        fleet = Fleet(["a", "b"], per_url=None, routing="fewest_in_flight", probe_every_s=0.01, probe=probe)
         a, b = fleet.endpoints
         for failed in (True, True, False, True, True):  # a success resets the count
             b.in_flight += 1
@@ -87,16 +88,15 @@ def test_the_backend_routes_around_a_dead_endpoint_and_takes_it_back(tmp_path, c
         s.bind(("127.0.0.1", 0))
         dead_port = s.getsockname()[1]
     with MockOpenAIServer() as alive, caplog.at_level(logging.INFO, logger="factory.llm.fleet"):
-        llm = OpenAILLM(
-            [alive.base_url, f"http://127.0.0.1:{dead_port}/v1"],
-            "mock-model",
+        cfg = LLMParams(
+            base_urls=[alive.base_url, f"http://127.0.0.1:{dead_port}/v1"],
+            model="mock-model",
             api_key_env="FACTORY_TEST_FLEET_KEY",
             concurrency=4,
             max_retries=5,
             backoff_s=0.01,
-            probe_every_s=0.05,
-            registry_path=tmp_path / "lora_names.json",
         )
+        llm = OpenAILLM(cfg, registry_path=tmp_path / "lora_names.json", probe_every_s=0.05)
         first = llm.generate(_requests(40))
         assert all(r.ok for r in first) and alive.state.completions == 40
         dead = llm._fleet.endpoints[1]
@@ -116,13 +116,7 @@ def test_the_backend_routes_around_a_dead_endpoint_and_takes_it_back(tmp_path, c
 def test_the_mock_server_serves_at_most_its_capacity_at_once(tmp_path):
     """The mock's ``capacity`` (bench/fleet.py's endpoints): C calls served at once, the others queue."""
     with MockOpenAIServer(latency_s=0.1, capacity=2) as server:
-        llm = OpenAILLM(
-            [server.base_url],
-            "mock-model",
-            api_key_env="FACTORY_TEST_FLEET_KEY",
-            concurrency=6,
-            registry_path=tmp_path / "lora_names.json",
-        )
+        llm = openai_llm([server.base_url], tmp_path, api_key_env="FACTORY_TEST_FLEET_KEY", concurrency=6)
         start = time.perf_counter()
         out = llm.generate(_requests(6))
         wall = time.perf_counter() - start

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from factory.config import LLMParams
 from factory.llm import identity as identity_mod
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.cache import CachedLLM
@@ -35,6 +36,11 @@ def _requests(sampling: Sampling, questions=QUESTIONS, samples: int = 1) -> list
 
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _cpu(model_dir, batch_size: int) -> LLMParams:
+    """The local backend's section for ``model_dir`` on CPU in fp32 (batch-invariant)."""
+    return LLMParams(model=str(model_dir), device="cpu", dtype="float32", batch_size=batch_size)
 
 
 @pytest.fixture(scope="module")
@@ -76,14 +82,14 @@ def adapter_dir(sharp_model_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def base_llm(sharp_model_dir):
-    llm = LocalLLM(sharp_model_dir, device="cpu", batch_size=4, dtype="float32")  # fp32: batch-invariant
+    llm = LocalLLM(_cpu(sharp_model_dir, batch_size=4))
     yield llm
     llm.close()
 
 
 @pytest.fixture(scope="module")
 def adapter_llm(sharp_model_dir, adapter_dir):
-    llm = LocalLLM(sharp_model_dir, adapter_path=adapter_dir, device="cpu", batch_size=4, dtype="float32")
+    llm = LocalLLM(_cpu(sharp_model_dir, batch_size=4), adapter_path=adapter_dir)
     yield llm
     llm.close()
 
@@ -125,7 +131,7 @@ def test_prefix_cache_gives_the_tokens_of_whole_prompts(sharp_model_dir, base_ll
     prompts = [base_llm._prompt(r) for r in requests]
     prefixes = [base_llm._prefix_length(r, p) for r, p in zip(requests, prompts)]
     assert min(prefixes[:6]) >= 32 and prefixes[-1] == 0 and len(set(prefixes[:6])) == 2
-    whole = LocalLLM(sharp_model_dir, device="cpu", batch_size=8, dtype="float32", prefix_cache=False)
+    whole = LocalLLM(_cpu(sharp_model_dir, batch_size=8), prefix_cache=False)
     expected = [r.text for r in whole.generate(requests)]
     assert [r.text for r in base_llm.generate(requests)] == expected
     assert [base_llm.generate([r])[0].text for r in requests] == expected  # and alone

@@ -11,7 +11,7 @@ import pytest
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.openai_backend import OpenAILLM, request_seed
 from factory.utils.errors import FactoryError
-from tests.mock_openai_server import TRANSIENT, FaultPlan, MockOpenAIServer, echo_script
+from tests.mock_openai_server import TRANSIENT, FaultPlan, MockOpenAIServer, echo_script, openai_llm
 
 KEY_ENV = "FACTORY_TEST_OPENAI_KEY"
 
@@ -25,16 +25,8 @@ def _requests(n: int, sampling: Sampling | None = None) -> list[ChatRequest]:
 
 
 def _llm(server: MockOpenAIServer, tmp_path, **kw) -> OpenAILLM:
-    opts = {
-        "api_key_env": KEY_ENV,
-        "concurrency": 8,
-        "timeout_s": 0.5,
-        "max_retries": 4,
-        "backoff_s": 0.01,
-        "registry_path": tmp_path / "lora_names.json",
-        **kw,
-    }
-    return OpenAILLM([server.base_url, server.base_url], "mock-model", **opts)
+    opts = {"api_key_env": KEY_ENV, "concurrency": 8, "timeout_s": 0.5, "max_retries": 4, "backoff_s": 0.01}
+    return openai_llm([server.base_url, server.base_url], tmp_path, **opts | kw)
 
 
 def _safetensors(path, value: float) -> None:
@@ -103,13 +95,13 @@ def test_concurrency_bound_and_request_fields(tmp_path):
 
 def test_client_errors_are_not_retried(tmp_path):
     with MockOpenAIServer() as server:
-        llm = OpenAILLM(
+        llm = openai_llm(
             [server.base_url],
-            "no-such-model",
+            tmp_path,
+            model="no-such-model",
             api_key_env=KEY_ENV,
             max_retries=4,
             backoff_s=0.01,
-            registry_path=tmp_path / "lora_names.json",
         )
         (resp,) = llm.generate(_requests(1))
         llm.close()
@@ -123,13 +115,13 @@ def test_unreachable_server_gives_error_responses(tmp_path):
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    llm = OpenAILLM(
+    llm = openai_llm(
         [f"http://127.0.0.1:{port}/v1"],
-        "m",
+        tmp_path,
+        model="m",
         api_key_env=KEY_ENV,
         max_retries=2,
         backoff_s=0.01,
-        registry_path=tmp_path / "lora_names.json",
     )
     out = llm.generate(_requests(3))
     llm.close()
@@ -138,9 +130,7 @@ def test_unreachable_server_gives_error_responses(tmp_path):
 
 def test_round_robin_over_base_urls(tmp_path):
     with MockOpenAIServer() as a, MockOpenAIServer() as b:
-        llm = OpenAILLM(
-            [a.base_url, b.base_url], "mock-model", api_key_env=KEY_ENV, registry_path=tmp_path / "r.json"
-        )
+        llm = openai_llm([a.base_url, b.base_url], tmp_path, api_key_env=KEY_ENV)
         assert all(r.ok for r in llm.generate(_requests(10)))
         llm.close()
         assert len(a.chat_records()) == len(b.chat_records()) == 5

@@ -14,13 +14,11 @@ from factory.llm.identity import adapter_hash
 from factory.llm.openai_backend import OpenAILLM
 from factory.llm.responses import ResponseCache
 from factory.utils.errors import FactoryError
-from tests.mock_openai_server import MockOpenAIServer
+from tests.mock_openai_server import MockOpenAIServer, openai_llm
 
 
 def _llm(urls, tmp_path, **kw) -> OpenAILLM:
-    return OpenAILLM(
-        urls, "mock-model", max_retries=1, backoff_s=0.01, registry_path=tmp_path / "r.json", **kw
-    )
+    return openai_llm(urls, tmp_path, max_retries=1, backoff_s=0.01, **kw)
 
 
 def test_identity_holds_what_the_server_says_about_the_weights(tmp_path):
