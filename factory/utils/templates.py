@@ -51,16 +51,12 @@ def _escaped(context: EvalContext, value: Any) -> Any:
 
 def environment(package: str) -> Environment:
     """A new Environment of the templates in ``package``'s templates/ folder."""
-    return Environment(
-        loader=PackageLoader(package),
-        autoescape=_is_html,
-        finalize=_escaped,
-        undefined=StrictUndefined,
-        keep_trailing_newline=True,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        extensions=[_OneLine],
-    )
+    env = Environment(loader=PackageLoader(package), extensions=[_OneLine], undefined=StrictUndefined)
+    env.autoescape, env.finalize = _is_html, _escaped
+    # (settings may change until a template is loaded) a template's last newline stays; a line holding
+    # only a block tag leaves nothing
+    env.keep_trailing_newline = env.trim_blocks = env.lstrip_blocks = True
+    return env
 
 
 @cache
