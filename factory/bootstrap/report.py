@@ -6,7 +6,8 @@ decided on the test split with a paired bootstrap over (protocol seed, question)
 questions are evaluated for every variant, so the difference of EM has a confidence interval that
 says plainly when the run cannot tell the variants apart. The report also states the training budget
 (equal optimizer steps per variant, or epochs) and the tokens each variant's selected policy was
-trained on, next to its EM: a variant that wins by seeing more tokens shows it.
+trained on, next to its EM: a variant that wins by seeing more tokens shows it. This module computes
+and formats; templates/bootstrap.md.j2 lays the report out.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from factory.config import BootstrapParams
 from factory.utils import paths
 from factory.utils.io import read_json
 from factory.utils.stats import paired_difference
+from factory.utils.templates import render
 
 
 def _read(path: Path) -> dict | None:
@@ -249,92 +251,66 @@ def _why(test: Mapping) -> str:
     return ""
 
 
+def _selected(seed: str, sel: Mapping) -> dict:
+    """The round a chain selected, its policy, the tokens it was trained on and its test scores."""
+    test = sel.get("test") or {}
+    tokens = sel.get("tokens_seen")
+    return {
+        "seed": seed,
+        "round": sel["round"],
+        "policy": sel["policy"],
+        "tokens_seen": "–" if tokens is None else tokens,
+        "em": test.get("em"),
+        "f1": test.get("f1"),
+        "questions": test.get("questions"),
+    }
+
+
+def _variant(name: str, data: Mapping) -> dict:
+    """A variant's section: its rounds (means over seeds), stop decisions, selected rounds, test EM by
+    route (mean over seeds)."""
+    by_route: dict[str, list] = {}
+    for sel in data["selected"].values():
+        for route, stats in ((sel.get("test") or {}).get("by_route") or {}).items():
+            by_route.setdefault(route, []).append(stats.get("em"))
+    rounds = [
+        [
+            str(b["round"]),
+            ", ".join(b["status"]),
+            *(_fmt(b[k], 0) for k in ("examples", "steps", "tokens_seen")),
+            *(_fmt(b[k]) for k in ("fa_ratio", "heldout_em", "heldout_f1")),
+        ]
+        for b in data["by_round"]
+    ]
+    decisions = [decision_line(seed, row) for seed, rows in data["chains"].items() for row in rows]
+    return {
+        "name": name,
+        "rounds": rounds,
+        "decisions": [line for line in decisions if line is not None],
+        "selected": [_selected(seed, sel) for seed, sel in data["selected"].items()],
+        "by_route": [(route, _fmt(_mean_std(ems))) for route, ems in sorted(by_route.items())],
+    }
+
+
 def render_markdown(summary: dict, relevance: dict | None, seeds: Sequence[int]) -> str:
-    lines = [
-        "# Bootstrapping report",
-        "",
-        f"Protocol seeds: {list(seeds)} (mean ± std over seeds where there are several). "
-        "Base model held-out EM: "
-        f"{summary['base_heldout_em'] if summary['base_heldout_em'] is not None else '–'}.",
-        "",
-        budget_line(summary.get("budget")),
-        "",
-        "## Verdict",
-        "",
-    ]
-    lines += [f"- {v['line']}" for v in summary["verdicts"].values()] or [
-        "- no backtrace variant in this run."
-    ]
-    lines += [
-        "",
-        "| variant | test EM | test F1 | tokens seen by the selected policy's training |",
-        "|---|---|---|---|",
-    ]
-    for variant, data in summary["variants"].items():
-        lines.append(
-            f"| {variant} | {_fmt(data['test_em'])} | {_fmt(data['test_f1'])} "
-            f"| {_fmt(data['tokens_seen'], 0)} |"
-        )
-    for variant, data in summary["variants"].items():
-        lines += [
-            "",
-            f"## {variant}",
-            "",
-            "| round | status | examples | steps | tokens seen | FA ratio | held-out EM | held-out F1 |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for b in data["by_round"]:
-            lines.append(
-                f"| {b['round']} | {', '.join(b['status'])} | {_fmt(b['examples'], 0)} | "
-                f"{_fmt(b['steps'], 0)} | {_fmt(b['tokens_seen'], 0)} | "
-                f"{_fmt(b['fa_ratio'])} | {_fmt(b['heldout_em'])} | {_fmt(b['heldout_f1'])} |"
-            )
-        lines += ["", "Stop decisions (held-out EM against the best policy before each round):", ""]
-        decisions = [
-            line
-            for seed, rows in data["chains"].items()
-            for row in rows
-            if (line := decision_line(seed, row)) is not None
-        ]
-        lines += [f"- {line}" for line in decisions] or ["- no decision recorded."]
-        lines.append("")
-        for seed, sel in data["selected"].items():
-            test = sel.get("test") or {}
-            round_name = "base model" if sel["round"] == -1 else f"round {sel['round']}"
-            lines.append(
-                f"- seed {seed}: selected {round_name} (`{sel['policy']}`, trained on "
-                f"{sel.get('tokens_seen') if sel.get('tokens_seen') is not None else '–'} tokens); test EM "
-                f"{test.get('em')}, F1 {test.get('f1')} on {test.get('questions')} questions "
-                "(the only use of the test split)."
-            )
-        by_route = {}
-        for sel in data["selected"].values():
-            for route, stats in ((sel.get("test") or {}).get("by_route") or {}).items():
-                by_route.setdefault(route, []).append(stats.get("em"))
-        if by_route:
-            lines.append(
-                "- test EM by route: "
-                + ", ".join(f"{k} {_fmt(_mean_std(v))}" for k, v in sorted(by_route.items()))
-            )
-    lines += ["", "## Relevance labels vs gold supporting facts", ""]
-    verdicts = (relevance or {}).get("verdicts") or {}
-    lines += [f"- {v['line']}" for v in verdicts.values()] or [
-        "- no relevance verdict (no correct trajectory was labelled)."
-    ]
-    lines += [
-        "",
-        "Details: reports/relevance.md.",
-        "",
-        "## Figures",
-        "",
-        "![Held-out EM by round per variant, beside the tokens each round's training saw]"
-        "(figures/em_by_round.png)",
-        "",
-        "![FA ratio by round per variant](figures/fa_by_round.png)",
-        "",
-        "![Test EM difference, backtrace minus each control, with its 95% CI](figures/verdicts.png)",
-    ]
-    return "\n".join(lines) + "\n"
+    """reports/bootstrap.md (templates/bootstrap.md.j2): verdicts, test EM per variant, each variant's
+    rounds and decisions, the relevance verdicts."""
+    base = summary["base_heldout_em"]
+    variants = summary["variants"]
+    return render(
+        "factory.bootstrap",
+        "bootstrap.md.j2",
+        seeds=list(seeds),
+        base_heldout_em="–" if base is None else base,
+        budget=budget_line(summary.get("budget")),
+        verdicts=[v["line"] for v in summary["verdicts"].values()],
+        test=[
+            [name, _fmt(data["test_em"]), _fmt(data["test_f1"]), _fmt(data["tokens_seen"], 0)]
+            for name, data in variants.items()
+        ],
+        variants=[_variant(name, data) for name, data in variants.items()],
+        relevance=[v["line"] for v in ((relevance or {}).get("verdicts") or {}).values()],
+    )
 
 
 def write_plots(summary: dict, plots_dir: Path, figures: Path) -> None:

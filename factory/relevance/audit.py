@@ -9,54 +9,31 @@ with its source passage on hover; a table of the triplets with their source pass
 the counterfactual outcomes (the final answer re-asked with each graph). No script, no network, no
 external file: the page opens anywhere. Same inputs, same bytes.
 
-The markup is in templates/ (package data): audit.html.j2 (the page), audit_section.html.j2 (one
-trajectory) and audit.css; this module picks the trajectories and computes what they show.
+The markup is in templates/ (package data, loaded by factory.utils.templates: every value escaped, the
+page one line): audit.html.j2 (the page), audit_section.html.j2 (one trajectory) and audit.css; this
+module picks the trajectories and computes what they show.
 """
 
 from __future__ import annotations
 
-import html
 import math
 import random
-import re
 from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import Any
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
-from jinja2.ext import Extension
+from jinja2 import Environment
 from markupsafe import Markup
 
 from factory.config import ReportParams
 from factory.relevance.check import Source, content_key
 from factory.relevance.grounded import answer_entity_triplets, gold_support, ground_for_relevance
+from factory.utils.templates import environment
 from factory.utils.text import normalize_answer
-
-
-class _OneLine(Extension):
-    """The page is one line (and keeps the bytes it always had): in an .html.j2 template a newline and the
-    indentation after it are dropped, so a template puts one element on each line."""
-
-    def preprocess(self, source: str, name: str | None, filename: str | None = None) -> str:
-        return re.sub(r"\n[ \t]*", "", source) if name and name.endswith(".html.j2") else source
-
-
-def _escaped(value: Any) -> Markup:
-    """Every value a template prints is escaped, with the entities the page has always had (html.escape's
-    &quot; and &#x27;, where Jinja2's own escaping writes &#34; and &#39;); markup passes as it is."""
-    return value if hasattr(value, "__html__") else Markup(html.escape(str(value)))
 
 
 @cache
 def _templates() -> Environment:
-    env = Environment(
-        loader=PackageLoader("factory.relevance"),
-        autoescape=True,
-        finalize=_escaped,
-        undefined=StrictUndefined,
-        keep_trailing_newline=True,  # audit.css ends with one
-        extensions=[_OneLine],
-    )
+    env = environment("factory.relevance")
     env.filters.update(short=_short, coord=lambda x: f"{x:.1f}")
     return env
 

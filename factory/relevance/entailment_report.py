@@ -16,13 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, ENTAILED, KEEP_ALL, RANDOM
+from factory.utils.templates import render
 
 DEFINITIONS = {"paragraph": "lexical (relation-blind)", ENTAILED: "review: gold paragraph AND entailed"}
-RELATION_BLIND = (
-    "Lexical grounding is relation-blind: it attributes a triplet to the passage in which its subject's and "
-    "object's tokens occur and never reads the relation, so `(Scott Derrickson ; married to ; 1966)` "
-    "grounds in Scott Derrickson's passage with score 1.0."
-)
 
 
 def _micro(group: Mapping, level: str, method: str) -> dict | None:
@@ -67,70 +63,54 @@ def _v(x) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def render_entailment_markdown(result: Mapping) -> str:
-    """The report section on the two definitions and the judge."""
-    e = result.get("entailment") or {}
-    lines = ["", "## Gold relevance with entailment-checked grounding", "", RELATION_BLIND, ""]
-    if e.get("judge") != "llm":
-        lines += [
-            "Judge: `lexical` (`grounding.judge`). The review's definition (the grounding passage is a gold "
-            "supporting paragraph *and* the passage entails the triplet) needs the entailment judge "
-            "(`grounding.judge: llm`); it was not measured in this run.",
-            "",
-        ]
-        return "\n".join(lines)
+def _agreement(e: Mapping) -> dict:
+    """The judge's counts and agreement with lexical grounding, for all grounded triplets and for those
+    grounded in a gold paragraph (0 / n/a where not recorded)."""
     agree = e.get("agreement_with_lexical", {})
-    lines += [
-        f"Judge: `{e.get('judge_model')}`, prompt `{e.get('prompt_version')}`: one call per lexically "
-        "grounded triplet of the correct trajectories (does its passage state it?).",
-        "",
-        "| triplets | judged | entailed | not entailed | no verdict | agreement with lexical grounding |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for key, label in (("all", "all grounded"), ("gold_paragraph", "grounded in a gold paragraph")):
+    out = {}
+    for key in ("all", "gold_paragraph"):
         a = agree.get(key) or {}
-        lines.append(
-            f"| {label} | {a.get('judged', 0)} | {a.get('entailed', 0)} | {a.get('not_entailed', 0)} | "
-            f"{a.get('no_verdict', 0)} | {_v(a.get('agreement'))} |"
-        )
-    lines += [
-        "",
-        "Agreement = the share of lexically grounded triplets that the judge says their passage states "
-        "(over verdicts). A triplet without a verdict is not relevant under the review's definition.",
-        "",
-    ]
-    groups = e.get("by_definition") or {}
-    if not groups:
-        lines += ["No scores: " + str(result.get("status")) + ".", ""]
-        return "\n".join(lines)
-    default = result["default_method"][3:]
-    lines += [
-        f"S_q (`{default}`) and the controls under both definitions (paragraph level, micro):",
-        "",
-        "| group | definition | S_q P | S_q R | S_q F1 | authors' rule F1 | answer-entity F1 | random F1 "
-        "| keep-all F1 |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+        out[key] = {k: a.get(k, 0) for k in ("judged", "entailed", "not_entailed", "no_verdict")}
+        out[key]["agreement"] = _v(a.get("agreement"))
+    return out
+
+
+def _scores(groups: Mapping) -> list[dict]:
+    """One row per group and definition: S_q's micro P/R/F1 and the controls' micro F1."""
+    rows = []
     for name, row in groups.items():
         for level, label in DEFINITIONS.items():
-            if level not in row:
-                continue
-            sq, c = row[level]["sq"], row[level]["controls_f1"]
-            lines.append(
-                f"| {name} | {label} | {_v(sq['precision'])} | {_v(sq['recall'])} | {_v(sq['f1'])} | "
-                f"{_v(c.get(AUTHORS))} | {_v(c[ANSWER_ENTITY])} | {_v(c[RANDOM])} | {_v(c[KEEP_ALL])} |"
-            )
-    bar = result["params"]["bar"]
-    lines.append("")
-    for name, row in groups.items():
-        if "review_reaches_bar" in row:
-            reaches = row["review_reaches_bar"]
-            verdict = (
-                f"cannot be compared with the {bar:g} bar (one of them is undefined: nothing kept or nothing "
-                "relevant)"
-                if reaches is None
-                else f"{'REACH' if reaches else 'do NOT reach'} the {bar:g} bar"
-            )
-            lines.append(f"- {name}: under the review's definition S_q precision and recall {verdict}.")
-    lines.append("")
-    return "\n".join(lines)
+            if level in row:
+                sq, c = row[level]["sq"], row[level]["controls_f1"]
+                scores = [sq["precision"], sq["recall"], sq["f1"]]
+                controls = [c.get(AUTHORS), c[ANSWER_ENTITY], c[RANDOM], c[KEEP_ALL]]
+                rows.append({"group": name, "definition": label, "cells": [_v(x) for x in scores + controls]})
+    return rows
+
+
+def render_entailment_markdown(result: Mapping) -> str:
+    """The report section on the two definitions and the judge (templates/entailment.md.j2)."""
+    e = result.get("entailment") or {}
+    if e.get("judge") != "llm":
+        return render("factory.relevance", "entailment.md.j2", judge=e.get("judge"))
+    groups = e.get("by_definition") or {}
+    judge = {
+        "judge": "llm",
+        "judge_model": e.get("judge_model"),
+        "prompt_version": e.get("prompt_version"),
+        "agreement": _agreement(e),
+        "scored": bool(groups),
+    }
+    if not groups:
+        return render("factory.relevance", "entailment.md.j2", **judge, status=result.get("status"))
+    return render(
+        "factory.relevance",
+        "entailment.md.j2",
+        **judge,
+        sq_name=result["default_method"][3:],
+        scores=_scores(groups),
+        reaches_bar=[
+            (name, row["review_reaches_bar"]) for name, row in groups.items() if "review_reaches_bar" in row
+        ],
+        bar=f"{result['params']['bar']:g}",
+    )

@@ -1,5 +1,6 @@
 """reports/relevance.md from the result of ``factory.relevance.check.check_relevance`` (its figures:
-factory.relevance.figures)."""
+factory.relevance.figures): this module picks the rows and formats the numbers, templates/relevance.md.j2
+lays them out."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, KEEP_ALL, RANDOM
+from factory.utils.templates import render
 
 CONTROLS = (AUTHORS, ANSWER_ENTITY, RANDOM, KEEP_ALL)
 log = logging.getLogger(__name__)
@@ -32,29 +34,30 @@ def _vci(cell: Mapping) -> str:
     return _v(cell["value"]) + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]")
 
 
-def _level_table(level: Mapping, extras: Mapping | None, methods: list[str]) -> list[str]:
-    """P/R/F1 per method; with ``extras`` (paragraph level) also support recall, ungrounded rate, no-path
-    share."""
-    head = "| method | micro P | micro R | micro F1 | macro P | macro R | macro F1 | kept triplets |"
-    if extras is not None:
-        head += " supp. para. recall (micro / macro) | ungrounded | no path |"
-    out = [head, "|" + " --- |" * (head.count("|") - 1)]
+def _level_rows(level: Mapping, extras: Mapping | None, methods: list[str]) -> list[dict]:
+    """A level's table: per method micro and macro P/R/F1 with CIs and the kept triplets; with ``extras``
+    (paragraph level) also support recall, ungrounded rate, no-path share."""
+    rows = []
     for m in methods:
         s = level["methods"][m]
-        row = f"| {method_label(m)} | " + " | ".join(
-            _vci(s[scope][k]) for scope in ("micro", "macro") for k in ("precision", "recall", "f1")
-        )
-        row += f" | {s['kept']:.1f} |"
+        row = {
+            "method": method_label(m),
+            "scores": [
+                _vci(s[scope][k]) for scope in ("micro", "macro") for k in ("precision", "recall", "f1")
+            ],
+            "kept": f"{s['kept']:.1f}",
+        }
         if extras is not None:
             x = extras[m]
             no_path = x.get("no_path_share")
-            row += (
-                f" {_v(x['support_recall_micro'])} / {_v(x['support_recall_macro'])} | "
-                f"{_v(x['ungrounded_rate'])} |"
-                f" {'' if no_path is None else _v(no_path)} |"
-            )
-        out.append(row)
-    return out
+            row |= {
+                "support_micro": _v(x["support_recall_micro"]),
+                "support_macro": _v(x["support_recall_macro"]),
+                "ungrounded": _v(x["ungrounded_rate"]),
+                "no_path": "" if no_path is None else _v(no_path),
+            }
+        rows.append(row)
+    return rows
 
 
 def _ordered_methods(result: Mapping) -> list[str]:
@@ -62,93 +65,70 @@ def _ordered_methods(result: Mapping) -> list[str]:
     return [default] + [m for m in result["methods"] if m.startswith("sq/") and m != default] + list(CONTROLS)
 
 
-def render_markdown(result: Mapping) -> str:
-    """The relevance report: counts, verdicts, tables per dataset and level, breakdowns."""
-    lines = ["# Backtraced relevance labels vs gold supporting facts", ""]
-    counts = result.get("counts", {})
-    if result.get("status") != "ok":
-        why = {
-            "no_trajectories": "No trajectories were found (data/trajectories/*/seed_*/round_*.parquet "
-            "are missing or empty).",
-            "no_labels": "Trajectories exist but none has backtrace labels (run `factory backtrace`).",
-            "no_correct_trajectories": "No correct, labelled trajectory was found: nothing to score.",
-        }
-        lines += [
-            why.get(result.get("status"), f"Status: {result.get('status')}."),
-            "",
-            f"Counts: {dict(counts)}",
-            "",
-        ]
-        return "\n".join(lines)
-    p = result["params"]
-    default = result["default_method"]
-    lines += [
-        f"Sources: {', '.join(result['sources'])}.",
-        (
-            f"Trajectories {counts['trajectories']}, correct {counts['correct']}, identical duplicates "
-            f"dropped {counts['duplicates_dropped']}, "
-            f"without complete labels {counts['missing_labels']}, scored {counts['evaluated']} "
-            f"({counts['by_dataset']}); "
-            f"{counts['triplets']} triplets, ungrounded rate {_v(counts['ungrounded_rate_all_triplets'])}."
-        ),
-        "",
-        (
-            "Only correct trajectories are scored (they are what gets trained on). Default S_q: "
-            f"`{default[3:]}`. "
-            "Gold relevance: a triplet is relevant when the passage (sentence) it grounds to (lexical "
-            "grounding, relation-blind: subject and object tokens only; threshold "
-            f"{p['threshold']}) is a gold "
-            "supporting paragraph (fact); MuSiQue has paragraph-level support only. Micro = over "
-            "triplets, macro = mean over "
-            f"trajectories; 95% percentile bootstrap CIs over trajectories ({p['bootstrap_samples']} "
-            f"resamples, seed {p['seed']}). "
-            "Random control: |S_q| triplets drawn uniformly per trajectory, mean over "
-            f"{p['random_seeds']} seeds. "
-            "KnowTrace authors' rule: the published method's backtracing on the same trajectory (each "
-            "completion's first triplet only, raw names, entities found as substrings of the first lookup "
-            "and of the final thought and answer; `factory/backtrace/authors_rule.py`). "
-            "'Beyond the CI' = the 95% CI of the paired bootstrap difference S_q - control (micro F1) "
-            "excludes 0."
-        ),
-        "",
-        "## Verdicts",
-        "",
-    ]
-    lines += [f"- {v['line']}" for v in result["verdicts"].values()] + [""]
-    lines += [
-        "![Paragraph-level micro precision, recall and F1 of S_q and the controls per dataset, 95% CIs]"
-        "(relevance.png)",
-        "",
-    ]
-    methods = _ordered_methods(result)
-    groups = result["groups"]
+def _is_breakdown(name: str) -> bool:
+    """A group of the breakdown table (question type, route, source), not ``all`` or a whole dataset."""
+    return name != "all" and not (name.startswith("dataset=") and "/" not in name)
+
+
+def _groups(result: Mapping) -> list[dict]:
+    """All trajectories, then each dataset: its tables per level."""
+    methods, groups = _ordered_methods(result), result["groups"]
+    out = []
     for name in ["all"] + sorted(g for g in groups if g.startswith("dataset=") and "/" not in g):
         group = groups[name]
-        lines += [f"## {name} ({group['trajectories']} trajectories)", ""]
-        for level, table in group["levels"].items():
-            lines += [f"### {level} level ({table['trajectories']} trajectories)", ""]
-            lines += _level_table(table, group["extras"] if level == "paragraph" else None, methods) + [""]
-    lines += [
-        "## Breakdown by question type, route and source (paragraph level, micro F1)",
-        "",
-        "| group | trajectories | "
-        + " | ".join(method_label(m) for m in [default, *CONTROLS])
-        + " | S_q - answer-entity | S_q - authors' rule |",
-        "| --- | --- |" + " --- |" * (len(CONTROLS) + 3),
-    ]
-    for name, group in groups.items():
-        if name == "all" or (name.startswith("dataset=") and "/" not in name):
-            continue
-        para = group["levels"]["paragraph"]
-        cells = [_vci(para["methods"][m]["micro"]["f1"]) for m in [default, *CONTROLS]]
-        lines.append(
-            f"| {name} | {group['trajectories']} | "
-            + " | ".join(cells)
-            + f" | {_vci(para['sq_minus_control'][ANSWER_ENTITY]['micro_f1'])}"
-            + f" | {_vci(para['sq_minus_control'][AUTHORS]['micro_f1'])} |"
-        )
-    lines.append("")
-    return "\n".join(lines)
+        levels = [
+            {
+                "name": level,
+                "trajectories": table["trajectories"],
+                "paragraph": level == "paragraph",
+                "rows": _level_rows(table, group["extras"] if level == "paragraph" else None, methods),
+            }
+            for level, table in group["levels"].items()
+        ]
+        out.append({"name": name, "trajectories": group["trajectories"], "levels": levels})
+    return out
+
+
+def _breakdown(result: Mapping) -> list[dict]:
+    """Paragraph-level micro F1 of S_q and the controls, and S_q's differences, per breakdown group."""
+    rows = []
+    for name, group in result["groups"].items():
+        if _is_breakdown(name):
+            para = group["levels"]["paragraph"]
+            rows.append(
+                {
+                    "group": name,
+                    "trajectories": group["trajectories"],
+                    "f1": [
+                        _vci(para["methods"][m]["micro"]["f1"]) for m in [result["default_method"], *CONTROLS]
+                    ],
+                    "minus_answer_entity": _vci(para["sq_minus_control"][ANSWER_ENTITY]["micro_f1"]),
+                    "minus_authors": _vci(para["sq_minus_control"][AUTHORS]["micro_f1"]),
+                }
+            )
+    return rows
+
+
+def render_markdown(result: Mapping) -> str:
+    """The relevance report (templates/relevance.md.j2): counts, verdicts, tables per dataset and level,
+    breakdowns; or why there is nothing to score."""
+    status, counts = result.get("status"), result.get("counts", {})
+    if status != "ok":
+        return render("factory.relevance", "relevance.md.j2", status=status, counts=dict(counts))
+    return render(
+        "factory.relevance",
+        "relevance.md.j2",
+        status=status,
+        counts=counts,
+        ungrounded_rate=_v(counts["ungrounded_rate_all_triplets"]),
+        sources=result["sources"],
+        params=result["params"],
+        sq_name=result["default_method"][3:],
+        verdicts=[v["line"] for v in result["verdicts"].values()],
+        groups=_groups(result),
+        breakdown_methods=[method_label(m) for m in [result["default_method"], *CONTROLS]],
+        breakdown=_breakdown(result),
+    )
 
 
 def log_verdicts(result: Mapping, sources: int, left_out: int, report: Path) -> None:

@@ -5,7 +5,8 @@ KnowTrace authors' rule (``factory.backtrace.authors_rule``; its rows have mode 
 ``authors_rule``), and compares the kept triplets with the true contributive set: micro precision,
 recall and F1 over triplets, and the share of trajectories with no path found, for all trajectories
 and per dataset and route. Precision is ``None`` when nothing was kept in a cell (undefined, shown
-as "–"). The report sets the project's default S_q and the authors' rule side by side per dataset.
+as "–"). The report sets the project's default S_q and the authors' rule side by side per dataset;
+its markup is in templates/backtrace_sensitivity.md.j2 (package data).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from factory.config import BacktraceParams
 from factory.simulate.trajectories import Simulated
 from factory.utils.io import write_text
 from factory.utils.plotting import save
+from factory.utils.templates import render
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -120,127 +122,73 @@ def _default_combo(metrics: dict, default: tuple[str, str]) -> tuple[str, str]:
     )
 
 
+def _scores(c: dict | None) -> dict | None:
+    """A cell's numbers as the report prints them; None where the run has no such cell."""
+    if c is None:
+        return None
+    return {
+        "precision": _fmt(c["precision"]),
+        "recall": _fmt(c["recall"]),
+        "f1": _fmt(c["f1"]),
+        "no_path": f"{c['no_path']:.2f}",
+    }
+
+
+def _row(metrics: dict, **key: Any) -> list[dict | None]:
+    """The scores of the cell ``key`` (mode, target mode, group) at every noise level."""
+    return [_scores(_cell(metrics["results"], noise=x, **key)) for x in metrics["noise_levels"]]
+
+
+def _best(metrics: dict, noise: float) -> dict | None:
+    """The mode x target mode with the highest F1 at ``noise`` (a tie: the last by name); None without
+    cells."""
+    at_noise = [
+        (c["f1"] if c["f1"] is not None else -1, m, t)
+        for m in metrics["modes"]
+        for t in metrics["target_modes"]
+        if (c := _cell(metrics["results"], noise=noise, mode=m, target_mode=t, group="all"))
+    ]
+    if not at_noise:
+        return None
+    f1, mode, target_mode = max(at_noise)
+    return {"mode": mode, "target_mode": target_mode, "f1": _fmt(f1 if f1 >= 0 else None)}
+
+
+def _at_noise(metrics: dict, x: float, ours: dict, authors: dict) -> dict:
+    """The scores of S_q (the cell ``ours``) and of the authors' rule over all trajectories at noise ``x``."""
+    return {
+        "x": f"{x:g}",
+        "ours": _scores(_cell(metrics["results"], noise=x, **ours, group="all")),
+        "theirs": _scores(_cell(metrics["results"], noise=x, **authors, group="all")),
+    }
+
+
 def render_markdown(metrics: dict, default: tuple[str, str]) -> str:
     """reports/backtrace_sensitivity.md from the metrics of ``factory simulate``; ``default``: the
     supervision set's (backtrace.mode, backtrace.target_mode), featured in the summary tables."""
-    res = metrics["results"]
     noises = metrics["noise_levels"]
-    modes, targets = metrics["modes"], metrics["target_modes"]
     dm, dt = _default_combo(metrics, default)
-    lines = [
-        "# Backtracing sensitivity to trajectory noise (simulated trajectories)",
-        "",
-        (
-            f"{metrics['trajectories']} simulated trajectories ({metrics['questions']} real questions x "
-            f"{len(noises)} noise levels; "
-            "policy `simulated`, never trainable). Each trajectory looks up a question's gold facts "
-            "(2Wiki evidences, MuSiQue "
-            "decompositions, HotpotQA supporting sentences), so its true contributive triplets are "
-            "known; noise level x adds "
-            "distractor triplets, spurious edges, reversed relations, missing hops, surface variants of "
-            "names and an unfaithful "
-            "final thought (rules: `factory/simulate/trajectories.py`). Cells: micro precision / recall "
-            "over triplets, F1, and the share of "
-            "trajectories with no path found."
-        ),
-        "",
-        f"Seed {metrics['seed']}; questions per dataset: {metrics['questions_by_dataset']}.",
-        "",
-    ]
-
-    def table(title: str, rows: list[tuple[str, dict]]) -> None:
-        lines.extend(
-            [
-                f"## {title}",
-                "",
-                "| | " + " | ".join(f"x={x:g}" for x in noises) + " |",
-                "|---|" + "---|" * len(noises),
-            ]
-        )
-        for label, key in rows:
-            cells = []
-            for x in noises:
-                c = _cell(res, noise=x, **key)
-                cells.append(
-                    "n/a"
-                    if c is None
-                    else f"P {_fmt(c['precision'])} / R {_fmt(c['recall'])} / F1 {_fmt(c['f1'])} / no "
-                    f"path {c['no_path']:.2f}"
-                )
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
-        lines.append("")
-
-    table(
-        f"Modes (target mode `{dt}`)",
-        [(f"`{m}`", {"mode": m, "target_mode": dt, "group": "all"}) for m in modes],
+    ours, authors = {"mode": dm, "target_mode": dt}, {"mode": AUTHORS_RULE, "target_mode": AUTHORS_RULE}
+    groups = sorted({r["group"] for r in metrics["results"] if r["group"] != "all"})
+    return render(
+        "factory.simulate",
+        "backtrace_sensitivity.md.j2",
+        metrics=metrics,
+        noises=[f"{x:g}" for x in noises],
+        mode=dm,
+        target_mode=dt,
+        by_mode=[(m, _row(metrics, mode=m, target_mode=dt, group="all")) for m in metrics["modes"]],
+        by_target_mode=[
+            (t, _row(metrics, mode=dm, target_mode=t, group="all")) for t in metrics["target_modes"]
+        ],
+        by_group=[(g, _row(metrics, **ours, group=g)) for g in groups],
+        versus_authors=[
+            (g, _row(metrics, **ours, group=g), _row(metrics, **authors, group=g))
+            for g in ["all"] + [g for g in groups if g.startswith("dataset=")]
+        ],
+        ends=[_at_noise(metrics, x, ours, authors) for x in (noises[0], noises[-1])],
+        best=_best(metrics, noises[-1]),
     )
-    table(
-        f"Target modes (mode `{dm}`)",
-        [(f"`{t}`", {"mode": dm, "target_mode": t, "group": "all"}) for t in targets],
-    )
-    groups = sorted({r["group"] for r in res if r["group"] != "all"})
-    table(
-        f"By dataset and route (`{dm}`, `{dt}`)",
-        [(g, {"mode": dm, "target_mode": dt, "group": g}) for g in groups],
-    )
-    side_by_side = []
-    for g in ["all"] + sorted(g for g in groups if g.startswith("dataset=")):
-        side_by_side.append((f"{g}: project S_q", {"mode": dm, "target_mode": dt, "group": g}))
-        side_by_side.append(
-            (f"{g}: authors' rule", {"mode": AUTHORS_RULE, "target_mode": AUTHORS_RULE, "group": g})
-        )
-    table(
-        f"Project (`{dm}`, `{dt}`) vs the KnowTrace authors' rule, per dataset",
-        side_by_side,
-    )
-    lines.extend(
-        [
-            "The authors' rule (`factory/backtrace/authors_rule.py`) reads each completion's first triplet "
-            "only, as raw strings; initial entities are names found in the first lookup, targets names "
-            "found in the final thought and answer.",
-            "",
-            "## Reading",
-            "",
-        ]
-    )
-    lo, hi = (
-        _cell(res, noise=noises[0], mode=dm, target_mode=dt, group="all"),
-        _cell(res, noise=noises[-1], mode=dm, target_mode=dt, group="all"),
-    )
-    if lo and hi:
-        lines.append(
-            f"- Default (`{dm}`, `{dt}`): F1 {_fmt(lo['f1'])} at x={noises[0]:g} and {_fmt(hi['f1'])} at "
-            f"x={noises[-1]:g} "
-            f"(precision {_fmt(lo['precision'])} -> {_fmt(hi['precision'])}, recall {_fmt(lo['recall'])} "
-            f"-> {_fmt(hi['recall'])}; "
-            f"no path {lo['no_path']:.2f} -> {hi['no_path']:.2f})."
-        )
-    for x in (noises[0], noises[-1]):
-        ours = _cell(res, noise=x, mode=dm, target_mode=dt, group="all")
-        theirs = _cell(res, noise=x, mode=AUTHORS_RULE, target_mode=AUTHORS_RULE, group="all")
-        if ours and theirs:
-            lines.append(
-                f"- At x={x:g}: project S_q F1 {_fmt(ours['f1'])} (no path {ours['no_path']:.2f}) vs the "
-                f"authors' rule {_fmt(theirs['f1'])} (no path {theirs['no_path']:.2f})."
-            )
-    at_top = [
-        (c["f1"] if c["f1"] is not None else -1, m, t)
-        for m in modes
-        for t in targets
-        if (c := _cell(res, noise=noises[-1], mode=m, target_mode=t, group="all"))
-    ]
-    if at_top:
-        best = max(at_top)
-        lines.append(
-            f"- Highest F1 at x={noises[-1]:g}: `{best[1]}` / `{best[2]}` "
-            f"({_fmt(best[0] if best[0] >= 0 else None)})."
-        )
-    lines.append(
-        "- `gold_answer` is an oracle (it reads the gold answer); `question_only` is the no-answer control."
-    )
-    lines.append("")
-    lines.append("![precision, recall and F1 against noise](backtrace_sensitivity.png)")
-    return "\n".join(lines) + "\n"
 
 
 def plot(metrics: dict, default: tuple[str, str], path: str | Path) -> Path:

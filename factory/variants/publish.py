@@ -7,9 +7,9 @@ that is the selected round's accumulated set). A chain whose base model stayed b
 (``seed_<s>``) each, parquet shards under ``data/seed_<s>/``; the dataset card (README.md with a
 YAML header) states the licenses inherited from the sources, the source datasets, the generating
 model and adapters, the selected round of every seed, the prompt version, the parameters, counts,
-the FA ratio and the relevance-label scores. It loads with ``datasets.load_dataset(<folder>,
-"seed_0")``. ``push_to_hub`` uploads a folder with ``huggingface_hub`` (token from HF_TOKEN, read
-from the environment and never written).
+the FA ratio and the relevance-label scores (its markup: templates/card.md.j2). It loads with
+``datasets.load_dataset(<folder>, "seed_0")``. ``push_to_hub`` uploads a folder with
+``huggingface_hub`` (token from HF_TOKEN, read from the environment and never written).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import yaml
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import atomic_path
+from factory.utils.templates import render
 from schemas import SUPERVISION, read_rows, to_table
 
 LICENSES = {"hotpotqa": "cc-by-sa-4.0", "2wikimultihopqa": "apache-2.0", "musique": "cc-by-4.0"}
@@ -55,34 +56,23 @@ def final_examples(variant: str, seed: int, selected_round: int) -> tuple[list[d
     return examples, ran
 
 
-def _counts(examples: list[dict], datasets: list[str]) -> list[str]:
+def _config(chain: dict, datasets: list[str]) -> dict:
+    """A config's row and counts: the protocol seed and rounds it comes from, its examples by step kind,
+    its trajectories and questions, its examples per dataset (as JSON)."""
+    examples = chain["examples"]
     by_kind: dict[str, int] = {}
     for e in examples:
         by_kind[e["step_kind"]] = by_kind.get(e["step_kind"], 0) + 1
-    return [
-        f"  - examples: {len(examples)} "
-        f"({', '.join(f'{k}: {v}' for k, v in sorted(by_kind.items())) or 'none'})",
-        f"  - trajectories: {len({e['trajectory_id'] for e in examples})}; questions: "
-        f"{len({e['question_id'] for e in examples})}",
-        f"  - by dataset: {json.dumps({d: sum(e['dataset'] == d for e in examples) for d in datasets})}",
-    ]
-
-
-def _config_table(chains: list[dict]) -> list[str]:
-    """Which round and protocol seed each config comes from."""
-    lines = [
-        "| config | protocol seed | selected round | rounds included | examples |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for c in chains:
-        selected = (
-            "base model (round 0's set did not improve it)"
-            if c["selected_round"] < 0
-            else f"round {c['selected_round']}"
-        )
-        rounds = ", ".join(map(str, c["rounds"])) or "none"
-        lines.append(f"| `seed_{c['seed']}` | {c['seed']} | {selected} | {rounds} | {len(c['examples'])} |")
-    return lines
+    return {
+        "seed": chain["seed"],
+        "selected_round": chain["selected_round"],
+        "rounds": chain["rounds"],
+        "examples": len(examples),
+        "by_kind": sorted(by_kind.items()),
+        "trajectories": len({e["trajectory_id"] for e in examples}),
+        "questions": len({e["question_id"] for e in examples}),
+        "by_dataset": json.dumps({d: sum(e["dataset"] == d for e in examples) for d in datasets}),
+    }
 
 
 def _num(x: float | None) -> str:
@@ -98,67 +88,44 @@ def _pts(cell: dict | None) -> str:
     return f"{round(100 * cell['value'])}{ci}"
 
 
-def _relevance_verdict(v: dict | None, bar: float) -> str:
-    if not v:
-        return "not scored"
-    if v.get("verdict") == "cannot tell":
-        return "cannot tell (nothing to score)"
-    beats = "beats" if v.get("beats_answer_entity") else "does not beat"
-    reaches = "reaches" if v.get("reaches_bar") else "does not reach"
-    return f"S_q {beats} the answer-entity control; {reaches} the {bar:g} bar"
-
-
-def relevance_table(relevance: dict) -> list[str]:
-    """The card's relevance and causal results: one row per dataset with a one-line verdict each."""
+def _relevance_results(relevance: dict) -> dict:
+    """The card's relevance and causal results, pooled over the run: one row per dataset (its scores and
+    both verdicts), or none and the status that says why."""
     verdicts = relevance.get("verdicts") or {}
     causal = relevance.get("causal") or {}
     causal_verdicts = causal.get("verdicts") or {}
     groups = causal.get("groups") or {}
-    datasets = sorted((set(verdicts) | set(causal_verdicts)) - {"all"})
-    if not datasets:
-        why = {
-            "no_trajectories": "no trajectories were found",
-            "no_labels": "no trajectory had backtrace labels",
-            "no_correct_trajectories": "no correct, labelled trajectory was found",
-        }.get(relevance.get("status"), "no relevance check was run")
-        return [f"No relevance or causal result: {why}."]
-    bar = (relevance.get("params") or {}).get("bar", 0.8)
-    lines = [
-        "Pooled over every round of every chain of the run (identical trajectories once); paragraph level, "
-        "micro, 95% bootstrap CIs in brackets. Causal effects are points of accuracy lost when the final "
-        "answer is re-asked without S_q, or without a random set of its size.",
-        "",
-        "| dataset | S_q precision | S_q recall | S_q F1 | answer-entity F1 | relevance verdict "
-        "| lost without S_q | lost without random | causal verdict |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for d in datasets:
+    rows = []
+    for d in sorted((set(verdicts) | set(causal_verdicts)) - {"all"}):
         v = verdicts.get(d) or {}
-        group = groups.get(f"dataset={d}") or {}
-        effects = group.get("effects") or {}
-        answer_f1 = v.get("answer_entity_f1")
-        cv = causal_verdicts.get(d) or {}
-        lines.append(
-            f"| {d} | {_num(v.get('precision'))} | {_num(v.get('recall'))} | {_num(v.get('f1'))} | "
-            f"{_num(answer_f1)} | {_relevance_verdict(v, bar)} | {_pts(effects.get('necessity_sq'))} | "
-            f"{_pts(effects.get('necessity_random'))} | {cv.get('verdict', 'not run')} |"
+        effects = (groups.get(f"dataset={d}") or {}).get("effects") or {}
+        rows.append(
+            {
+                "dataset": d,
+                "scores": [_num(v.get(k)) for k in ("precision", "recall", "f1", "answer_entity_f1")],
+                "scored": bool(v),
+                "cannot_tell": v.get("verdict") == "cannot tell",
+                "beats": bool(v.get("beats_answer_entity")),
+                "reaches": bool(v.get("reaches_bar")),
+                "lost": [_pts(effects.get("necessity_sq")), _pts(effects.get("necessity_random"))],
+                "causal": (causal_verdicts.get(d) or {}).get("verdict", "not run"),
+            }
         )
-    return lines
+    bar = f"{(relevance.get('params') or {}).get('bar', 0.8):g}" if rows else None
+    return {"status": relevance.get("status"), "bar": bar, "rows": rows}
 
 
-def _card(variant: str, chains: list[dict], info: dict) -> str:
-    examples = [e for c in chains for e in c["examples"]]
-    datasets = sorted({e["dataset"] for e in examples}) or sorted(info.get("datasets", []))
-    header = {
+def _header(variant: str, chains: list[dict], datasets: list[str]) -> dict:
+    """The card's YAML header (the Hub's dataset metadata): licenses, sources, size, one config a seed."""
+    examples = sum(len(c["examples"]) for c in chains)
+    return {
         "license": sorted({LICENSES[d] for d in datasets if d in LICENSES}) or "other",
         "language": ["en"],
         "pretty_name": f"TraceFactory {variant} supervision set",
         "task_categories": ["question-answering", "text-generation"],
         "tags": ["multi-hop-qa", "rag", "knowtrace", "self-training", "synthetic"],
         "source_datasets": [SOURCES[d] for d in datasets if d in SOURCES],
-        "size_categories": [
-            "n<1K" if len(examples) < 1000 else "1K<n<10K" if len(examples) < 10_000 else "10K<n<100K"
-        ],
+        "size_categories": ["n<1K" if examples < 1000 else "1K<n<10K" if examples < 10_000 else "10K<n<100K"],
         "configs": [
             {
                 "config_name": f"seed_{c['seed']}",
@@ -168,57 +135,30 @@ def _card(variant: str, chains: list[dict], info: dict) -> str:
             for i, c in enumerate(chains)
         ],
     }
-    body = [
-        f"# TraceFactory — `{variant}` supervision set",
-        "",
-        "Chat-format SFT examples (one per kept step of a correct KnowTrace trajectory: the step's "
-        "prompt, then",
-        "the kept output as the assistant turn) built by [TraceFactory](README) from multi-hop QA corpora.",
-        {
-            "backtrace": "Only generations that contributed to the correct answer (knowledge "
-            "backtracing) are kept.",
-            "random": "Control set: per trajectory, as many units removed as backtracing removed, chosen "
-            "at random.",
-            "unfiltered": "Every generation of every correct trajectory (STaR-style).",
-        }.get(variant, ""),
-        "",
-        "One config per protocol seed (a repeat of the whole bootstrapping protocol): the data that "
-        "trained that seed's selected policy.",
-        "",
-        "## Provenance",
-        "",
-        f"- generating policies: {', '.join(info['policies']) or 'none'}",
-        f"- model: `{info['model']}`",
-        f"- prompt version: `{info['prompt_version']}`",
-        "- licenses inherited from the sources: "
-        f"{', '.join(header['license']) if isinstance(header['license'], list) else header['license']}"
-        + (" (HotpotQA is CC BY-SA 4.0: derived data is share-alike)" if "hotpotqa" in datasets else ""),
-        "",
-        "## Configs",
-        "",
-        *_config_table(chains),
-        "",
-        "## Counts",
-        "",
-    ]
-    for c in chains:
-        body += [f"- seed {c['seed']}:", *_counts(c["examples"], datasets)]
-    body += [
-        f"- FA ratio (generated tokens removed / all, over correct trajectories): {info['fa_ratio']}",
-        "",
-        "## Relevance labels vs gold supporting facts, and the causal check",
-        "",
-        *relevance_table(info["relevance"]),
-        "",
-        "Full tables: `reports/relevance.md` of the run that built this set.",
-        "",
-        "## Parameters",
-        "",
-        "```yaml",
-        yaml.safe_dump(info["params"], sort_keys=True).rstrip(),
-        "```",
-    ]
-    return "---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n\n" + "\n".join(body) + "\n"
+
+
+def _card(variant: str, chains: list[dict], info: dict) -> str:
+    """The dataset card (templates/card.md.j2): provenance, configs, counts, relevance results, params."""
+    datasets = sorted({e["dataset"] for c in chains for e in c["examples"]}) or sorted(
+        info.get("datasets", [])
+    )
+    header = _header(variant, chains, datasets)
+    licenses = header["license"]
+    return render(
+        "factory.variants",
+        "card.md.j2",
+        header=yaml.safe_dump(header, sort_keys=False),
+        variant=variant,
+        policies=info["policies"],
+        model=info["model"],
+        prompt_version=info["prompt_version"],
+        licenses=", ".join(licenses) if isinstance(licenses, list) else licenses,
+        share_alike="hotpotqa" in datasets,
+        configs=[_config(c, datasets) for c in chains],
+        fa_ratio=info["fa_ratio"],
+        relevance=_relevance_results(info["relevance"]),
+        params=yaml.safe_dump(info["params"], sort_keys=True).rstrip(),
+    )
 
 
 def publish_variant(variant: str, out_dir: str | Path, info: dict, selected: dict[int, int]) -> dict:
