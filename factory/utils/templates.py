@@ -51,12 +51,16 @@ def _escaped(context: EvalContext, value: Any) -> Any:
 
 def environment(package: str) -> Environment:
     """A new Environment of the templates in ``package``'s templates/ folder."""
-    env = Environment(loader=PackageLoader(package), extensions=[_OneLine], undefined=StrictUndefined)
-    env.autoescape, env.finalize = _is_html, _escaped
-    # (settings may change until a template is loaded) a template's last newline stays; a line holding
-    # only a block tag leaves nothing
-    env.keep_trailing_newline = env.trim_blocks = env.lstrip_blocks = True
-    return env
+    return Environment(
+        loader=PackageLoader(package),
+        extensions=[_OneLine],
+        undefined=StrictUndefined,
+        autoescape=_is_html,
+        finalize=_escaped,
+        keep_trailing_newline=True,  # a template's last newline stays
+        trim_blocks=True,  # a line holding only a block tag leaves nothing
+        lstrip_blocks=True,
+    )
 
 
 @cache
