@@ -83,6 +83,9 @@ def prepare_base_model(base: str, out_dir: str | Path, dtype: str = "bfloat16") 
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)
+    # how the files were fetched (HF_HUB_OFFLINE), not what the tokenizer is: kept, the folder's bytes
+    # (and its DVC hash) would depend on the environment
+    tokenizer.init_kwargs.pop("local_files_only", None)
     tokenizer.save_pretrained(tmp)
     weights = hashlib.sha256()
     for f in sorted(tmp.glob("*.safetensors")):

@@ -23,6 +23,14 @@ def test_a_local_model_folder_becomes_the_base_folder(tmp_path, tiny_model_dir):
     assert again["weights_sha256"] == info["weights_sha256"]  # same source -> byte-identical weights
 
 
+def test_the_base_folder_does_not_record_how_it_was_fetched(tmp_path, tiny_model_dir):
+    """transformers writes the load's ``local_files_only`` (true under HF_HUB_OFFLINE=1, as here) into
+    tokenizer_config.json: the folder's bytes, and so its DVC hash, would depend on the environment."""
+    out = tmp_path / "base"
+    prepare_base_model(str(tiny_model_dir), out)
+    assert "local_files_only" not in json.loads((out / "tokenizer_config.json").read_text())
+
+
 def test_missing_source_is_a_clear_error(tmp_path):
     with pytest.raises(FactoryError, match="cannot load model.base"):
         prepare_base_model(str(tmp_path / "no-such-model"), tmp_path / "out")
