@@ -20,7 +20,7 @@ from factory.config import BootstrapParams
 from factory.utils import paths
 from factory.utils.io import read_json
 from factory.utils.stats import paired_difference
-from factory.utils.templates import render
+from factory.utils.templates import fixed, render
 
 
 def _read(path: Path) -> dict | None:
@@ -215,10 +215,6 @@ def _fmt(cell: dict, digits: int = 3) -> str:
     return f"{cell['mean']:.{digits}f}" + (f" ± {cell['std']:.{digits}f}" if cell["n"] > 1 else "")
 
 
-def _num(value, digits: int = 3) -> str:
-    return "–" if value is None else f"{value:.{digits}f}"
-
-
 def decision_line(seed: str, row: Mapping) -> str | None:
     """'seed 0, round 1: held-out EM 0.250 vs round 0 0.167: difference +0.083, 95% CI [...] -> no gain;
     stop (reason)' -- the stop test of one round, as the decision file recorded it."""
@@ -231,8 +227,8 @@ def decision_line(seed: str, row: Mapping) -> str | None:
     against = "the base model" if test["against"] < 0 else f"round {test['against']}"
     lo, hi = test["ci"]
     return (
-        f"seed {seed}, round {row['round']}: held-out EM {_num(test['em'])} "
-        f"vs {against} {_num(test['best_em'])}: "
+        f"seed {seed}, round {row['round']}: held-out EM {fixed(test['em'], 3, '–')} "
+        f"vs {against} {fixed(test['best_em'], 3, '–')}: "
         f"difference {test['difference']:+.3f}, 95% CI [{lo:+.3f}, {hi:+.3f}] over {test['n']} questions "
         f"-> {'gain' if test['improved'] else 'no gain'}{_why(test)}; {then}."
     )

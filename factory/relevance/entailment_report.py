@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, ENTAILED, KEEP_ALL, RANDOM
-from factory.utils.templates import render
+from factory.utils.templates import fixed, render
 
 DEFINITIONS = {"paragraph": "lexical (relation-blind)", ENTAILED: "review: gold paragraph AND entailed"}
 
@@ -59,10 +59,6 @@ def entailment_result(result: Mapping, summary: Mapping) -> dict:
     return out
 
 
-def _v(x) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
-
-
 def _agreement(e: Mapping) -> dict:
     """The judge's counts and agreement with lexical grounding, for all grounded triplets and for those
     grounded in a gold paragraph (0 / n/a where not recorded)."""
@@ -71,7 +67,7 @@ def _agreement(e: Mapping) -> dict:
     for key in ("all", "gold_paragraph"):
         a = agree.get(key) or {}
         out[key] = {k: a.get(k, 0) for k in ("judged", "entailed", "not_entailed", "no_verdict")}
-        out[key]["agreement"] = _v(a.get("agreement"))
+        out[key]["agreement"] = fixed(a.get("agreement"))
     return out
 
 
@@ -84,7 +80,9 @@ def _scores(groups: Mapping) -> list[dict]:
                 sq, c = row[level]["sq"], row[level]["controls_f1"]
                 scores = [sq["precision"], sq["recall"], sq["f1"]]
                 controls = [c.get(AUTHORS), c[ANSWER_ENTITY], c[RANDOM], c[KEEP_ALL]]
-                rows.append({"group": name, "definition": label, "cells": [_v(x) for x in scores + controls]})
+                rows.append(
+                    {"group": name, "definition": label, "cells": [fixed(x) for x in scores + controls]}
+                )
     return rows
 
 

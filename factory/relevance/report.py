@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, KEEP_ALL, RANDOM
-from factory.utils.templates import render
+from factory.utils.templates import fixed, render
 
 CONTROLS = (AUTHORS, ANSWER_ENTITY, RANDOM, KEEP_ALL)
 log = logging.getLogger(__name__)
@@ -25,13 +25,9 @@ def method_label(method: str) -> str:
     return f"S_q {method[3:]}" if method.startswith("sq/") else LABELS.get(method, method)
 
 
-def _v(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
-
-
 def _vci(cell: Mapping) -> str:
     lo, hi = cell["ci"]
-    return _v(cell["value"]) + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]")
+    return fixed(cell["value"]) + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]")
 
 
 def _level_rows(level: Mapping, extras: Mapping | None, methods: list[str]) -> list[dict]:
@@ -51,10 +47,10 @@ def _level_rows(level: Mapping, extras: Mapping | None, methods: list[str]) -> l
             x = extras[m]
             no_path = x.get("no_path_share")
             row |= {
-                "support_micro": _v(x["support_recall_micro"]),
-                "support_macro": _v(x["support_recall_macro"]),
-                "ungrounded": _v(x["ungrounded_rate"]),
-                "no_path": "" if no_path is None else _v(no_path),
+                "support_micro": fixed(x["support_recall_micro"]),
+                "support_macro": fixed(x["support_recall_macro"]),
+                "ungrounded": fixed(x["ungrounded_rate"]),
+                "no_path": "" if no_path is None else fixed(no_path),
             }
         rows.append(row)
     return rows
@@ -120,7 +116,7 @@ def render_markdown(result: Mapping) -> str:
         "relevance.md.j2",
         status=status,
         counts=counts,
-        ungrounded_rate=_v(counts["ungrounded_rate_all_triplets"]),
+        ungrounded_rate=fixed(counts["ungrounded_rate_all_triplets"]),
         sources=result["sources"],
         params=result["params"],
         sq_name=result["default_method"][3:],

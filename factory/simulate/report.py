@@ -23,7 +23,7 @@ from factory.config import BacktraceParams
 from factory.simulate.trajectories import Simulated
 from factory.utils.io import write_text
 from factory.utils.plotting import save
-from factory.utils.templates import render
+from factory.utils.templates import fixed, render
 
 
 def _ratio(num: int, den: int) -> float | None:
@@ -103,7 +103,7 @@ def aggregate(rows: Sequence[dict]) -> list[dict]:
 
 
 def _fmt(v: float | None) -> str:
-    return "–" if v is None else f"{v:.3f}"
+    return fixed(v, 3, "–")
 
 
 def _cell(results: list[dict], **key: Any) -> dict | None:

@@ -68,6 +68,11 @@ def _environment(package: str) -> Environment:
     return environment(package)
 
 
+def fixed(x: float | None, digits: int = 2, missing: str = "n/a") -> str:
+    """A number as the reports print it: ``digits`` decimals; ``missing`` for None."""
+    return missing if x is None else f"{x:.{digits}f}"
+
+
 def render(package: str, name: str, /, **values: Any) -> str:
     """Template ``name`` of ``package`` (its templates/ folder) filled with ``values``."""
     return _environment(package).get_template(name).render(**values)

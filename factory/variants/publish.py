@@ -24,7 +24,7 @@ import yaml
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import atomic_path
-from factory.utils.templates import render
+from factory.utils.templates import fixed, render
 from schemas import SUPERVISION, read_rows, to_table
 
 LICENSES = {"hotpotqa": "cc-by-sa-4.0", "2wikimultihopqa": "apache-2.0", "musique": "cc-by-4.0"}
@@ -75,10 +75,6 @@ def _config(chain: dict, datasets: list[str]) -> dict:
     }
 
 
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
-
-
 def _pts(cell: dict | None) -> str:
     """An effect as points of accuracy with its CI."""
     if not cell or cell.get("value") is None:
@@ -102,7 +98,7 @@ def _relevance_results(relevance: dict) -> dict:
         rows.append(
             {
                 "dataset": d,
-                "scores": [_num(v.get(k)) for k in ("precision", "recall", "f1", "answer_entity_f1")],
+                "scores": [fixed(v.get(k)) for k in ("precision", "recall", "f1", "answer_entity_f1")],
                 "scored": bool(v),
                 "cannot_tell": v.get("verdict") == "cannot tell",
                 "beats": bool(v.get("beats_answer_entity")),
