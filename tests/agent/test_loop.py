@@ -18,6 +18,7 @@ from factory.retrieval.bm25 import BM25Retriever
 from factory.utils.errors import FactoryError
 from factory.utils.text import content_tokens
 from schemas import write_parquet
+from tests.scripted import own_passages
 
 BASE = Policy("base", None, -1)
 DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
@@ -34,13 +35,7 @@ def questions(ingested) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def retriever(questions) -> BM25Retriever:
-    seen, passages = set(), []
-    for q in questions:
-        for p in q["passages"]:
-            if p["pid"] not in seen:
-                seen.add(p["pid"])
-                passages.append({**p, "dataset": q["dataset"], "text": " ".join(p["sentences"])})
-    return BM25Retriever.build(passages)
+    return BM25Retriever.build(own_passages(questions))
 
 
 class FakeLLM:

@@ -11,6 +11,7 @@ from factory.retrieval.store import PassageStore
 from factory.utils import paths
 from factory.utils.text import content_tokens
 from schemas import write_parquet
+from tests.scripted import own_passages, scripted_trajectories
 from tests.variants.test_sets import make_labels, make_trajectory
 
 DATASETS = ("hotpotqa", "2wikimultihopqa", "musique")
@@ -144,36 +145,15 @@ def test_without_trajectories_the_files_say_so(workdir):
 def scripted_round(ingested):
     """Trajectories of the scripted policy (real questions, grounded in retrieved passages) and their real
     labels."""
-    from factory.agent.loop import Run, run_trajectories
-    from factory.agent.policy import Policy
-    from factory.agent.scripted import ScriptedPolicyLLM
     from factory.backtrace import backtrace_modes
-    from factory.config import BacktraceParams, Params
-    from factory.llm.base import Sampling
-    from factory.retrieval.bm25 import BM25Retriever
+    from factory.config import BacktraceParams
 
     questions = []
     for d in DATASETS:
         questions += [q for q in ingested.questions if q["dataset"] == d and q["split"] == "train"][:10]
-    seen, passages = set(), []
-    for q in questions:
-        for p in q["passages"]:
-            if p["pid"] not in seen:
-                seen.add(p["pid"])
-                passages.append({**p, "dataset": q["dataset"], "text": " ".join(p["sentences"])})
-    trajectories = run_trajectories(
-        Run(
-            questions,
-            ScriptedPolicyLLM(questions, ingested.passages),
-            BM25Retriever.build(passages),
-            Params(),
-            Policy("base", None, -1),
-            0,
-            Sampling(),
-            run_id="backtrace/seed_0/round_0",
-        ),
-        questions,
-        1,
+    passages = own_passages(questions)
+    trajectories = scripted_trajectories(
+        questions, passages, llm_passages=ingested.passages, run_id="backtrace/seed_0/round_0"
     )
     modes = BacktraceParams(
         modes=["undirected_shortest", "directed_reach"], target_modes=["thought_and_answer", "gold_answer"]

@@ -9,13 +9,14 @@ import pyarrow.parquet as pq
 import pytest
 
 import schemas
-from factory.config import TraceParams
+from factory.config import Params, TraceParams
 from factory.retrieval.store import PassageStore
 from factory.trace.export import EXPORTED, INCORRECT, export_stats, export_trace
 from factory.trace.protocol import SYSTEM_PROMPT
 from factory.trace.rewards import parse_trace, score_completion
 from factory.utils.errors import FactoryError
 from factory.variants.kept import kept_units
+from tests.scripted import scripted_trajectories
 
 PER_DATASET = 4
 
@@ -24,13 +25,6 @@ PER_DATASET = 4
 def scripted(ingested):
     """Scripted-policy trajectories (gold facts, real retrieval and grounding) on a few questions per
     dataset."""
-    from factory.agent.loop import Run, run_trajectories
-    from factory.agent.policy import Policy
-    from factory.agent.scripted import ScriptedPolicyLLM
-    from factory.config import Params
-    from factory.llm.base import Sampling
-    from factory.retrieval.bm25 import BM25Retriever
-
     by_dataset: dict[str, list[dict]] = {}
     for q in ingested.questions:
         if q["split"] == "train":
@@ -42,19 +36,7 @@ def scripted(ingested):
     ]
     pids = {p["pid"] for q in questions for p in q["passages"]}
     passages = [p for p in ingested.passages if p["pid"] in pids]
-    trajectories = run_trajectories(
-        Run(
-            questions,
-            ScriptedPolicyLLM(questions, passages),
-            BM25Retriever.build(passages),
-            Params(),
-            Policy("base", None, -1),
-            0,
-            Sampling(),
-        ),
-        questions,
-        1,
-    )
+    trajectories = scripted_trajectories(questions, passages)
     return {
         "trajectories": trajectories,
         "questions": {q["question_id"]: q for q in questions},
@@ -260,7 +242,6 @@ def _stage_inputs(tmp_path, scripted, ingested, trajectories, labels):
 
 
 def test_stage_writes_parquet_jsonl_stats_deterministically(tmp_path, monkeypatch, scripted, ingested):
-    from factory.config import Params
     from factory.stages import s08_export_trace as stage
     from factory.utils import paths
 
@@ -308,7 +289,6 @@ def test_stage_writes_parquet_jsonl_stats_deterministically(tmp_path, monkeypatc
 
 
 def test_stage_empty_round_writes_empty_files(tmp_path, monkeypatch, scripted, ingested):
-    from factory.config import Params
     from factory.stages import s08_export_trace as stage
     from factory.utils import paths
 

@@ -10,16 +10,11 @@ import pytest
 from factory.config import TraceParams
 from factory.trace.export import export_trace
 from factory.trace.rewards import make_reward_functions, score_completion
+from tests.scripted import scripted_trajectories
 
 
 @pytest.fixture(scope="module")
 def rl_records(ingested):
-    from factory.agent.loop import Run, run_trajectories
-    from factory.agent.policy import Policy
-    from factory.agent.scripted import ScriptedPolicyLLM
-    from factory.config import Params
-    from factory.llm.base import Sampling
-    from factory.retrieval.bm25 import BM25Retriever
 
     questions = []
     for dataset in ("2wikimultihopqa", "hotpotqa", "musique"):
@@ -30,19 +25,7 @@ def rl_records(ingested):
         questions.extend(pool[:1])
     pids = {p["pid"] for q in questions for p in q["passages"]}
     passages = [p for p in ingested.passages if p["pid"] in pids]
-    trajectories = run_trajectories(
-        Run(
-            questions,
-            ScriptedPolicyLLM(questions, passages),
-            BM25Retriever.build(passages),
-            Params(),
-            Policy("base", None, -1),
-            0,
-            Sampling(),
-        ),
-        questions,
-        1,
-    )
+    trajectories = scripted_trajectories(questions, passages)
     result = export_trace(
         trajectories,
         [],
