@@ -15,7 +15,6 @@ from tests.scripted import scripted_trajectories
 
 @pytest.fixture(scope="module")
 def rl_records(ingested):
-
     questions = []
     for dataset in ("2wikimultihopqa", "hotpotqa", "musique"):
         pool = sorted(
