@@ -21,8 +21,10 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
-from factory.config import load_params, render_params_yaml
+from factory.config import load_params, require_served_model, served_model_missing
+from factory.profiles import PROFILES, explain, profile_params, render_current, render_profile
 from factory.utils.errors import FactoryError, os_error_message
+from factory.utils.io import write_text
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -82,11 +84,25 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
             if hasattr(module, "add_arguments"):
                 module.add_arguments(p)
             p.set_defaults(_module=module)
-    p = sub.add_parser("params", help="print a commented params.yaml with the current values")
+    p = sub.add_parser(
+        "params",
+        help="print the params file of the current values (params.yaml and --set) or of a named profile",
+    )
     _common(p)
     p.add_argument(
+        "--profile",
+        choices=list(PROFILES),
+        help="start from this profile (the typed defaults and what it sets, factory/profiles.py) instead of "
+        "params.yaml; --set still applies",
+    )
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument(
         "--cost", action="store_true", help="print the protocol's LLM calls (formula and numbers) instead"
     )
+    shown.add_argument(
+        "--explain", action="store_true", help="print what the profile sets and why, as a markdown table"
+    )
+    p.add_argument("--output", metavar="FILE", help="write the params file to FILE instead of printing it")
     p.set_defaults(_module=None)
     p = sub.add_parser(
         "check-corpora",
@@ -140,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
+        if args.command == "params" and args.profile:
+            return _params_command(args)
         params = load_params(args.params, args.sets)
         if args.command == "check-corpora":
             from factory.corpora.check import missing_sources, no_corpora_message
@@ -149,13 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise FactoryError(no_corpora_message(missing))
             return 0
         if args._module is None:
-            if args.cost:
-                from factory.bootstrap.cost import render_cost
-
-                sys.stdout.write(render_cost(params))
-            else:
-                sys.stdout.write(render_params_yaml(params))
-            return 0
+            return _params_command(args)
+        require_served_model(params)
         options = {
             k: v for k, v in vars(args).items() if k not in {"params", "sets", "debug", "command", "_module"}
         }
@@ -187,6 +200,40 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILURE
+
+
+def _params_command(args: argparse.Namespace) -> int:
+    """`factory params`: the params file (or its cost, or a profile's table), printed or written."""
+    if args.profile:
+        params = profile_params(args.profile, args.sets)
+        text = render_profile(args.profile, params)
+    else:
+        params = load_params(args.params, args.sets)
+        text = render_current(params)
+    if args.explain:
+        if not args.profile:
+            raise FactoryError("--explain needs --profile NAME (what would it explain?)")
+        sys.stdout.write(explain(args.profile))
+        return 0
+    if args.cost:
+        from factory.bootstrap.cost import render_cost
+
+        sys.stdout.write(render_cost(params))
+        return 0
+    if args.output:
+        write_text(args.output, text)
+        print(f"factory params: wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    missing = served_model_missing(params)
+    if missing:
+        print(
+            "factory params: before a stage runs on these params, set "
+            + ", ".join(m.split(" ", 1)[0] for m in missing)
+            + " (--set key=value; docs/full-scale.md)",
+            file=sys.stderr,
+        )
+    return 0
 
 
 if __name__ == "__main__":

@@ -1,18 +1,18 @@
 """Typed parameters of every stage, loaded from ``params.yaml`` plus ``--set dotted.key=value``.
 
-Every field carries its documentation; ``factory params`` prints a commented ``params.yaml`` made
-from these defaults, so the file and the code cannot drift apart. Unknown keys are errors: a typo in
-``--set`` or ``dvc exp run -S`` fails loudly instead of being ignored.
+Every default is written here once, with its documentation. params.yaml sets what a run changes and
+shows every other key as a comment at its default (``factory.params_file``; ``factory params`` renders
+it, ``factory params --profile NAME`` a named profile's, ``factory.profiles``). Unknown keys are errors:
+a typo in ``--set`` or ``dvc exp run -S`` fails loudly instead of being ignored.
 """
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from factory.utils.errors import FactoryError
 
@@ -659,7 +659,7 @@ def section(params_class: type[Section], description: str) -> Any:
 
 
 class Params(Section):
-    corpora: dict[Dataset, Annotated[list[str], Field(min_length=1)]] = Field(
+    corpora: dict[Dataset, list[str]] = Field(
         default_factory=lambda: {
             "hotpotqa": [
                 "../shared/corpora/hotpotqa/dev_sample.json",
@@ -672,7 +672,7 @@ class Params(Section):
             ],
         },
         description="Raw corpus files per dataset, in the official formats (HotpotQA/2Wiki JSON list, "
-        "MuSiQue JSONL).",
+        "MuSiQue JSONL). An empty list leaves the dataset out of the run (`--set corpora.musique=[]`).",
     )
     model: ModelParams = section(ModelParams, "The base model.")
     ingest: IngestParams = section(IngestParams, "Reading the corpora.")
@@ -699,6 +699,12 @@ class Params(Section):
     routes: RoutesParams = section(RoutesParams, "DTKG route classifier.")
     publish: PublishParams = section(PublishParams, "Uploading the published sets to the Hugging Face Hub.")
 
+    @field_validator("corpora", mode="after")
+    @classmethod
+    def _leave_out_empty(cls, corpora: dict[str, list[str]]) -> dict[str, list[str]]:
+        # `corpora.musique=[]` is how a user first tries to leave a dataset out: it means just that
+        return {dataset: files for dataset, files in corpora.items() if files}
+
     def digest(self, *sections: str) -> dict[str, Any]:
         """The named sections as plain data, for recording in artifacts."""
         data = self.model_dump(mode="json")
@@ -722,6 +728,10 @@ def parse_set(item: str) -> tuple[list[str], Any]:
 
 def load_params(path: str | Path | None = "params.yaml", sets: list[str] | None = None) -> Params:
     """Read params.yaml (missing file: defaults) and apply ``--set`` overrides, validating everything."""
+    return validate_params(_read_params_file(path), sets)
+
+
+def _read_params_file(path: str | Path | None) -> dict[str, Any]:
     data: dict[str, Any] = {}
     if path is not None and Path(path).exists():
         try:
@@ -732,12 +742,22 @@ def load_params(path: str | Path | None = "params.yaml", sets: list[str] | None 
             raise FactoryError(f"{path}: expected a mapping at the top level")
     elif path is not None and str(path) != "params.yaml":
         raise FactoryError(f"params file {path} does not exist")
+    return data
+
+
+def validate_params(data: dict[str, Any], sets: list[str] | None = None) -> Params:
+    """Params from nested ``data`` (as params.yaml holds them) and ``--set`` overrides, validated."""
+    data = _without_null_sections(Params, data)
+    typed = Params().model_dump(mode="json")
     for item in sets or []:
         keys, value = parse_set(item)
-        node = data
+        node, default = data, typed
         for k in keys[:-1]:
+            default = default.get(k) if isinstance(default, dict) else None
             if not isinstance(node.get(k), dict):
-                node[k] = {}
+                # a mapping the data does not set starts from its typed default, so that
+                # `corpora.musique=[]` leaves out one dataset, not the others
+                node[k] = dict(default) if isinstance(default, dict) and k not in node else {}
             node = node[k]
         node[keys[-1]] = value
     try:
@@ -757,48 +777,55 @@ def load_params(path: str | Path | None = "params.yaml", sets: list[str] | None 
         raise FactoryError("invalid parameters:\n  " + "\n  ".join(lines)) from None
 
 
-def render_params_yaml(params: Params | None = None) -> str:
-    """A params.yaml with a comment above every field, made from the typed defaults."""
-    params = params or Params()
-    out: list[str] = [
-        "# TraceFactory parameters. Every stage reads this file; `factory <stage> --set key=value` and",
-        "# `dvc exp run -S key=value` override single fields. Regenerate with `factory params`.",
-        "# The committed values are demo sizes for 2 CPU cores and the embedded 135M model (README: Full "
-        "scale).",
-    ]
-
-    def emit(model: BaseModel, indent: int) -> None:
-        pad = "  " * indent
-        for name, field in type(model).model_fields.items():
-            value = getattr(model, name)
-            if field.description:
-                out.extend(
-                    f"{pad}# {line}" for line in textwrap.wrap(field.description, width=100 - len(pad))
-                )
-            if isinstance(value, BaseModel):
-                out.append(f"{pad}{name}:")
-                emit(value, indent + 1)
-            else:
-                plain = value.model_dump(mode="json") if isinstance(value, BaseModel) else _plain(value)
-                flow = (
-                    None if isinstance(plain, (list, dict)) else False
-                )  # leaf lists inline, scalars as key: value
-                dumped = yaml.safe_dump(
-                    {name: plain}, sort_keys=False, default_flow_style=flow, width=1000
-                ).rstrip()
-                out.extend(pad + line for line in dumped.splitlines())
-        if indent == 0:
-            return
-
-    emit(params, 0)
-    return "\n".join(out) + "\n"
+def _without_null_sections(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the sections written bare (``ingest:`` with every key commented: YAML null), which
+    mean "every key at its default" (factory.params_file)."""
+    out = {}
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        kind = field.annotation if field is not None else None
+        if isinstance(kind, type) and issubclass(kind, Section):
+            if value is None:
+                continue
+            if isinstance(value, dict):
+                value = _without_null_sections(kind, value)
+        out[key] = value
+    return out
 
 
-def _plain(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
+def served_model_missing(params: Params) -> list[str]:
+    """What a run on the openai backend lacks to start: the servers, the served model's name, the served
+    weights on local disk (training trains LoRA adapters on them). Empty for the local backend."""
+    llm, model = params.llm, params.model
+    if llm.backend != "openai":
+        return []
+    missing = []
+    if not llm.base_urls:
+        missing.append("llm.base_urls (the servers' OpenAI-compatible URLs, e.g. [http://gpu1:8000/v1])")
+    if llm.model == model.dir:
+        missing.append(
+            f"llm.model (the name the servers serve the model under; it is {llm.model!r}, the local folder "
+            "prepare-model writes)"
+        )
+    if model.base.startswith("embedded:") or not Path(model.base).is_dir():
+        missing.append(
+            f"model.base (a local folder holding the served model's weights, which training trains LoRA "
+            f"adapters on; it is {model.base!r})"
+        )
+    return missing
+
+
+def require_served_model(params: Params) -> None:
+    """Stop before any work when the openai backend lacks what it needs (``served_model_missing``)."""
+    missing = served_model_missing(params)
+    if missing:
+        raise FactoryError(
+            "llm.backend is openai, but these are not set: "
+            + "; ".join(missing)
+            + ". Serve the model with vLLM (`VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve "
+            "/models/Llama-3.1-8B-Instruct --served-model-name llama --enable-lora --max-lora-rank 64`), "
+            "then write them into params.yaml, e.g. `factory params --profile full --set "
+            "'llm.base_urls=[http://gpu1:8000/v1]' --set llm.model=llama --set "
+            "model.base=/models/Llama-3.1-8B-Instruct --output params.yaml` (docs/full-scale.md). Nothing "
+            "was read or written."
+        )

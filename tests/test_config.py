@@ -4,7 +4,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from factory.config import Params, load_params, render_params_yaml
+from factory.config import Params, load_params, validate_params
+from factory.profiles import profile_params, render_current, render_profile
 from factory.utils.errors import FactoryError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,20 +26,36 @@ def test_every_param_is_documented():
     assert not missing
 
 
-def test_params_yaml_loads_and_comments_every_field():
+def test_params_yaml_is_the_demo_profile_and_shows_every_key():
     text = (ROOT / "params.yaml").read_text()
-    load_params(ROOT / "params.yaml")
-    rendered = render_params_yaml(Params())
-    # every key of the typed config appears in the committed file, each preceded by a comment
+    # the committed file is exactly what `factory params --profile demo` renders: values and comments current
+    assert text == render_profile("demo", profile_params("demo"))
+    assert load_params(ROOT / "params.yaml") == profile_params("demo")
+    # every key of the typed config appears in it, set or commented at its default, under its description
     lines = text.splitlines()
     for name, _ in _fields(Params()):
         key = name.split(".")[-1] + ":"
-        idx = [i for i, line in enumerate(lines) if line.strip().startswith(key)]
+        idx = [i for i, line in enumerate(lines) if line.strip().removeprefix("# ").startswith(key)]
         assert idx, f"{name} missing from params.yaml"
         assert lines[idx[0] - 1].strip().startswith("#"), f"{name} has no comment"
-    # the committed file is exactly what `factory params` renders for its values: comments are current
-    assert render_params_yaml(load_params(ROOT / "params.yaml")) == text
-    assert yaml.safe_load(rendered).keys() == yaml.safe_load(text).keys()
+
+
+def test_a_params_file_sets_the_protocol_and_what_differs_and_comments_the_rest():
+    params = load_params(None, ["llm.timeout_s=30", "grounding.llm.model=judge"])
+    text = render_current(params)
+    data = yaml.safe_load(text)
+    assert data["llm"]["timeout_s"] == 30 and data["grounding"]["llm"] == {"model": "judge"}
+    assert "  # max_retries: 5" in text and "max_retries" not in data["llm"]  # a default: commented
+    assert data["trajectories"]["n_questions"] == 24  # a protocol key: written at its default too
+    assert data["ingest"] is None and "  # on_bad_record: quarantine" in text  # nothing set: a bare section
+    assert load_params_text(text) == params  # the file reads back as the same params
+    # uncommenting a key under a bare section is valid YAML and sets it
+    edited = text.replace("  # on_bad_record: quarantine", "  on_bad_record: fail")
+    assert load_params_text(edited).ingest.on_bad_record == "fail"
+
+
+def load_params_text(text: str) -> Params:
+    return validate_params(yaml.safe_load(text))
 
 
 def test_set_overrides_are_yaml_parsed_and_validated():
@@ -115,9 +132,14 @@ def test_the_allowed_tuples_are_the_literals():
         ("simulate.noise_levels=[0.5, 2]", "simulate.noise_levels.1: Input should be less than or equal"),
         ("relevance.bar=1.5", "relevance.bar: Input should be less than or equal to 1"),
         ("trace.reward_weights={format: -1}", "trace.reward_weights.format: Input should be greater than"),
-        ("corpora={musique: []}", "corpora.musique: List should have at least 1 item"),
     ],
 )
 def test_a_value_out_of_range_fails_when_params_load_naming_the_key(setting, message):
     with pytest.raises(FactoryError, match=re.escape(message)):
         load_params(None, [setting])
+
+
+def test_an_empty_corpus_list_leaves_the_dataset_out():
+    params = load_params(None, ["corpora.musique=[]"])
+    assert list(params.corpora) == ["hotpotqa", "2wikimultihopqa"]
+    assert "musique" not in yaml.safe_load(render_current(params))["corpora"]

@@ -11,6 +11,7 @@ import yaml
 
 from factory.cli import stage_names
 from factory.config import Params
+from factory.profiles import PROFILES, profile_params, render_profile
 from factory.utils import paths
 from tests.imports import ROOT, closure
 
@@ -22,9 +23,6 @@ NOT_OUTPUT_DECIDING = {
     "factory/__init__.py": "the version string",
     "factory/utils/errors.py": "exception classes: a failure changes no output, it stops the stage",
     "factory/stages/__init__.py": "the shared command-line options of the round stages",
-    # Every field of the typed params is written in params.yaml (test_config checks it), and DVC tracks the
-    # values a stage reads through its `params:`; a changed default cannot reach a stage unseen.
-    "factory/config.py": "typed params: their values are tracked through params.yaml",
     "factory/utils/progress.py": "progress bars and the LLM meter: stderr, never what a stage writes",
     # Where a stage's shards run, never what they hold (tests/execution/test_cluster.py compares the bytes
     # of both engines). What the Ray engine imports for itself (its response cache's actor) is not
@@ -70,6 +68,21 @@ def test_code_deps_cover_the_import_closure_of_the_stage_module(name, stage):
         and not _covered(rel, deps)
     )
     assert not missing, f"stage {name} ({module.name}) runs code no dep names: {missing}"
+
+
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_every_params_key_a_stage_names_is_written_in_every_profiles_file(profile):
+    """DVC refuses a stage whose params key the file lacks ("missing from params.yaml"): the keys stages
+    name are protocol keys or whole sections, written in every params file (a section at its defaults
+    as a bare `name:`)."""
+    data = yaml.safe_load(render_profile(profile, profile_params(profile)))
+    for name, stage in _stages():
+        for entry in stage.get("params", []):
+            keys = entry if isinstance(entry, str) else next(iter(entry))
+            node = data
+            for key in keys.split("."):
+                assert isinstance(node, dict) and key in node, f"{profile}: stage {name} tracks {keys!r}"
+                node = node[key]
 
 
 @pytest.mark.parametrize("name, stage", _stages(), ids=[n for n, _ in _stages()])

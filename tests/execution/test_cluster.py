@@ -56,6 +56,7 @@ def project(tmp_path, monkeypatch, ingested):
     monkeypatch.chdir(tmp_path)
     questions = make_project(tmp_path, ingested, train=N, heldout=1)
     start_chain(tmp_path, "backtrace")
+    (tmp_path / "served").mkdir()
     return questions
 
 
@@ -64,6 +65,7 @@ def argv(base_url: str, engine: str) -> list[str]:
         "llm.backend": "openai",
         "llm.base_urls": [base_url],
         "llm.model": "mock-model",
+        "model.base": "served",  # the served weights, local: what a stage on the openai backend needs
         "llm.concurrency": 4,
         "llm.backoff_s": 0.01,
         "trajectories.n_questions": N,

@@ -4,6 +4,7 @@ skipped rounds."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -118,9 +119,11 @@ def test_sample_and_conditions_narrow_the_cost(project, server):
     argv = [
         "counterfactual", "--variant", V, "--round", str(R),
         "--set", f"llm.base_urls=[{server.base_url}]", "--set", "llm.backend=openai",
-        "--set", "llm.model=mock-model", "--set", "counterfactual.max_trajectories=2",
+        "--set", "llm.model=mock-model", "--set", "model.base=served",
+        "--set", "counterfactual.max_trajectories=2",
         "--set", "counterfactual.conditions=[full, without_sq]", "--set", "relevance.bootstrap_samples=20",
     ]  # fmt: skip
+    Path("served").mkdir()  # the served model's weights (a stage on the openai backend needs them locally)
     assert main(argv) == 0
     m = read_json(paths.stage_metrics("counterfactual", V, R))
     assert m["reasked"] == 2 and m["llm_calls"]["planned"] == 4 and m["llm_calls"]["per_trajectory"] == 2

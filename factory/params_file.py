@@ -1,0 +1,108 @@
+"""The params.yaml format: what a run sets, every other key a comment at its typed default.
+
+`dvc exp show` has a column for every key of params.yaml, and DVC tracks the keys the stages name. So
+the file sets only what a run sets: the protocol keys (``PROTOCOL``, always written: what protocols
+vary, and the keys dvc.yaml tracks one by one) and every key whose value differs from its typed
+default. Every other key is still in the file, as a comment line ``# key: default`` under its
+description: uncomment it, or set it with ``--set key=value`` (``dvc exp run -S ++key=value``: DVC
+adds a key the file does not set only with ``++``). A section with nothing set is written as a bare
+``name:`` (YAML null, so uncommenting a key under it is valid YAML), which ``load_params`` reads as
+the defaults. The typed defaults live in ``factory/config.py``, which every stage depends on.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from factory.config import BootstrapParams, Params, Section
+
+# Always written, set or not: the sizes, seeds, model and labelling choices a protocol varies (what
+# `dvc exp show` compares), the keys dvc.yaml's templates read (corpora, bootstrap.*) and the leaves
+# stages track one by one. A key a profile sets is written anyway. tests/test_params_file.py checks
+# that every key dvc.yaml names is always in the file.
+PROTOCOL: tuple[str, ...] = (
+    "corpora",
+    "model.base",
+    "llm.backend",
+    "llm.model",
+    "llm.base_urls",
+    "index.retriever",
+    "index.scope",
+    "agent.max_iterations",
+    "agent.max_pairs",
+    "trajectories.n_questions",
+    "trajectories.samples",
+    "evaluate.n_questions",
+    "backtrace.mode",
+    "backtrace.target_mode",
+    "counterfactual.max_trajectories",
+    "train.budget",
+    "train.max_steps",
+    "train.learning_rate",
+    *(f"bootstrap.{name}" for name in BootstrapParams.model_fields),
+)
+WIDTH = 100  # comment lines are wrapped to this many characters
+
+
+def flat(data: dict, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> value of the typed params' nesting (sections opened, other mappings kept whole)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if isinstance(value, BaseModel):
+            out.update(flat(dict(value), f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def changed_keys(params: Params, defaults: Params | None = None) -> list[str]:
+    """The dotted keys whose values differ from the typed defaults, in the order of the typed params."""
+    mine, typed = flat(dict(params)), flat(dict(defaults or Params()))
+    return [key for key in mine if _plain(mine[key]) != _plain(typed[key])]
+
+
+def render_params_file(
+    params: Params,
+    header: Iterable[str],
+    notes: dict[str, str] | None = None,
+) -> str:
+    """params.yaml for ``params``: ``header`` lines (comments), then every section with the protocol keys
+    and the changed keys set and every other key commented at its default. ``notes`` (dotted key ->
+    text) adds a comment line above a key, e.g. why a profile sets it."""
+    active = set(PROTOCOL) | set(changed_keys(params))
+    out = [f"# {line}" if line else "#" for line in header]
+    _emit(params, "", 0, active, notes or {}, out)
+    return "\n".join(out) + "\n"
+
+
+def _emit(model: BaseModel, prefix: str, indent: int, active: set, notes: dict, out: list[str]) -> None:
+    pad = "  " * indent
+    for name, field in type(model).model_fields.items():
+        key, value = prefix + name, getattr(model, name)
+        opened = any(k.startswith(key + ".") for k in active)
+        out.extend(f"{pad}# {line}" for line in textwrap.wrap(field.description or "", WIDTH - len(pad)))
+        if key in notes:
+            out.extend(f"{pad}# {line}" for line in textwrap.wrap(notes[key], WIDTH - len(pad)))
+        if isinstance(value, Section):
+            out.append(f"{pad}{name}:")  # null when nothing under it is set: load_params reads the defaults
+            _emit(value, key + ".", indent + 1, active if opened else set(), notes, out)
+            continue
+        style = None if isinstance(value, (list, dict)) else False  # leaf lists inline, scalars as key: value
+        dumped = yaml.safe_dump({name: _plain(value)}, sort_keys=False, default_flow_style=style, width=1000)
+        mark = "" if key in active else "# "
+        out.extend(f"{pad}{mark}{line}" for line in dumped.rstrip().splitlines())
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,206 @@
+"""Named parameter profiles: the demo, a one-GPU pilot and the full protocol.
+
+A profile is the typed defaults (factory/config.py) plus the keys it sets, each with the reason it
+sets it. ``factory params --profile NAME`` prints the params file it gives (``--output params.yaml``
+writes it, ``--cost`` prints its LLM calls, ``--explain`` its settings as a table); the committed
+params.yaml is the demo's. Because a profile starts from the typed defaults, nothing the demo shrinks
+for a CPU reaches another profile (tests/test_profiles.py checks it key by key). A profile that runs
+on the openai backend needs the servers, the served name and the weights (``llm.base_urls``,
+``llm.model``, ``model.base``): the user's own, given with ``--set``; a stage started without them
+stops when its params load (``factory.config.require_served_model``).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from factory.config import Params, validate_params
+from factory.params_file import flat, render_params_file
+from factory.utils.errors import FactoryError
+
+
+@dataclass(frozen=True)
+class Setting:
+    value: Any
+    why: str
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    summary: str
+    settings: dict[str, Setting] = field(default_factory=dict)
+
+
+SERVED = Setting(
+    "openai",
+    "a real model behind OpenAI-compatible servers (vLLM): the embedded 135M model is not a reasoner. "
+    "Give llm.base_urls, llm.model and model.base with --set.",
+)
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile(
+            "demo",
+            "every stage on 2 CPU cores with the embedded 135M model, in under 20 minutes (`make demo`); "
+            "its numbers show the machinery, not evidence.",
+            {
+                "retrieval.top_n": Setting(2, "two passages per entity-relation pair: shorter prompts"),
+                "llm.max_new_tokens": Setting(
+                    64, "the 135M model's constrained replies fit in 64 tokens; a CPU decodes them one by one"
+                ),
+                "llm.batch_size": Setting(
+                    32, "a whole lockstep shard (trajectories.shard_size 32) generates as one batch"
+                ),
+                "agent.max_iterations": Setting(
+                    2, "with agent.max_pairs 2: at most 14 LLM calls a trajectory instead of 42"
+                ),
+                "agent.max_pairs": Setting(2, "see agent.max_iterations"),
+                "agent.passage_chars": Setting(300, "passages cut to 300 characters: short prompts"),
+                "trajectories.n_questions": Setting(
+                    12,
+                    "12 training questions a round: with 8, round 0 had no correct trajectory to label or "
+                    "train on",
+                ),
+                "trajectories.rationalize": Setting(
+                    True,
+                    "the 135M model answers none of a round's questions on its own; STaR rationalization "
+                    "(the gold answer as a hint, never shown in supervision) gives each round correct "
+                    "trajectories to label, train on and re-ask",
+                ),
+                "evaluate.n_questions": Setting(
+                    4,
+                    "4 held-out and 4 test questions: the base model and every round of every chain are "
+                    "evaluated; at this size one question is 25 EM points, no evidence",
+                ),
+                "counterfactual.max_trajectories": Setting(
+                    8, "at most 8 correct trajectories of a round re-asked (7 graphs each)"
+                ),
+                "train.max_steps": Setting(
+                    2, "two LoRA steps a round: training runs end to end in seconds; no learning is expected"
+                ),
+                "train.batch_size": Setting(4, "with train.max_steps: two steps of 4 examples"),
+                "routes.n_questions": Setting(
+                    4,
+                    "4 questions a dataset for the route classifier: the breakdown exists, its accuracy "
+                    "is no evidence",
+                ),
+            },
+        ),
+        Profile(
+            "pilot",
+            "the full protocol's shape on one GPU serving the model (vLLM): one seed, 100 training "
+            "questions x 4 samples a round, 100 held-out and 100 test questions; checks the serving, the "
+            "costs and the reports before the full run.",
+            {
+                "llm.backend": SERVED,
+                "trajectories.n_questions": Setting(100, "100 training questions a round"),
+                "trajectories.samples": Setting(4, "4 trajectories per question, as in the full protocol"),
+                "evaluate.n_questions": Setting(100, "100 held-out and 100 test questions"),
+                "train.max_steps": Setting(
+                    100, "100 optimizer steps of 8 examples a round for every variant (equal compute)"
+                ),
+            },
+        ),
+        Profile(
+            "full",
+            "the protocol a paper runs: 3 seeds, 3 rounds of 1,000 training questions x 4 samples, 500 "
+            "held-out and 500 test questions, the paired stop test, equal optimizer steps per variant, "
+            "on the full corpora (docs/corpora.md) and a served model.",
+            {
+                "llm.backend": SERVED,
+                "trajectories.n_questions": Setting(1000, "1,000 training questions a round"),
+                "trajectories.samples": Setting(
+                    4, "4 trajectories per question: 4,000 a round, before backtracing selects"
+                ),
+                "evaluate.n_questions": Setting(
+                    500,
+                    "500 held-out and 500 test questions: the paired stop rule and the report's CIs see "
+                    "differences of a few EM points",
+                ),
+                "train.max_steps": Setting(
+                    500, "500 optimizer steps of 8 examples a round for every variant (equal compute)"
+                ),
+                "bootstrap.max_rounds": Setting(
+                    3, "up to three rounds per chain; the held-out stop rule may end a chain sooner"
+                ),
+                "bootstrap.seeds": Setting([0, 1, 2], "three repeats of the whole protocol: mean ± std"),
+            },
+        ),
+    )
+}
+
+
+def profile(name: str) -> Profile:
+    if name not in PROFILES:
+        raise FactoryError(
+            f"no profile {name!r}: the profiles are {', '.join(PROFILES)} (factory/profiles.py)"
+        )
+    return PROFILES[name]
+
+
+def profile_params(name: str, sets: list[str] | None = None) -> Params:
+    """The typed defaults, the profile's settings, then ``--set`` overrides: validated."""
+    data: dict[str, Any] = {}
+    for key, setting in profile(name).settings.items():
+        *parents, last = key.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = setting.value
+    return validate_params(data, sets)
+
+
+HEADER = (
+    "A key written out is set by this run; a commented key is at its typed default (factory/config.py):",
+    "uncomment it, or set it with `factory <stage> --set key=value` / `dvc exp run -S ++key=value`.",
+)
+
+
+def render_profile(name: str, params: Params) -> str:
+    """The params file of profile ``name`` (``params`` = ``profile_params(name, sets)``), each key the
+    profile sets annotated with why."""
+    p = profile(name)
+    defaults = flat(dict(Params()))
+    notes = {
+        key: f"{name} profile (typed default {_yaml(defaults[key])}): {s.why}"
+        for key, s in p.settings.items()
+    }
+    header = (
+        f"TraceFactory parameters: the {name} profile, written by `factory params --profile {name}`.",
+        *_wrap(p.summary),
+        *HEADER,
+        "The profiles and what each sets: docs/pipeline.md#profiles.",
+    )
+    return render_params_file(params, header, notes)
+
+
+def render_current(params: Params) -> str:
+    """The params file of ``params`` as loaded (params.yaml and --set), without a profile's notes."""
+    header = ("TraceFactory parameters, written by `factory params` from params.yaml and --set.", *HEADER)
+    return render_params_file(params, header)
+
+
+def explain(name: str) -> str:
+    """A markdown table of what profile ``name`` sets: key, value, typed default, why."""
+    defaults = flat(dict(Params()))
+    rows = [
+        f"| `{key}` | {_yaml(s.value)} | {_yaml(defaults[key])} | {s.why} |"
+        for key, s in profile(name).settings.items()
+    ]
+    return (
+        "\n".join(["| key | " + name + " | typed default | why |", "| --- | --- | --- | --- |", *rows]) + "\n"
+    )
+
+
+def _yaml(value: Any) -> str:
+    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("\n...").strip()
+
+
+def _wrap(text: str) -> list[str]:
+    return textwrap.wrap(text, 96)
