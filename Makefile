@@ -21,7 +21,7 @@ LLAMA_STAMP := $(LLAMA_VENV)/.installed
 LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: setup demo test test-integration bench lint clean
+.PHONY: setup demo lock test test-integration bench lint clean
 
 HEARTBEAT := start=$$(date +%s); while sleep 10; do echo "setup: pip is installing ($$(( $$(date +%s) - start )) s)"; done
 
@@ -49,6 +49,14 @@ demo: setup
 	@$(BIN)/factory check-corpora
 	$(BIN)/dvc repro
 	@$(BIN)/python -m factory.utils.where
+
+# After a change to code or params a stage depends on: re-run what changed, its LLM calls replayed from the
+# response cache an earlier run left in data/cache (minutes; without one, the generation runs anew), so
+# that dvc.lock is again the lock of the code (tests/test_lock.py checks it); commit dvc.lock with the code.
+lock: setup
+	@$(BIN)/factory check-corpora
+	$(BIN)/dvc repro
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_lock.py
 
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests

@@ -200,6 +200,12 @@ class LLMParams(Section):
         "write what the parser reads. auto = on for the local backend (llguidance), off for openai (the "
         "server must support llm.constraint_field).",
     )
+    @field_validator("constrained", mode="before")
+    @classmethod
+    def _yaml_on_off(cls, value: Any) -> Any:
+        # YAML 1.1 (PyYAML, so params.yaml and --set) reads a bare on / off as true / false
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
     constraint_field: ConstraintField = Field(
         "response_format",
         description="openai backend, constrained: the request field carrying the grammar. response_format "

@@ -143,3 +143,8 @@ def test_an_empty_corpus_list_leaves_the_dataset_out():
     params = load_params(None, ["corpora.musique=[]"])
     assert list(params.corpora) == ["hotpotqa", "2wikimultihopqa"]
     assert "musique" not in yaml.safe_load(render_current(params))["corpora"]
+
+
+def test_on_and_off_mean_what_they_say_although_yaml_reads_them_as_booleans():
+    assert load_params(None, ["llm.constrained=on"]).llm.constrained == "on"
+    assert validate_params(yaml.safe_load("llm: {constrained: off}")).llm.constrained == "off"

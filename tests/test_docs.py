@@ -232,3 +232,47 @@ def test_slugs_follow_github():
         slug("Size: one round at the size of the full corpora")
         == "size-one-round-at-the-size-of-the-full-corpora"
     )
+
+
+# ---------------------------------------------------------------- what the docs quote is what the code says
+
+
+def test_every_quoted_command_output_is_what_the_command_prints_today():
+    from tests.docs_output import DOCS as QUOTING, blocks, output, quoted
+
+    found = [b for doc in QUOTING for b in blocks(doc)]
+    assert any(b.args[:3] == ["params", "--profile", "full"] and "--cost" in b.args for b in found)
+    stale = [b.where for b in found if quoted(b) != output(b.args)]
+    assert not stale, f"quoted output differs from the command's at {stale}: run `make docs`"
+
+
+def settings_in_docs() -> list[tuple[str, str]]:
+    """(doc, 'key=value') of every `-S` / `--set` in the docs' code, as a shell would split it."""
+    import shlex
+
+    found = []
+    for doc in DOCS:
+        _, _, code = split_markdown(doc.read_text(encoding="utf-8"))
+        for snippet in code:
+            for line in snippet.replace("\\\n", " ").splitlines():
+                if not re.search(r"(^|\s)(-S|--set)\s", line):
+                    continue
+                tokens = shlex.split(line.split(" #")[0])
+                found += [(doc.name, value) for flag, value in zip(tokens, tokens[1:]) if flag in ("-S", "--set")]
+    return found
+
+
+def test_every_setting_the_docs_show_parses_through_the_typed_params():
+    from factory.config import load_params
+    from factory.utils.errors import FactoryError
+
+    syntax = {"key=value", "dotted.key=value", "KEY=VALUE"}  # the flag's form, not a setting
+    found = [(doc, setting) for doc, setting in settings_in_docs() if setting.lstrip("+") not in syntax]
+    assert len(found) > 10, "the scan finds the docs' settings"
+    bad = []
+    for doc, setting in found:
+        try:
+            load_params(ROOT / "params.yaml", [setting.lstrip("+")])
+        except FactoryError as exc:
+            bad.append(f"{doc}: {setting}: {exc}")
+    assert not bad, "\n".join(bad)

@@ -172,7 +172,7 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
             paths.PLOTS / "em_by_round.csv",
             paths.PLOTS / "fa_by_round.csv",
             m / "summary.json",
-            m / "em.json",
+            m / "headline.json",
         },
         "publish": {paths.PUBLISHED, m / "published.json"},
     }[name]

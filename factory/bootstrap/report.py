@@ -331,23 +331,51 @@ def write_plots(summary: dict, plots_dir: Path, figures: Path) -> None:
     write_figures(summary, figures)
 
 
-def em_metrics(summary: dict) -> dict:
-    """metrics/em.json: held-out EM per round and test EM of the selected round, per chain, under names
-    `dvc exp show` prints as columns (``heldout_em.backtrace.seed_0.round_1``, ``test_em.backtrace.seed_0``,
-    ``selected_round.backtrace.seed_0``; -1 = the base model)."""
-    out: dict = {"heldout_em": {"base": summary["base_heldout_em"]}, "test_em": {}, "selected_round": {}}
+def headline(summary: dict, relevance: Mapping | None) -> dict:
+    """metrics/headline.json, the one file dvc.yaml declares as DVC metrics: what `dvc exp show` compares.
+    Per variant the selected round (a list with several protocol seeds; -1 = the base model) and its
+    held-out and test EM (means over seeds); for the labels, S_q's paragraph micro F1 against the gold
+    supporting facts beside the KnowTrace authors' rule's, and the causal effect (accuracy lost without
+    S_q minus accuracy lost without a random set of its size). The detail stays in the other metrics
+    files and the reports."""
+    out: dict = {}
     for variant, data in summary["variants"].items():
-        out["heldout_em"][variant] = {
-            f"seed_{seed}": {f"round_{row['round']}": row["heldout_em"] for row in rows}
-            for seed, rows in data["chains"].items()
+        selected = data["selected"]
+        rounds = [sel["round"] for sel in selected.values()]
+        heldout = [
+            _selected_heldout(summary, data["chains"].get(s, []), sel["round"]) for s, sel in selected.items()
+        ]
+        out[variant] = {
+            "round": rounds[0] if len(rounds) == 1 else rounds,
+            "heldout_em": _mean_std(heldout)["mean"],
+            "test_em": data["test_em"]["mean"],
         }
-        out["test_em"][variant] = {
-            f"seed_{seed}": (sel.get("test") or {}).get("em") for seed, sel in data["selected"].items()
-        }
-        out["selected_round"][variant] = {
-            f"seed_{seed}": sel["round"] for seed, sel in data["selected"].items()
-        }
+    out["labels"] = _label_headline(relevance or {})
     return out
+
+
+def _selected_heldout(summary: dict, rows: Sequence[Mapping], round_: int | None) -> float | None:
+    if round_ is None:
+        return None
+    if round_ < 0:
+        return summary["base_heldout_em"]
+    return next((row["heldout_em"] for row in rows if row["round"] == round_), None)
+
+
+def _label_headline(relevance: Mapping) -> dict:
+    methods = (
+        relevance.get("groups", {}).get("all", {}).get("levels", {}).get("paragraph", {}).get("methods", {})
+    )
+
+    def f1(method: str | None) -> float | None:
+        return ((methods.get(method) or {}).get("micro", {}).get("f1") or {}).get("value")
+
+    effects = (relevance.get("causal") or {}).get("groups", {}).get("all", {}).get("effects", {})
+    return {
+        "sq_f1": f1(relevance.get("default_method")),
+        "authors_rule_f1": f1("authors_rule"),
+        "causal_effect": (effects.get("difference") or {}).get("value"),
+    }
 
 
 def _csv(value: float | None) -> str:

@@ -1,11 +1,11 @@
-"""Stage report: the bootstrapping report (reports/bootstrap.md), metrics/summary.json, metrics/em.json (EM by
-round under readable names, for `dvc exp show`), plots and figures."""
+"""Stage report: the bootstrapping report (reports/bootstrap.md), metrics/summary.json, metrics/headline.json
+(the run's headline numbers, the only DVC metrics: what `dvc exp show` compares), plots and figures."""
 
 from __future__ import annotations
 
 import logging
 
-from factory.bootstrap.report import build_summary, em_metrics, render_markdown, write_plots
+from factory.bootstrap.report import build_summary, headline, render_markdown, write_plots
 from factory.config import Params
 from factory.utils import paths
 from factory.utils.io import outputs_together, read_json, write_json, write_text
@@ -26,7 +26,7 @@ def run(params: Params) -> dict:
         for k, v in ((relevance or {}).get("verdicts") or {}).items()
     }
     write_json(paths.METRICS / "summary.json", summary)
-    write_json(paths.METRICS / "em.json", em_metrics(summary))
+    write_json(paths.METRICS / "headline.json", headline(summary, relevance))
     write_text(paths.REPORTS / "bootstrap.md", render_markdown(summary, relevance, b.seeds))
     write_plots(summary, paths.PLOTS, paths.FIGURES)
     for verdict in summary["verdicts"].values():

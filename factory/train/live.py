@@ -5,12 +5,12 @@ bound to one round's folder, ``dvclive/<variant>/seed_<s>/round_<r>/``:
 
 - ``plots/metrics/train/{loss,learning_rate,grad_norm,tokens_seen}.tsv``: one row per optimizer step
   (``step`` = the Trainer's global step), the curves `dvc plots show` draws;
-- ``metrics.json``: the last value of each, the step count and the round's status, which `dvc exp show`
-  lists (``train.loss``, ``train.tokens_seen``, ``step``, ``status``);
+- ``metrics.json``: the last value of each, the step count and the round's status (``train.loss``,
+  ``train.tokens_seen``, ``step``, ``status``);
 - ``params.yaml``: params.train of the round.
 
-dvc.yaml declares the folder's metrics and plots (``cache: false``, like every metric of the factory), so
-DVCLive writes no dvc.yaml of its own, saves no experiment and never looks for a DVC repository (left to
+dvc.yaml declares ``metrics.json`` an output and the curves its plots (`dvc exp show` keeps its columns
+for the headline numbers, metrics/headline.json), so DVCLive writes no dvc.yaml of its own, saves no experiment and never looks for a DVC repository (left to
 itself it would ``dvc init`` a git repository that has none); it never posts to Studio either, whatever
 token the environment holds. Nothing it writes carries a timestamp: same training, same bytes.
 """

@@ -194,3 +194,34 @@ def test_tokens_of_a_policy_follow_fallbacks_and_continued_adapters():
     assert policy_tokens_seen(rows, 1) == 100  # an empty round falls back to the policy before it
     assert policy_tokens_seen(rows, 2) == 150  # continued round 0's adapter
     assert policy_tokens_seen([{**rows[0]}, {**rows[2], "train_init": "base"}], 1) == 50
+
+
+def test_the_headline_holds_each_variants_selected_round_and_its_em_and_the_labels_numbers():
+    from factory.bootstrap.report import headline
+
+    summary = {
+        "base_heldout_em": 0.25,
+        "variants": {
+            "backtrace": {
+                "selected": {"0": {"round": 1}, "1": {"round": -1}},  # seed 1 kept the base model
+                "chains": {"0": [{"round": 0, "heldout_em": 0.3}, {"round": 1, "heldout_em": 0.5}], "1": []},
+                "test_em": {"mean": 0.4},
+            },
+            "random": {
+                "selected": {"0": {"round": 0}},
+                "chains": {"0": [{"round": 0, "heldout_em": 0.3}]},
+                "test_em": {"mean": 0.2},
+            },
+        },
+    }
+    methods = {"sq/u/t": {"micro": {"f1": {"value": 0.8}}}, "authors_rule": {"micro": {"f1": {"value": 0.5}}}}
+    relevance = {
+        "default_method": "sq/u/t",
+        "groups": {"all": {"levels": {"paragraph": {"methods": methods}}}},
+        "causal": {"groups": {"all": {"effects": {"difference": {"value": 0.2}}}}},
+    }
+    out = headline(summary, relevance)
+    assert out["backtrace"] == {"round": [1, -1], "heldout_em": (0.5 + 0.25) / 2, "test_em": 0.4}
+    assert out["random"] == {"round": 0, "heldout_em": 0.3, "test_em": 0.2}  # one seed: a number, not a list
+    assert out["labels"] == {"sq_f1": 0.8, "authors_rule_f1": 0.5, "causal_effect": 0.2}
+    assert headline(summary, None)["labels"] == {"sq_f1": None, "authors_rule_f1": None, "causal_effect": None}
