@@ -21,7 +21,7 @@ LLAMA_STAMP := $(LLAMA_VENV)/.installed
 LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: setup demo lock test test-integration bench lint clean
+.PHONY: setup demo lock docs test test-integration bench lint clean
 
 HEARTBEAT := start=$$(date +%s); while sleep 10; do echo "setup: pip is installing ($$(( $$(date +%s) - start )) s)"; done
 
@@ -58,6 +58,10 @@ lock: setup
 	$(BIN)/dvc repro
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_lock.py
 
+# The command outputs README.md and docs/ quote (`<!-- output of ... -->` blocks), rewritten from the code.
+docs: setup
+	$(BIN)/python -m tests.docs_output
+
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
@@ -91,4 +95,4 @@ lint: setup
 	$(BIN)/ruff check factory schemas validators tests bench
 
 clean:
-	rm -rf data models metrics reports .dvc/cache
+	rm -rf data models metrics reports dvclive .dvc/cache

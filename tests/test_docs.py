@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import ROOT
 
@@ -247,7 +248,7 @@ def test_every_quoted_command_output_is_what_the_command_prints_today():
 
 
 def settings_in_docs() -> list[tuple[str, str]]:
-    """(doc, 'key=value') of every `-S` / `--set` in the docs' code, as a shell would split it."""
+    """(doc, flag, 'key=value') of every `-S` / `--set` in the docs' code, as a shell would split it."""
     import shlex
 
     found = []
@@ -258,7 +259,11 @@ def settings_in_docs() -> list[tuple[str, str]]:
                 if not re.search(r"(^|\s)(-S|--set)\s", line):
                     continue
                 tokens = shlex.split(line.split(" #")[0])
-                found += [(doc.name, value) for flag, value in zip(tokens, tokens[1:]) if flag in ("-S", "--set")]
+                found += [
+                    (doc.name, flag, value)
+                    for flag, value in zip(tokens, tokens[1:])
+                    if flag in ("-S", "--set")
+                ]
     return found
 
 
@@ -267,12 +272,26 @@ def test_every_setting_the_docs_show_parses_through_the_typed_params():
     from factory.utils.errors import FactoryError
 
     syntax = {"key=value", "dotted.key=value", "KEY=VALUE"}  # the flag's form, not a setting
-    found = [(doc, setting) for doc, setting in settings_in_docs() if setting.lstrip("+") not in syntax]
+    found = [f for f in settings_in_docs() if f[2].lstrip("+") not in syntax]
     assert len(found) > 10, "the scan finds the docs' settings"
+    written = yaml.safe_load((ROOT / "params.yaml").read_text())
     bad = []
-    for doc, setting in found:
+    for doc, flag, setting in found:
+        key = setting.lstrip("+").split("=", 1)[0]
         try:
             load_params(ROOT / "params.yaml", [setting.lstrip("+")])
         except FactoryError as exc:
             bad.append(f"{doc}: {setting}: {exc}")
+        # DVC's -S changes only a key the file sets; a key left at its default (commented) needs ++
+        if flag == "-S" and not setting.startswith("+") and not _written(written, key):
+            bad.append(f"{doc}: -S {setting}: params.yaml does not set {key}: write -S ++{setting}")
     assert not bad, "\n".join(bad)
+
+
+def _written(data: dict, key: str) -> bool:
+    node = data
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from factory.config import Params, render_params_yaml
+from factory.config import Params
+from factory.profiles import render_current
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -65,13 +66,47 @@ def _dvc(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
+def _git(args: list[str], cwd: Path) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=cwd, check=True)
+
+
+def _ok(run: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return run
+
+
+def _another_machine_gets_the_run(work: Path, repo: Path) -> None:
+    """docs/full-scale.md#another-machine-gets-a-run, as written there: every output and the response
+    cache's snapshot go to a DVC remote (a local folder here) with the commit; a second clone pulls them,
+    `dvc repro` has nothing to do, `dvc status` is clean, and an LLM stage forced to run again is
+    answered from the cache that came along (no call, the same bytes)."""
+    _ok(_dvc(["remote", "add", "-d", "store", str(work / "remote")], repo))
+    _ok(_dvc(["add", "data/cache"], repo))
+    _git(["add", "-A"], repo)
+    _git(["commit", "-q", "-m", "a run"], repo)
+    _ok(_dvc(["push"], repo))
+
+    clone = work / "clone"  # beside the first, so that ../shared/corpora is the same folder
+    _git(["clone", "-q", str(repo), str(clone)], work)
+    _ok(_dvc(["pull"], clone))
+    assert json.loads(_ok(_dvc(["status", "--json"], clone)).stdout or "{}") == {}
+    assert "Running stage" not in _ok(_dvc(["repro"], clone)).stdout
+    assert (clone / "data/cache/responses.sqlite").exists()
+    _ok(_dvc(["repro", "--force", "--single-item", "trajectories@backtrace-0-r0"], clone))
+    done = "data/trajectories/backtrace/seed_0/round_0.parquet"
+    assert (clone / done).read_bytes() == (repo / done).read_bytes()
+    cache = json.loads((clone / "metrics/trajectories/backtrace/seed_0/round_0.json").read_text())["cache"]
+    assert cache["misses"] == 0 and cache["hits"] > 0
+
+
 def test_dvc_pipeline_end_to_end(tmp_path, tiny_model_dir, corpora):
     work = tmp_path / "work"
     repo = work / "repo"
     repo.mkdir(parents=True)
     (work / "shared").symlink_to(corpora.parent)  # dvc.yaml reads ../shared/corpora
     _copy_project(repo)
-    (repo / "params.yaml").write_text(render_params_yaml(_params(tiny_model_dir)))
+    shutil.copy(ROOT / ".gitignore", repo / ".gitignore")
+    (repo / "params.yaml").write_text(render_current(_params(tiny_model_dir)))
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     assert _dvc(["init", "-q"], repo).returncode == 0
 
@@ -124,6 +159,7 @@ def test_dvc_pipeline_end_to_end(tmp_path, tiny_model_dir, corpora):
     assert "Running stage" not in second.stdout, second.stdout[-2000:]
     status = _dvc(["status", "--json"], repo)
     assert json.loads(status.stdout or "{}") == {}
+    _another_machine_gets_the_run(work, repo)
 
     # one more round allowed (what `dvc exp run -S bootstrap.max_rounds=3` does): the stop decisions
     # are re-taken, but as patience already stopped every chain nothing is generated or trained again

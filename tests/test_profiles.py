@@ -109,3 +109,11 @@ def test_a_bad_set_on_a_profile_writes_nothing(tmp_path, monkeypatch, capsys):
     )
     assert "evaluate.n_questions" in capsys.readouterr().err
     assert (tmp_path / "params.yaml").read_text() == "kept: as it was\n"
+
+
+def test_the_demos_reason_for_two_iterations_is_what_the_cost_formula_gives():
+    from factory.bootstrap.cost import calls_per_trajectory
+
+    why = PROFILES["demo"].settings["agent.max_iterations"].why
+    demo, typed = calls_per_trajectory(profile_params("demo")), calls_per_trajectory(Params())
+    assert f"at most {demo} LLM calls a trajectory instead of {typed}" in why
