@@ -156,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(noisy).setLevel(logging.WARNING)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     try:
-        if args.command == "params" and args.profile:
+        if args.command == "params":
             return _params_command(args)
         params = load_params(args.params, args.sets)
         if args.command == "check-corpora":
@@ -166,8 +166,6 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 raise FactoryError(no_corpora_message(missing))
             return 0
-        if args._module is None:
-            return _params_command(args)
         require_served_model(params)
         options = {
             k: v for k, v in vars(args).items() if k not in {"params", "sets", "debug", "command", "_module"}
@@ -212,7 +210,8 @@ def _params_command(args: argparse.Namespace) -> int:
         text = render_current(params)
     if args.explain:
         if not args.profile:
-            raise FactoryError("--explain needs --profile NAME (what would it explain?)")
+            names = ", ".join(PROFILES)
+            raise FactoryError(f"--explain lists what a profile sets: add --profile NAME ({names})")
         sys.stdout.write(explain(args.profile))
         return 0
     if args.cost:
