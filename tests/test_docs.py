@@ -239,7 +239,8 @@ def test_slugs_follow_github():
 
 
 def test_every_quoted_command_output_is_what_the_command_prints_today():
-    from tests.docs_output import DOCS as QUOTING, blocks, output, quoted
+    from tests.docs_output import DOCS as QUOTING
+    from tests.docs_output import blocks, output, quoted
 
     found = [b for doc in QUOTING for b in blocks(doc)]
     assert any(b.args[:3] == ["params", "--profile", "full"] and "--cost" in b.args for b in found)

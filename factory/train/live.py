@@ -10,9 +10,10 @@ bound to one round's folder, ``dvclive/<variant>/seed_<s>/round_<r>/``:
 - ``params.yaml``: params.train of the round.
 
 dvc.yaml declares ``metrics.json`` an output and the curves its plots (`dvc exp show` keeps its columns
-for the headline numbers, metrics/headline.json), so DVCLive writes no dvc.yaml of its own, saves no experiment and never looks for a DVC repository (left to
-itself it would ``dvc init`` a git repository that has none); it never posts to Studio either, whatever
-token the environment holds. Nothing it writes carries a timestamp: same training, same bytes.
+for the headline numbers, metrics/headline.json), so DVCLive writes no dvc.yaml of its own, saves no
+experiment and never looks for a DVC repository (left to itself it would ``dvc init`` a git repository
+that has none); it never posts to Studio either, whatever token the environment holds. Nothing it
+writes carries a timestamp: same training, same bytes.
 """
 
 from __future__ import annotations
