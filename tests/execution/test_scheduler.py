@@ -166,6 +166,7 @@ def _stage_argv(base_url: str) -> list[str]:
         "llm.backend": "openai",
         "llm.base_urls": [base_url],
         "llm.model": "mock-model",
+        "model.base": "served",  # the served weights, local: what a stage on the openai backend needs
         "llm.concurrency": 4,
         "llm.backoff_s": 0.01,
         "trajectories.window": 8,
@@ -185,6 +186,7 @@ def test_stage_killed_with_sigkill_resumes_to_the_same_bytes(tmp_path, monkeypat
     monkeypatch.chdir(tmp_path)
     questions = make_project(tmp_path, ingested, train=KILL_N, heldout=1)
     start_chain(tmp_path, "backtrace")
+    (tmp_path / "served").mkdir()
     policy = ScriptedPolicyLLM(questions)
     out = tmp_path / paths.trajectories("backtrace", 0)
     journal = shard_folder(out) / "journal.jsonl"

@@ -95,6 +95,7 @@ def _argv(base_url: str, version: str, field: str, n: int) -> list[str]:
         "llm.backend": "openai",
         "llm.base_urls": [base_url],
         "llm.model": ALIAS,
+        "model.base": "served",  # the served weights, local: what a stage on the openai backend needs
         "llm.concurrency": 2,
         "llm.timeout_s": TIMEOUT_S,
         "llm.max_retries": 8,
@@ -125,6 +126,7 @@ def test_stage_through_a_real_server_behind_faults(
     monkeypatch.chdir(tmp_path)
     make_project(tmp_path, ingested, train=n, heldout=1)
     start_chain(tmp_path, "backtrace")
+    (tmp_path / "served").mkdir()
     out = tmp_path / paths.trajectories("backtrace", 0)
     metrics_path = tmp_path / paths.stage_metrics("trajectories", "backtrace", 0)
     with FaultProxy(server, rate=0.4, seed=1, hang_s=TIMEOUT_S + 2) as proxy:
