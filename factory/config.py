@@ -784,8 +784,8 @@ def validate_params(data: dict[str, Any], sets: list[str] | None = None) -> Para
 
 
 def _without_null_sections(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` without the sections written bare (``ingest:`` with every key commented: YAML null), which
-    mean "every key at its default" (factory.params_file)."""
+    """``data`` without the sections written bare (``ingest:`` with nothing under it: YAML null), which
+    mean every key at its default, like ``ingest: {}`` (factory.params_file)."""
     out = {}
     for key, value in data.items():
         field = model.model_fields.get(key)

@@ -5,9 +5,10 @@ the file sets only what a run sets: the protocol keys (``PROTOCOL``, always writ
 vary, and the keys dvc.yaml tracks one by one) and every key whose value differs from its typed
 default. Every other key is still in the file, as a comment line ``# key: default`` under its
 description: uncomment it, or set it with ``--set key=value`` (``dvc exp run -S ++key=value``: DVC
-adds a key the file does not set only with ``++``). A section with nothing set is written as a bare
-``name:`` (YAML null, so uncommenting a key under it is valid YAML), which ``load_params`` reads as
-the defaults. The typed defaults live in ``factory/config.py``, which every stage depends on.
+adds a key the file does not set only with ``++``). A section with nothing set is written ``name: {}``
+(an empty mapping, which `dvc exp show` shows as no column; a bare ``name:`` would be a column of
+nulls) with its keys commented below it: to set one by hand, delete the ``{}``. The typed defaults
+live in ``factory/config.py``, which every stage depends on.
 """
 
 from __future__ import annotations
@@ -80,21 +81,24 @@ def render_params_file(
     return "\n".join(out) + "\n"
 
 
-def _emit(model: BaseModel, prefix: str, indent: int, active: set, notes: dict, out: list[str]) -> None:
+def _emit(
+    model: BaseModel, prefix: str, indent: int, active: set, notes: dict, out: list[str], quiet: bool = False
+) -> None:
+    """The fields of ``model``; ``quiet``: inside a section written ``{}``, every line is a comment."""
     pad = "  " * indent
     for name, field in type(model).model_fields.items():
         key, value = prefix + name, getattr(model, name)
-        opened = any(k.startswith(key + ".") for k in active)
         out.extend(f"{pad}# {line}" for line in textwrap.wrap(field.description or "", WIDTH - len(pad)))
         if key in notes:
             out.extend(f"{pad}# {line}" for line in textwrap.wrap(notes[key], WIDTH - len(pad)))
         if isinstance(value, Section):
-            out.append(f"{pad}{name}:")  # null when nothing under it is set: load_params reads the defaults
-            _emit(value, key + ".", indent + 1, active if opened else set(), notes, out)
+            empty = quiet or not any(k.startswith(key + ".") for k in active)
+            out.append(f"{pad}# {name}:" if quiet else f"{pad}{name}: {{}}" if empty else f"{pad}{name}:")
+            _emit(value, key + ".", indent + 1, active, notes, out, quiet=empty)
             continue
         style = None if isinstance(value, (list, dict)) else False  # leaf lists inline, scalars as key: value
         dumped = yaml.safe_dump({name: _plain(value)}, sort_keys=False, default_flow_style=style, width=1000)
-        mark = "" if key in active else "# "
+        mark = "# " if quiet or key not in active else ""
         out.extend(f"{pad}{mark}{line}" for line in dumped.rstrip().splitlines())
 
 

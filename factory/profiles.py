@@ -159,6 +159,7 @@ def profile_params(name: str, sets: list[str] | None = None) -> Params:
 HEADER = (
     "A key written out is set by this run; a commented key is at its typed default (factory/config.py):",
     "uncomment it, or set it with `factory <stage> --set key=value` / `dvc exp run -S ++key=value`.",
+    "A section at its defaults is written `name: {}`: to set a key under it by hand, delete the `{}`.",
 )
 
 

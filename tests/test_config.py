@@ -47,10 +47,12 @@ def test_a_params_file_sets_the_protocol_and_what_differs_and_comments_the_rest(
     assert data["llm"]["timeout_s"] == 30 and data["grounding"]["llm"] == {"model": "judge"}
     assert "  # max_retries: 5" in text and "max_retries" not in data["llm"]  # a default: commented
     assert data["trajectories"]["n_questions"] == 24  # a protocol key: written at its default too
-    assert data["ingest"] is None and "  # on_bad_record: quarantine" in text  # nothing set: a bare section
+    assert data["ingest"] == {} and "  # on_bad_record: quarantine" in text  # nothing set: an empty section
     assert load_params_text(text) == params  # the file reads back as the same params
-    # uncommenting a key under a bare section is valid YAML and sets it
-    edited = text.replace("  # on_bad_record: quarantine", "  on_bad_record: fail")
+    # a key set by hand under an empty section, its {} deleted as the header says
+    edited = text.replace("ingest: {}", "ingest:").replace(
+        "  # on_bad_record: quarantine", "  on_bad_record: fail"
+    )
     assert load_params_text(edited).ingest.on_bad_record == "fail"
 
 
