@@ -21,7 +21,7 @@ LLAMA_STAMP := $(LLAMA_VENV)/.installed
 LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: setup demo lock docs test test-integration bench lint clean
+.PHONY: setup demo lock docs images test test-integration bench lint clean
 
 HEARTBEAT := start=$$(date +%s); while sleep 10; do echo "setup: pip is installing ($$(( $$(date +%s) - start )) s)"; done
 
@@ -61,6 +61,12 @@ lock: setup
 # The command outputs README.md and docs/ quote (`<!-- output of ... -->` blocks), rewritten from the code.
 docs: setup
 	$(BIN)/python -m tests.docs_output
+
+# The README's picture from the current code and a run (after `make demo`): headless Chromium (Debian's
+# chromium) screenshots reports/audit.html's first real-graph card into docs/img/audit.png, with the card's
+# hash beside it (tests/test_readme_images.py fails when the code draws another card).
+images: setup
+	$(BIN)/python -m tests.readme_images
 
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests

@@ -24,7 +24,7 @@ from types import ModuleType
 from factory.config import load_params, require_served_model, served_model_missing
 from factory.profiles import PROFILES, explain, profile_params, render_current, render_profile
 from factory.utils.errors import FactoryError, os_error_message
-from factory.utils.io import write_text
+from factory.utils.io import write_jsonl, write_text
 
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -105,6 +105,25 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--output", metavar="FILE", help="write the params file to FILE instead of printing it")
     p.set_defaults(_module=None)
     p = sub.add_parser(
+        "calibration-graphs",
+        help="build a calibration graph file (calibration.graphs) from HippoRAG's published OpenIE output "
+        "and the official MuSiQue records (factory/calibration/hipporag.py names the commit and files)",
+    )
+    _common(p)
+    p.add_argument("--openie", required=True, metavar="FILE", help="HippoRAG's OpenIE JSON (its 'docs' list)")
+    p.add_argument(
+        "--records",
+        required=True,
+        nargs="+",
+        metavar="FILE",
+        help="official MuSiQue records (JSONL or a JSON list)",
+    )
+    p.add_argument("--output", required=True, metavar="FILE", help="the graph file to write (JSON Lines)")
+    p.add_argument(
+        "--split", default="train", help="the records' split, recorded in each record (default: train)"
+    )
+    p.set_defaults(_module=None)
+    p = sub.add_parser(
         "check-corpora",
         help="check that the corpus files the params and dvc.yaml name exist, before any work (make demo's "
         "first step); if not, say where corpora come from",
@@ -158,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "params":
             return _params_command(args)
+        if args.command == "calibration-graphs":
+            return _calibration_graphs(args)
         params = load_params(args.params, args.sets)
         if args.command == "check-corpora":
             from factory.corpora.check import missing_sources, no_corpora_message
@@ -232,6 +253,29 @@ def _params_command(args: argparse.Namespace) -> int:
             + " (--set key=value; docs/full-scale.md)",
             file=sys.stderr,
         )
+    return 0
+
+
+def _calibration_graphs(args: argparse.Namespace) -> int:
+    """`factory calibration-graphs`: HippoRAG's OpenIE output + MuSiQue records -> a graph file."""
+    from factory.calibration.hipporag import convert
+
+    records, left_out = convert(args.openie, args.records, args.split)
+    if not records:
+        raise FactoryError(
+            f"no record of {', '.join(args.records)} has every paragraph among the passages of {args.openie} "
+            f"({len(left_out)} left out{'; the first: ' + left_out[0]['reason'] if left_out else ''}): are "
+            "these the records HippoRAG extracted from (its data/musique_train.json)?"
+        )
+    write_jsonl(args.output, records)
+    for item in left_out:
+        logging.getLogger("factory.calibration").warning(
+            "left out %s %s (%s): %s", item["file"], item["location"], item["question_id"], item["reason"]
+        )
+    print(
+        f"factory calibration-graphs: {len(records)} records -> {args.output} ({len(left_out)} left out)",
+        file=sys.stderr,
+    )
     return 0
 
 

@@ -469,6 +469,22 @@ class RelevanceParams(Section):
     bar: float = Field(0.8, ge=0, le=1, description="Precision and recall bar from the KnowTrace review.")
 
 
+class CalibrationParams(Section):
+    graphs: list[str] = Field(
+        ["../shared/external/musique_openie_dev.jsonl"],
+        description="Files of graphs a real LLM extracted from real passages, with the gold supporting "
+        "paragraphs, that calibrate-labels scores the labeller on (the format: "
+        "factory/calibration/graphs.py; `factory calibration-graphs` builds one from HippoRAG's published "
+        "OpenIE output). A file that does not exist is left out and said; none: an empty result.",
+    )
+    audit_questions: int = Field(
+        2,
+        ge=0,
+        description="Calibration questions per dataset drawn as real-graph cards on reports/audit.html (a "
+        "seeded sample, report.audit_seed; 0 = none).",
+    )
+
+
 class ReportParams(Section):
     audit_trajectories: int = Field(
         3,
@@ -696,6 +712,9 @@ class Params(Section):
     )
     variants: VariantParams = section(VariantParams, "Supervision sets.")
     relevance: RelevanceParams = section(RelevanceParams, "Labels vs gold supporting facts.")
+    calibration: CalibrationParams = section(
+        CalibrationParams, "The labeller scored on real LLM-made graphs (calibrate-labels)."
+    )
     grounding: GroundingParams = section(GroundingParams, "Entailment-checked grounding (validate-labels).")
     report: ReportParams = section(ReportParams, "The audit page of the labels (reports/audit.html).")
     simulate: SimulateParams = section(SimulateParams, "Trajectory simulator.")

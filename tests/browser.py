@@ -4,12 +4,14 @@ skips, saying why, where the browser is missing (.ci/run installs it)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -49,15 +51,18 @@ class DevTools:
             self.events.append(json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic()))))
 
 
-@pytest.fixture
-def browser(tmp_path):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (.ci/run does) for the browser check")
+class NoBrowser(RuntimeError):
+    """Chromium did not start."""
+
+
+@contextlib.contextmanager
+def chromium(profile: Path) -> Iterator[DevTools]:
+    """Headless Chromium with a fresh profile folder, and a DevTools client on its page."""
     port = _free_port()
     proc = subprocess.Popen(
         [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'chromium-profile'}",
+         "--disable-dev-shm-usage", f"--user-data-dir={profile}", "--hide-scrollbars",
          f"--remote-debugging-port={port}", "--remote-allow-origins=*", "--window-size=1200,900",
          "about:blank"],
         stdout=subprocess.DEVNULL,
@@ -67,7 +72,7 @@ def browser(tmp_path):
         deadline, pages = time.monotonic() + 30, []
         while not pages:
             if time.monotonic() > deadline or proc.poll() is not None:
-                pytest.fail(f"chromium did not open its DevTools port (exit code {proc.poll()})")
+                raise NoBrowser(f"chromium did not open its DevTools port (exit code {proc.poll()})")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=2) as r:
                     pages = [p for p in json.load(r) if p.get("type") == "page"]
@@ -82,6 +87,17 @@ def browser(tmp_path):
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+@pytest.fixture
+def browser(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (.ci/run does) for the browser check")
+    try:
+        with chromium(tmp_path / "chromium-profile") as client:
+            yield client
+    except NoBrowser as exc:
+        pytest.fail(str(exc))
 
 
 def console_errors(client: DevTools) -> list[dict]:

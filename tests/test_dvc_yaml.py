@@ -152,6 +152,7 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
         "evaluate": {paths.eval_data(v, r, "heldout", s), paths.eval_metrics(v, r, "heldout", s)},
         "decide": {paths.decision(v, r, s)},
         "select": {paths.selected_dir(v), m / "bootstrap" / f"{v}.json", m / "test" / f"{v}.json"},
+        "calibrate_labels": {paths.CALIBRATION, paths.CALIBRATION_QUESTIONS},
         "validate_labels": {
             reports / "relevance.md",
             reports / "relevance.png",

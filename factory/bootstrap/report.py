@@ -288,9 +288,12 @@ def _variant(name: str, data: Mapping) -> dict:
     }
 
 
-def render_markdown(summary: dict, relevance: dict | None, seeds: Sequence[int]) -> str:
+def render_markdown(
+    summary: dict, relevance: dict | None, seeds: Sequence[int], calibration: dict | None = None
+) -> str:
     """reports/bootstrap.md (templates/bootstrap.md.j2): verdicts, test EM per variant, each variant's
-    rounds and decisions, the relevance verdicts."""
+    rounds and decisions, the labeller on real graphs (``calibration``: metrics/calibration.json) and the
+    relevance verdicts."""
     base = summary["base_heldout_em"]
     variants = summary["variants"]
     return render(
@@ -306,6 +309,9 @@ def render_markdown(summary: dict, relevance: dict | None, seeds: Sequence[int])
         ],
         variants=[_variant(name, data) for name, data in variants.items()],
         relevance=[v["line"] for v in ((relevance or {}).get("verdicts") or {}).values()],
+        calibration=[v["line"] for g, v in ((calibration or {}).get("verdicts") or {}).items() if g == "all"]
+        if (calibration or {}).get("status") == "ok"
+        else [],
     )
 
 
@@ -331,13 +337,14 @@ def write_plots(summary: dict, plots_dir: Path, figures: Path) -> None:
     write_figures(summary, figures)
 
 
-def headline(summary: dict, relevance: Mapping | None) -> dict:
+def headline(summary: dict, relevance: Mapping | None, calibration: Mapping | None = None) -> dict:
     """metrics/headline.json, the one file dvc.yaml declares as DVC metrics: what `dvc exp show` compares.
     Per variant the selected round (a list with several protocol seeds; -1 = the base model) and its
-    held-out and test EM (means over seeds); for the labels, S_q's paragraph micro F1 against the gold
-    supporting facts beside the KnowTrace authors' rule's, and the causal effect (accuracy lost without
-    S_q minus accuracy lost without a random set of its size). The detail stays in the other metrics
-    files and the reports."""
+    held-out and test EM (means over seeds); for the labels, on this run's trajectories S_q's paragraph
+    micro F1 against the gold supporting facts beside the KnowTrace authors' rule's and the causal
+    effect (accuracy lost without S_q minus accuracy lost without a random set of its size), and on real
+    LLM-made graphs (``calibration``: metrics/calibration.json) S_q's and the authors' rule's paragraph
+    F1. The detail stays in the other metrics files and the reports."""
     out: dict = {}
     for variant, data in summary["variants"].items():
         selected = data["selected"]
@@ -351,6 +358,9 @@ def headline(summary: dict, relevance: Mapping | None) -> dict:
             "test_em": data["test_em"]["mean"],
         }
     out["labels"] = _label_headline(relevance or {})
+    real = (calibration or {}).get("all") or {}
+    out["labels"]["real_graphs_sq_f1"] = (real.get("sq") or {}).get("f1")
+    out["labels"]["real_graphs_authors_rule_f1"] = (real.get("authors_rule") or {}).get("f1")
     return out
 
 

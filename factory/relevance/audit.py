@@ -34,7 +34,9 @@ from factory.utils.text import normalize_answer
 @cache
 def _templates() -> Environment:
     env = environment("factory.relevance")
-    env.filters.update(short=_short, coord=lambda x: f"{x:.1f}")
+    env.filters.update(
+        short=_short, coord=lambda x: f"{x:.1f}", score=lambda x: "n/a" if x is None else f"{x:.2f}"
+    )
     return env
 
 
@@ -73,9 +75,39 @@ def _layout(nodes: Sequence[str], width: int, height: int) -> dict[str, tuple[fl
     }
 
 
-def graph_drawing(triplets: Sequence[Mapping]) -> dict | None:
-    """Where the graph G is drawn: its size, each triplet's edge between its entities' places on a circle,
-    and the entities (one node per normalized name); None for an empty graph."""
+def _layers(
+    nodes: Sequence[str], triplets: Sequence[Mapping], start: set[str]
+) -> dict[str, tuple[float, float]]:
+    """Nodes in columns by their distance (in triplets, either way) from the ``start`` names, the
+    unreached in a last column; in order of first appearance within a column (deterministic)."""
+    adjacent: dict[str, set[str]] = {}
+    for t in triplets:
+        s, o = normalize_answer(t["subject"]), normalize_answer(t["object"])
+        adjacent.setdefault(s, set()).add(o)
+        adjacent.setdefault(o, set()).add(s)
+    depth = {n: 0 for n in (normalize_answer(x) for x in nodes) if n in start}
+    frontier = list(depth)
+    while frontier:
+        frontier = [m for n in frontier for m in sorted(adjacent.get(n, ())) if m not in depth]
+        for m in frontier:
+            depth.setdefault(m, 1 + min(depth[k] for k in adjacent[m] if k in depth))
+    last = max(depth.values(), default=0) + 1
+    columns: dict[int, list[str]] = {}
+    for name in nodes:
+        columns.setdefault(depth.get(normalize_answer(name), last), []).append(name)
+    order = sorted(columns)
+    return {
+        name: (90 + COLUMN * order.index(c), 40 + ROW * i) for c in order for i, name in enumerate(columns[c])
+    }
+
+
+COLUMN, ROW = 190, 34  # a layered drawing's column width and row height
+
+
+def graph_drawing(triplets: Sequence[Mapping], start: set[str] | None = None) -> dict | None:
+    """Where the graph G is drawn: its size, each triplet's edge between its entities' places, and the
+    entities (one node per normalized name); None for an empty graph. The entities sit on a circle, or,
+    given ``start`` (normalized names: where paths begin), in columns by their distance from it."""
     if not triplets:
         return None
     nodes: list[str] = []
@@ -83,8 +115,13 @@ def graph_drawing(triplets: Sequence[Mapping]) -> dict | None:
         for name in (t["subject"], t["object"]):
             if normalize_answer(name) not in [normalize_answer(x) for x in nodes]:
                 nodes.append(name)
-    width, height = 760, max(360, 48 * len(nodes))
-    pos = _layout(nodes, width, height)
+    if start:
+        pos = _layers(nodes, triplets, start)
+        width = max(x for x, _ in pos.values()) + 110
+        height = max(y for _, y in pos.values()) + 40
+    else:
+        width, height = 760, max(360, 48 * len(nodes))
+        pos = _layout(nodes, width, height)
     place = {normalize_answer(n): pos[n] for n in nodes}
     edges = []
     for t in triplets:
@@ -129,6 +166,11 @@ def trajectory_section(
     return _templates().get_template("audit_section.html.j2").render(section=section)
 
 
+def card_html(card: Mapping) -> Markup:
+    """A real-graph card (values: factory.calibration.cards) in the page's markup (audit_card.html.j2)."""
+    return Markup(_templates().get_template("audit_card.html.j2").render(card=card))
+
+
 def _row_of(row: Mapping, t: Mapping, combo: tuple) -> bool:
     """Is ``row`` (labels, counterfactual) one of trajectory ``t`` under the mode x target mode ``combo``?"""
     return row["trajectory_id"] == t["trajectory_id"] and (row["mode"], row["target_mode"]) == combo
@@ -143,9 +185,11 @@ def render_audit(
     *,
     default_combo: tuple[str, str],
     threshold: float,
+    cards: Sequence[Markup] = (),
 ) -> str:
-    """The whole page (a complete HTML document as a string): ``report.audit_trajectories`` sampled
-    trajectories per dataset, drawn with ``report.audit_seed``."""
+    """The whole page (a complete HTML document as a string): ``cards`` (real-graph cards,
+    factory.calibration.cards) first, then ``report.audit_trajectories`` sampled trajectories per
+    dataset, drawn with ``report.audit_seed``."""
     combo = tuple(default_combo)
     per_dataset, seed = report.audit_trajectories, report.audit_seed
     sections = []
@@ -160,6 +204,7 @@ def render_audit(
         .get_template("audit.html.j2")
         .render(
             sections=sections,
+            cards=list(cards),
             per_dataset=per_dataset,
             seed=seed,
             rounds=len(sources),

@@ -105,15 +105,19 @@ def _breakdown(result: Mapping) -> list[dict]:
     return rows
 
 
-def render_markdown(result: Mapping) -> str:
-    """The relevance report (templates/relevance.md.j2): counts, verdicts, tables per dataset and level,
-    breakdowns; or why there is nothing to score."""
+def render_markdown(result: Mapping, calibration: str) -> str:
+    """The relevance report (templates/relevance.md.j2): ``calibration`` (the rendered section on real
+    graphs) first, then this run's counts, verdicts, tables per dataset and level, breakdowns; or why
+    there is nothing to score."""
     status, counts = result.get("status"), result.get("counts", {})
+    calibration = calibration.strip()
     if status != "ok":
-        return render("factory.relevance", "relevance.md.j2", status=status, counts=dict(counts))
+        values = {"status": status, "counts": dict(counts), "calibration": calibration}
+        return render("factory.relevance", "relevance.md.j2", **values)
     return render(
         "factory.relevance",
         "relevance.md.j2",
+        calibration=calibration,
         status=status,
         counts=counts,
         ungrounded_rate=fixed(counts["ungrounded_rate_all_triplets"]),

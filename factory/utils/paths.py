@@ -26,6 +26,8 @@ PLOTS = REPORTS / "plots"  # CSV series for `dvc plots`
 FIGURES = REPORTS / "figures"  # PNG figures of the bootstrapping report
 LIVE = Path("dvclive")  # factory train: DVCLive curves per round (dvc plots / dvc exp show)
 ENTAILMENT = Path("data/relevance/entailment.parquet")  # validate-labels: the entailment judge's verdicts
+CALIBRATION = METRICS / "calibration.json"  # calibrate-labels: the labeller on real LLM-made graphs
+CALIBRATION_QUESTIONS = Path("data/calibration/questions.jsonl")  # calibrate-labels: one row per question
 
 
 def chain(variant: str, seed: int) -> Path:

@@ -4,8 +4,8 @@ Before issue 31 the labelling functions took a dozen keyword arguments, each wit
 again; now they take ``BacktraceParams``. ``golden_labels.json`` holds, per case, those keywords and
 the sha256 of the labels rows (every mode x target mode) that the keyword API produced for them, on
 hand-built trajectories (the cycle, the answer passage, a name only an embedding links) and on real
-LLM-made MuSiQue graphs with their passages (``../shared/external``, read as ``bench/real_graphs.py``
-reads them). The same rows must
+LLM-made MuSiQue graphs with their passages (``../shared/external``, read as the calibrate-labels
+stage reads them, ``factory.calibration.graphs``). The same rows must
 come from ``BacktraceParams(**keywords)``. A deliberate change of the labelling rules changes them:
 write the file again with ``python -m tests.backtrace.test_params_section`` and say why in the commit.
 """
@@ -18,11 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import real_graphs as rg
 from factory.backtrace import backtrace_modes
+from factory.calibration.graphs import passage_sentences, read_graph_files, to_trajectory
 from factory.config import BacktraceParams
 from tests.backtrace import test_answer_passage as answer_passage
 from tests.backtrace.cases import cycle_trajectory, fake_embedder, make
+from tests.calibration.graphs import SHARED
 
 GOLDEN_PATH = Path(__file__).with_name("golden_labels.json")
 GOLDEN = json.loads(GOLDEN_PATH.read_text())
@@ -33,10 +34,10 @@ def digest(rows: list[dict]) -> str:
 
 
 def real_inputs() -> list[tuple[dict, dict]]:
-    if not rg.DATA.exists():
-        pytest.fail(f"the real graphs are not at {rg.DATA} (set FACTORY_EXTERNAL)")
-    records = rg.load_records()[: GOLDEN["real_records"]]
-    return [(rg.to_trajectory(r), rg.passage_sentences(r)) for r in records]
+    if not SHARED.exists():
+        pytest.fail(f"the real graphs are not at {SHARED} (set FACTORY_EXTERNAL)")
+    records = read_graph_files([SHARED]).records[: GOLDEN["real_records"]]
+    return [(to_trajectory(r), passage_sentences(r)) for r in records]
 
 
 def hand_inputs() -> list[tuple[dict, dict | None]]:

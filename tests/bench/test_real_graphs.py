@@ -1,4 +1,5 @@
-"""The real-graph bench's scoring on a two-record fixture with hand-computed figures."""
+"""The real-graph bench on a two-record fixture with hand-computed figures: the calibration's methods and
+scores per part, beside the bench's naive baseline."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from factory.config import Params
 def _record(qid, question, answers, passages, triplets, supporting):
     return {
         "question_id": qid,
+        "dataset": "musique",
         "question": question,
         "answers": answers,
         "passages": [
@@ -61,46 +63,36 @@ RECORDS = [
 ]
 
 
-def test_score_by_hand():
-    a = ({"p0", "p1", "p2"}, {"p0", "p1"})
-    b = (set(), {"p0", "p1"})
-    s = rg.score([a, b])
-    assert s["coverage"] == 0.5 and s["covered"] == 1
-    assert s["precision"] == pytest.approx(2 / 3)  # over the covered question only
-    assert s["recall"] == pytest.approx(0.5)  # (1 + 0) / 2: over all questions
-    assert s["f1"] == pytest.approx(4 / 7)  # 2 * (2/3) * (1/2) / (2/3 + 1/2)
-    assert rg.score([]) == {
-        "questions": 0,
-        "covered": 0,
-        "coverage": 0.0,
-        "precision": 0.0,
-        "recall": 0.0,
-        "f1": 0.0,
-    }
-
-
 def test_naive_and_factory_on_the_fixture():
-    naive, kept = rg.run_method(RECORDS, rg.naive_kept)
-    assert kept[0] == {"q/a#t0", "q/a#t1", "q/a#t2", "q/a#t3"} and kept[1] == set()
+    from factory.calibration.graphs import to_trajectory
+
+    assert rg.naive_kept(to_trajectory(RECORDS[0])) == {"q/a#t0", "q/a#t1", "q/a#t2", "q/a#t3"}
+    assert rg.naive_kept(to_trajectory(RECORDS[1])) == set()
+    f = rg.figures(RECORDS, Params())
+    naive, factory = f["naive"], f["factory"]
+    # A: predicted {p0, p1, p2} of gold {p0, p1}; B: nothing
     assert (naive["coverage"], naive["precision"], naive["recall"]) == (0.5, pytest.approx(2 / 3), 0.5)
-    factory, kept = rg.run_method(RECORDS, rg.factory_method(Params()))
+    assert naive["f1"] == pytest.approx(4 / 7)  # 2 * (2/3) * (1/2) / (2/3 + 1/2)
     # B: Beta Mall -> Beta Corp (p0) -> the answer through p1's triplet: predicted {p0, p1}
-    assert kept[1] == {"q/b#t0", "q/b#t1"}
     assert factory["coverage"] == 1.0
     assert factory["precision"] == pytest.approx((2 / 3 + 1) / 2)
     assert factory["recall"] == pytest.approx(1.0)
     assert factory["f1"] == pytest.approx(2 * (5 / 6) / (5 / 6 + 1))
     off = Params().model_copy(deep=True)
     off.backtrace.answer_passage = False
-    assert rg.run_method(RECORDS, rg.factory_method(off))[0] == naive
+    without = rg.figures(RECORDS, off)["factory"]
+    assert {k: without[k] for k in ("coverage", "precision", "recall")} == {
+        k: naive[k] for k in ("coverage", "precision", "recall")
+    }
 
 
 def test_authors_rule_on_the_fixture():
     # A: raw names; Film X is in the question, Paris is the answer: both paths, as the naive method.
     # B: the answer names no node, and the rule has no answer-passage step: nothing
-    authors, kept = rg.run_method(RECORDS, rg.authors_kept)
-    assert kept == [{"q/a#t0", "q/a#t1", "q/a#t2", "q/a#t3"}, set()]
-    assert authors == rg.run_method(RECORDS, rg.naive_kept)[0]
+    f = rg.figures(RECORDS, Params())
+    assert {k: f["authors_rule"][k] for k in ("coverage", "precision", "recall", "f1")} == {
+        k: f["naive"][k] for k in ("coverage", "precision", "recall", "f1")
+    }
 
 
 def test_the_held_back_part_is_a_fixed_hash_of_the_question_id():
@@ -119,14 +111,15 @@ def test_main_prints_the_methods_side_by_side_per_part_and_writes_json(tmp_path,
     out = tmp_path / "figures.json"
     assert rg.main(["--data", str(data), "--json", str(out), "--ablate"]) == 0
     text = capsys.readouterr().out
-    assert "naive (exact + shortest paths)" in text and "factory" in text and "without answer passage" in text
+    assert "naive (exact + shortest paths)" in text and "factory (S_q)" in text
+    assert "without answer passage" in text
     assert "authors' rule (KnowTrace)" in text and "musique / development:" in text
     assert "musique / held_back:" in text
     figures = json.loads(out.read_text())
     assert figures["factory"]["coverage"] == 1.0 and figures["naive"]["coverage"] == pytest.approx(1 / 3)
     parts = figures["parts"]
-    assert parts["factory"]["musique"]["development"]["questions"] == 2
-    assert parts["factory"]["musique"]["held_back"]["questions"] == 1
+    assert parts["factory"]["musique"]["development"]["n"] == 2
+    assert parts["factory"]["musique"]["held_back"]["n"] == 1
     assert parts["authors_rule"]["musique"]["development"]["coverage"] == 0.5
     assert parts["authors_rule"]["musique"]["held_back"]["coverage"] == 0.0
     assert parts["factory"]["musique"]["held_back"]["coverage"] == 1.0

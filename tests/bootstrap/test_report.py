@@ -223,6 +223,16 @@ def test_the_headline_holds_each_variants_selected_round_and_its_em_and_the_labe
     out = headline(summary, relevance)
     assert out["backtrace"] == {"round": [1, -1], "heldout_em": (0.5 + 0.25) / 2, "test_em": 0.4}
     assert out["random"] == {"round": 0, "heldout_em": 0.3, "test_em": 0.2}  # one seed: a number, not a list
-    assert out["labels"] == {"sq_f1": 0.8, "authors_rule_f1": 0.5, "causal_effect": 0.2}
+    assert out["labels"] == {
+        "sq_f1": 0.8,
+        "authors_rule_f1": 0.5,
+        "causal_effect": 0.2,
+        "real_graphs_sq_f1": None,
+        "real_graphs_authors_rule_f1": None,
+    }
     nothing = {"sq_f1": None, "authors_rule_f1": None, "causal_effect": None}
-    assert headline(summary, None)["labels"] == nothing
+    real = {"real_graphs_sq_f1": None, "real_graphs_authors_rule_f1": None}
+    assert headline(summary, None)["labels"] == nothing | real
+    calibration = {"all": {"sq": {"f1": 0.83}, "authors_rule": {"f1": 0.46}}}
+    labels = headline(summary, relevance, calibration)["labels"]
+    assert (labels["real_graphs_sq_f1"], labels["real_graphs_authors_rule_f1"]) == (0.83, 0.46)

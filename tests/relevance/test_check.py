@@ -131,7 +131,7 @@ def test_micro_and_macro_scores_match_hand_computation():
     assert "Beside the KnowTrace authors' rule: S_q micro F1" in line
     # HotpotQA (A, B): kept t1 twice, relevant 3 + 1: P 1, R 1/2
     assert res["verdicts"]["hotpotqa"]["authors_rule_f1"] == pytest.approx(2 / 3)
-    report = render_markdown(res)
+    report = render_markdown(res, "")
     assert "| KnowTrace authors' rule |" in report and "S_q - authors' rule" in report
     # sentence level: only the HotpotQA trajectories; A relevant {t1,t3} tp 2, B relevant {t1} tp 1
     sent = res["groups"]["all"]["levels"]["sentence"]
@@ -204,7 +204,7 @@ def test_verdicts_state_plainly_whether_sq_beats_the_control_and_reaches_the_bar
     bad = _check(*_population(30, False))["verdicts"]["hotpotqa"]
     assert not bad["beats_answer_entity"] and not bad["reaches_bar"]
     assert "does NOT beat" in bad["line"] and "do NOT reach" in bad["line"]
-    md = render_markdown(good)
+    md = render_markdown(good, "")
     assert v["line"] in md and "## dataset=hotpotqa" in md
 
 
@@ -239,7 +239,7 @@ def test_duplicates_missing_labels_and_empty_inputs_are_counted():
         [], {}, {}, RelevanceParams(), default_combo=DEFAULT, threshold=AgentParams().grounding_threshold
     )
     assert empty["status"] == "no_trajectories" and empty["verdicts"] == {}
-    assert "No trajectories" in render_markdown(empty)
+    assert "No trajectories" in render_markdown(empty, "")
 
 
 # sha256 of check_relevance's result (floats rounded as metrics/relevance.json writes them) that the

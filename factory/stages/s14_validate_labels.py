@@ -5,9 +5,11 @@ its labels; empty files — skipped rounds — are left out and listed: factory.
 S_q and the controls (factory.relevance.check) and writes metrics/relevance.json, reports/relevance.md,
 reports/relevance.png and reports/causal_effects.png (factory.relevance.figures), and reports/audit.html,
 the page to audit a seeded sample of correct trajectories by eye (factory.relevance.audit).
-The rounds' counterfactual rows (data/counterfactual/..., where present) add the causal check: verdicts,
-accuracy per condition, effects, and S_q's relevance split by parametric answers
-(factory.causal.report; ``causal`` in the JSON, its own section in the report).
+The report opens with the labeller on real LLM-made graphs (metrics/calibration.json, from
+calibrate-labels; factory.calibration.report) and the audit page with real-graph cards of a seeded
+sample of its questions. The rounds' counterfactual rows (data/counterfactual/..., where present) add
+the causal check: verdicts, accuracy per condition, effects, and S_q's relevance split by parametric
+answers (factory.causal.report; ``causal`` in the JSON, its own section in the report).
 With ``grounding.judge: llm`` the entailment judge (factory.relevance.entailment) checks every lexically
 grounded triplet of the correct trajectories first; its verdicts go to data/relevance/entailment.parquet
 (empty with the lexical judge) and gold relevance is then reported both ways.
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import logging
 
+from factory.calibration.cards import run_cards
+from factory.calibration.report import render_calibration
 from factory.causal.report import causal_check, render_causal_section
 from factory.config import Params
 from factory.relevance.audit import render_audit
@@ -28,7 +32,7 @@ from factory.relevance.figures import write_figures
 from factory.relevance.report import log_verdicts, render_markdown
 from factory.relevance.sources import read_gold, read_rounds
 from factory.utils import paths
-from factory.utils.io import outputs_together, write_json, write_text
+from factory.utils.io import outputs_together, read_json, write_json, write_text
 from schemas import write_parquet
 
 COMMAND = "validate-labels"
@@ -69,7 +73,8 @@ def run(params: Params) -> dict:
     )
     result["entailment"] = entailment_result(result, entailment)
     write_json(paths.METRICS / "relevance.json", result)
-    report = render_markdown(result) + render_entailment_markdown(result)
+    calibration = read_json(paths.CALIBRATION) if paths.CALIBRATION.exists() else None
+    report = render_markdown(result, render_calibration(calibration)) + render_entailment_markdown(result)
     write_text(paths.REPORTS / "relevance.md", report + "\n" + render_causal_section(result["causal"]))
     write_figures(result, paths.REPORTS)
     write_text(
@@ -82,6 +87,7 @@ def run(params: Params) -> dict:
             params.report,
             default_combo=default_combo,
             threshold=threshold,
+            cards=run_cards(params.calibration, params.report, params.backtrace.mode),
         ),
     )
     log_verdicts(result, len(sources), len(found.left_out), paths.REPORTS / "relevance.md")

@@ -26,8 +26,9 @@ def run(params: Params) -> dict:
         for k, v in ((relevance or {}).get("verdicts") or {}).items()
     }
     write_json(paths.METRICS / "summary.json", summary)
-    write_json(paths.METRICS / "headline.json", headline(summary, relevance))
-    write_text(paths.REPORTS / "bootstrap.md", render_markdown(summary, relevance, b.seeds))
+    calibration = read_json(paths.CALIBRATION) if paths.CALIBRATION.exists() else None
+    write_json(paths.METRICS / "headline.json", headline(summary, relevance, calibration))
+    write_text(paths.REPORTS / "bootstrap.md", render_markdown(summary, relevance, b.seeds, calibration))
     write_plots(summary, paths.PLOTS, paths.FIGURES)
     for verdict in summary["verdicts"].values():
         log.info("report: %s", verdict["line"])

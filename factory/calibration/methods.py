@@ -1,0 +1,58 @@
+"""What each method keeps of one real graph: the project's S_q and the controls beside it.
+
+- ``sq``: S_q of ``backtrace.mode`` with the gold answer as target (the graphs have no model answer),
+  linked and walked exactly as the backtrace stage does (``factory.backtrace.backtrace_modes``); with
+  the answer-passage rule when ``backtrace.answer_passage`` (the passages' sentences are in the record);
+  ``sq/<mode>``: the other modes of ``backtrace.modes``;
+- ``authors_rule``: the KnowTrace authors' rule on the whole graph (``first_line_only=False``: these
+  triplets were extracted from passages, not generated one completion at a time);
+- ``answer_entity``: the triplets naming a gold answer (``factory.relevance.grounded``);
+- ``random_matched``: |S_q| triplets drawn uniformly, once per seed;
+- ``keep_all``: every triplet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from factory.backtrace import backtrace_modes
+from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
+from factory.calibration.graphs import passage_sentences, to_trajectory
+from factory.config import BacktraceParams
+from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, RANDOM, answer_entity_triplets, random_matched
+
+SQ = "sq"
+CONTROLS = (AUTHORS_RULE, ANSWER_ENTITY, RANDOM, KEEP_ALL)
+
+
+def sq_name(mode: str, params: BacktraceParams) -> str:
+    return SQ if mode == params.mode else f"{SQ}/{mode}"
+
+
+def modes_of(params: BacktraceParams) -> list[str]:
+    """The default mode first, then the other modes of ``params.modes``."""
+    return [params.mode, *(m for m in params.modes if m != params.mode)]
+
+
+def method_names(params: BacktraceParams) -> list[str]:
+    return [sq_name(m, params) for m in modes_of(params)] + list(CONTROLS)
+
+
+def kept_sets(
+    record: Mapping, params: BacktraceParams, random_seeds: Sequence[int], embedder=None
+) -> tuple[dict, dict[str, list[set[str]]], dict]:
+    """(the record as a trajectory, method -> kept triplet ids per seed: one set, or one per seed for
+    the random control, S_q's labels row: its initial and target entities say why it kept what it did)."""
+    trajectory = to_trajectory(record)
+    modes = modes_of(params)
+    gold = params.model_copy(update={"modes": modes, "target_modes": ["gold_answer"]})
+    passages = passage_sentences(record) if params.answer_passage else None
+    rows = backtrace_modes(trajectory, gold, embedder=embedder, passages=passages)
+    kept = {sq_name(r["mode"], params): [set(r["kept_triplet_ids"])] for r in rows}
+    everything = [t["triplet_id"] for t in trajectory["triplets"]]
+    size = len(kept[SQ][0])
+    kept[AUTHORS_RULE] = [set(authors_rule(trajectory, first_line_only=False)["kept_triplet_ids"])]
+    kept[ANSWER_ENTITY] = [set(answer_entity_triplets(trajectory))]
+    kept[RANDOM] = [random_matched(everything, size, s, trajectory["trajectory_id"]) for s in random_seeds]
+    kept[KEEP_ALL] = [set(everything)]
+    return trajectory, kept, next(r for r in rows if r["mode"] == params.mode)
