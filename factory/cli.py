@@ -181,11 +181,19 @@ def main(argv: list[str] | None = None) -> int:
             return _calibration_graphs(args)
         params = load_params(args.params, args.sets)
         if args.command == "check-corpora":
-            from factory.corpora.check import missing_sources, no_corpora_message
+            from factory.corpora.check import (
+                missing_calibration,
+                missing_sources,
+                no_calibration_message,
+                no_corpora_message,
+            )
 
             missing = missing_sources(params)
             if missing:
                 raise FactoryError(no_corpora_message(missing))
+            missing = missing_calibration()
+            if missing:
+                raise FactoryError(no_calibration_message(missing))
             return 0
         require_served_model(params)
         options = {

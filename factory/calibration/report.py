@@ -12,7 +12,10 @@ from factory.utils.templates import fixed, render
 
 
 def label(method: str, mode: str) -> str:
-    return f"S_q ({mode})" if method == SQ else method_label(method)
+    """S_q's rows by their mode, ``S_q (undirected_shortest)``; a control by its name in the reports."""
+    if method == SQ or method.startswith(f"{SQ}/"):
+        return f"S_q ({mode if method == SQ else method.split('/', 1)[1]})"
+    return method_label(method)
 
 
 def _cell(score: Mapping, key: str) -> str:

@@ -43,14 +43,14 @@ HUB = (
 )
 
 
-def _dvc_ingest_deps(dvc_yaml: Path) -> list[str]:
-    """The ingest stage's deps outside the project folder, where the corpora are (DVC refuses to start a
+def _dvc_external_deps(dvc_yaml: Path, stage: str) -> list[str]:
+    """A stage's deps outside the project folder, where corpora and graph files are (DVC refuses to start a
     stage whose dependency is missing; the project's own code deps are part of the checkout)."""
     try:
         stages = (yaml.safe_load(dvc_yaml.read_text()) or {}).get("stages") or {}
     except (OSError, yaml.YAMLError):
         return []  # dvc repro itself names a dvc.yaml it cannot read
-    deps = (stages.get("ingest") or {}).get("deps") or []
+    deps = (stages.get(stage) or {}).get("deps") or []
     return [d for d in deps if isinstance(d, str) and (d.startswith("..") or Path(d).is_absolute())]
 
 
@@ -58,7 +58,7 @@ def missing_sources(params: Params, dvc_yaml: Path | None = Path("dvc.yaml")) ->
     """What the run would read but the disk lacks, each as '<path> (named by <the settings naming it>)'."""
     roots = []  # the ingest stage's missing deps: they stand for the missing files under them
     if dvc_yaml is not None and dvc_yaml.exists():
-        roots = [dep for dep in _dvc_ingest_deps(dvc_yaml) if not Path(dep).exists()]
+        roots = [dep for dep in _dvc_external_deps(dvc_yaml, "ingest") if not Path(dep).exists()]
     named: dict[str, list[str]] = {root: [] for root in roots}  # missing path -> settings naming it
     for dataset, files in params.corpora.items():
         for f in files:
@@ -94,4 +94,29 @@ def no_corpora_message(missing: list[str]) -> str:
         f"no corpus to read: missing {named}. The defaults read the sampled records of ../shared/corpora, "
         f"which only a checkout next to the project's shared folder has. Get the corpora in one of two ways: "
         f"{OFFICIAL}; or {HUB}. Step by step, with the full run that follows: docs/corpora.md."
+    )
+
+
+CALIBRATION_STAGES = ("calibrate_labels", "validate_labels")  # the stages that read calibration.graphs
+
+
+def missing_calibration(dvc_yaml: Path | None = Path("dvc.yaml")) -> list[str]:
+    """The graph folders the calibration stages' deps in dvc.yaml name but the disk lacks (DVC would stop
+    there; a graph file of calibration.graphs that is missing alone is the stage's to say)."""
+    if dvc_yaml is None or not dvc_yaml.exists():
+        return []
+    deps = dict.fromkeys(d for stage in CALIBRATION_STAGES for d in _dvc_external_deps(dvc_yaml, stage))
+    return [d for d in deps if not Path(d).exists()]
+
+
+def no_calibration_message(missing: list[str]) -> str:
+    """One paragraph: which graph folder is missing, and the ways on."""
+    return (
+        f"no calibration graphs: missing {', '.join(missing)} (a dep of the calibrate_labels and "
+        "validate_labels stages in dvc.yaml, where calibration.graphs points: the real LLM-made graphs the "
+        "labeller is scored on, which only a checkout next to the project's shared folder has). Build a "
+        "graph file from public files with `factory calibration-graphs` (HippoRAG's published OpenIE output "
+        "and the MuSiQue records), name it in calibration.graphs and its folder in those deps; or run "
+        "without: set calibration.graphs to [] and remove the deps. Step by step: "
+        "docs/corpora.md#real-llm-made-graphs."
     )

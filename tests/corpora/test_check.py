@@ -66,15 +66,33 @@ def test_a_checkout_beside_the_shared_corpora_goes_on(tmp_path, corpora):
     project = _project(tmp_path)
     (tmp_path / "shared").mkdir()
     (tmp_path / "shared" / "corpora").symlink_to(corpora)
+    (tmp_path / "shared" / "external").symlink_to(corpora.parent / "external")
     run = _check(project)
     assert run.returncode == 0, run.stderr
     assert run.stdout == run.stderr == ""
+
+
+def test_corpora_without_the_calibration_graphs_stop_with_the_ways_on(tmp_path, corpora):
+    project = _project(tmp_path)
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "corpora").symlink_to(corpora)
+    run = _check(project)
+    assert run.returncode == 1 and run.stderr.count("\n") == 1
+    assert run.stderr.startswith("factory check-corpora: no calibration graphs: missing ../shared/external")
+    assert "factory calibration-graphs" in run.stderr and "docs/corpora.md#real-llm-made-graphs" in run.stderr
+    dvc = yaml.safe_load((project / "dvc.yaml").read_text())
+    for stage in ("calibrate_labels", "validate_labels"):  # run without, as the message says
+        dvc["stages"][stage]["deps"].remove("../shared/external")
+    (project / "dvc.yaml").write_text(yaml.safe_dump(dvc, sort_keys=False))
+    assert _check(project, "calibration.graphs=[]").returncode == 0
 
 
 def test_hub_ids_and_saved_folders_under_ingest_hf_go_on_and_a_missing_folder_is_named(tmp_path):
     project = _project(tmp_path)
     dvc = yaml.safe_load((project / "dvc.yaml").read_text())
     dvc["stages"]["ingest"]["deps"].remove("../shared/corpora")  # as docs/corpora.md says for hub copies
+    for stage in ("calibrate_labels", "validate_labels"):  # and without the shared calibration graphs
+        dvc["stages"][stage]["deps"].remove("../shared/external")
     (project / "dvc.yaml").write_text(yaml.safe_dump(dvc, sort_keys=False))
     (project / "saved_2wiki").mkdir()
     hf = (
