@@ -200,6 +200,7 @@ class LLMParams(Section):
         "write what the parser reads. auto = on for the local backend (llguidance), off for openai (the "
         "server must support llm.constraint_field).",
     )
+
     @field_validator("constrained", mode="before")
     @classmethod
     def _yaml_on_off(cls, value: Any) -> Any:

@@ -13,12 +13,8 @@ from typing import Any
 
 from factory.llm.base import Sampling
 from factory.utils.errors import FactoryError
+from factory.utils.seeds import derived_seed
 from factory.utils.splits import unit_hash
-
-
-def derived_seed(base_seed: int, protocol_seed: int = 0, round_: int | None = None) -> int:
-    """A stage's effective seed: its param seed + 1000 x the protocol seed (+ the round for a fresh draw)."""
-    return int(base_seed) + 1000 * int(protocol_seed) + (int(round_) if round_ is not None else 0)
 
 
 def even_quotas(available: dict[str, int], n: int) -> dict[str, int]:

@@ -10,7 +10,7 @@ by dataset and by route. Token counts use the policy's tokenizer (``llm.model``,
 (data/index/passages; missing: the rule is off, said in the metrics). The trajectories are read a
 row group at a time, without their prompts. A skipped round (empty trajectory file) writes an empty
 labels file and status ``skipped``. Gated by ``validators.labels`` (Great Expectations). The
-labelling (``factory.backtrace.round_labels``) runs in tasks (``factory.backtrace.tasks``) on
+labelling (``factory.backtrace.round``) runs in tasks (``factory.backtrace.tasks``) on
 ``execution.engine``: in this process, or as Ray tasks on a cluster; the sorted output is the same
 bytes either way.
 """
@@ -21,7 +21,7 @@ import importlib
 import logging
 import threading
 
-from factory.backtrace.round_labels import label_round
+from factory.backtrace.round import label_round
 from factory.config import Params
 from factory.execution.engine import preflight
 from factory.stages import chain_arguments

@@ -8,7 +8,7 @@ of ``counterfactual.max_trajectories``) with the policy that generated the round
 data/counterfactual/<V>/seed_<S>/round_<R>.parquet (``schemas.COUNTERFACTUAL``) and
 metrics/counterfactual/<V>/seed_<S>/round_<R>.json: the LLM calls it cost, accuracy per condition,
 the effects with bootstrap CIs and one verdict line per dataset (factory.causal.effects, through
-factory.causal.round_metrics).
+factory.causal.round).
 Checkpointed per shard: a killed run resumes and writes the same file. A skipped round (empty
 trajectory file) writes an empty file and status ``skipped``.
 """
@@ -19,7 +19,7 @@ from factory.agent.loop import constrained_decoding
 from factory.agent.setup import make_policy_llm
 from factory.bootstrap.rounds import policy_for
 from factory.causal.reask import counterfactual_round, select_trajectories
-from factory.causal.round_metrics import (
+from factory.causal.round import (
     kept_sets,
     log_round,
     plan_head,
@@ -29,11 +29,11 @@ from factory.causal.round_metrics import (
 )
 from factory.config import Params
 from factory.execution.engine import preflight
-from factory.execution.sampling import derived_seed
 from factory.llm.base import cache_use
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
 from factory.utils.io import outputs_together
+from factory.utils.seeds import derived_seed
 from schemas import read_rows
 
 OUTCOME_COLUMNS = ["trajectory_id", "dataset", "correct"]  # what choosing the re-asked ones needs

@@ -17,13 +17,14 @@ from __future__ import annotations
 from functools import partial
 
 from factory.agent.policy import assert_trainable
+from factory.backtrace.rows import labels_index
 from factory.config import Params
 from factory.stages import chain_arguments
 from factory.stages.round import Round
 from factory.utils import paths
 from factory.utils.io import outputs_together, write_json
-from factory.variants.kept import labels_index
-from factory.variants.round_set import (
+from factory.utils.seeds import derived_seed
+from factory.variants.round import (
     EMPTY_SET_COUNTS,
     SetFiles,
     log_set,
@@ -56,7 +57,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     from validators.supervision import QuestionSplits, leakage_frame, matching_frame, supervision_suites
 
     rnd, vp = Round(COMMAND, variant, round_, seed), params.variants
-    control_seed = vp.seed + 1000 * seed  # derived seed of this chain
+    control_seed = derived_seed(vp.seed, seed)
     mode, target_mode = params.backtrace.mode, params.backtrace.target_mode
     head = rnd.head("protocol_seed", seed=control_seed, mode=mode, target_mode=target_mode)
     outcomes = rnd.read(rnd.trajectories, "trajectories", columns=OUTCOME_COLUMNS)

@@ -23,6 +23,7 @@ from factory.train.lora import fit_lora, is_main_process
 from factory.train.round import base_model_path, check_trainable, starting_point, write_skipped
 from factory.utils import paths
 from factory.utils.io import output_folder, outputs_together
+from factory.utils.seeds import derived_seed
 
 COMMAND = "train"
 HELP = "LoRA fine-tuning of a variant's round on its supervision set (loss on assistant tokens only)"
@@ -55,8 +56,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     head["examples_in_set"] = len(rows)
     previous = policy_for(variant, round_, seed) if params.train.init == "previous" else None
     rows, init_adapter, init_policy = starting_point(rows, previous)
-    # Effective seed of this chain (common rule: param seed + 1000 * protocol seed).
-    train_params = params.train.model_copy(update={"seed": params.train.seed + 1000 * seed})
+    train_params = params.train.model_copy(update={"seed": derived_seed(params.train.seed, seed)})
     log.info(
         "train %s round %d (seed %d): %d examples from %s, init %s",
         variant,

@@ -154,17 +154,3 @@ def kept_units(trajectory: Mapping, labels_row: Mapping | None, variant: str, se
 
 def whitespace_tokens(text: str) -> int:
     return len((text or "").split())
-
-
-def labels_index(labels: Iterable[Mapping], mode: str, target_mode: str) -> dict[str, Mapping]:
-    """Labels rows of one mode x target mode by trajectory id (a second row for a trajectory is an error)."""
-    out: dict[str, Mapping] = {}
-    for row in labels:
-        if row["mode"] != mode or row["target_mode"] != target_mode:
-            continue
-        if row["trajectory_id"] in out:
-            raise FactoryError(
-                f"labels: two rows for trajectory {row['trajectory_id']!r} under {mode} x {target_mode}"
-            )
-        out[row["trajectory_id"]] = row
-    return out

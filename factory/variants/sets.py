@@ -18,11 +18,12 @@ from pathlib import Path
 
 from factory.agent.policy import assert_trainable
 from factory.agent.prompts import output_format
+from factory.backtrace.rows import labels_index
 from factory.config import VARIANTS, BacktraceParams
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.text import normalize_question
-from factory.variants.kept import Kept, all_units, is_answer_step, kept_units, labels_index, whitespace_tokens
+from factory.variants.kept import Kept, all_units, is_answer_step, kept_units, whitespace_tokens
 
 
 def _assistant_turn(

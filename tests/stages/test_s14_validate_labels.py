@@ -165,10 +165,10 @@ def scripted_round(ingested):
 def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels(
     ingested, questions_by_id, scripted_round
 ):
+    from factory.backtrace.rows import labels_index
     from factory.config import AgentParams, RelevanceParams
     from factory.relevance.check import Source, check_relevance
     from factory.relevance.grounded import KEEP_ALL
-    from factory.variants.kept import labels_index
     from validators.supervision import matching_frame
 
     trajectories, labels = scripted_round

@@ -8,11 +8,11 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 
 from factory.agent.policy import Policy
+from factory.backtrace.rows import labels_index
 from factory.causal.effects import causal_summary
 from factory.causal.reask import Plan, RoundResult, rows_per_trajectory
 from factory.config import CONDITIONS, Params
-from factory.execution.sampling import derived_seed
-from factory.variants.kept import labels_index
+from factory.utils.seeds import derived_seed
 
 NO_CORRECT = "no correct trajectory in this round"
 log = logging.getLogger(__name__)
