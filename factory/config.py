@@ -12,19 +12,35 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from factory.utils.errors import FactoryError
+from factory.variants import registry
+
+
+def _registered_variant(name: str) -> str:
+    registry.variant(name)  # an unknown name raises, naming the registered ones
+    return name
+
+
+# A supervision variant: a name registered in factory/variants/registry.py.
+Variant = Annotated[str, AfterValidator(_registered_variant)]
 
 # The vocabularies of the params, one definition each: a bad value fails when params load, naming the key.
 Dataset = Literal["hotpotqa", "2wikimultihopqa", "musique"]
-Variant = Literal["backtrace", "random", "unfiltered"]
 BacktraceMode = Literal["undirected_shortest", "directed_reach", "undirected_simple"]
 TargetMode = Literal["thought_and_answer", "answer_only", "gold_answer", "question_only"]
 Condition = Literal["full", "without_sq", "only_sq", "without_random", "closed_book"]
 ConstraintField = Literal["response_format", "response_format_json_object", "structured_outputs", "grammar"]
 DATASETS: tuple[str, ...] = get_args(Dataset)
-VARIANTS: tuple[str, ...] = get_args(Variant)
 BACKTRACE_MODES: tuple[str, ...] = get_args(BacktraceMode)
 TARGET_MODES: tuple[str, ...] = get_args(TargetMode)
 CONDITIONS: tuple[str, ...] = get_args(Condition)
@@ -409,7 +425,7 @@ class VariantParams(Section):
     exclude_parametric: bool = Field(
         False,
         description="Leave parametric trajectories (answered correctly closed-book by the counterfactual "
-        "stage) out of all three sets alike; counts in each set's stats.json.",
+        "stage) out of every variant's set alike; counts in each set's stats.json.",
     )
 
 
@@ -591,7 +607,9 @@ class RoundSlot(Section):
 
 class BootstrapParams(Section):
     variants: list[Variant] = Field(
-        list(VARIANTS), min_length=1, description="Supervision variants, each with its own chain of policies."
+        list(registry.DEFAULT),
+        min_length=1,
+        description="Supervision variants, each with its own chain of policies.",
     )
     max_rounds: int = Field(
         2,
@@ -793,7 +811,7 @@ def validate_params(data: dict[str, Any], sets: list[str] | None = None) -> Para
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"] if p != "[key]")  # a bad mapping key: name the key
             lines.append(
-                f"{loc}: {err['msg']}"
+                f"{loc}: {err['msg'].removeprefix('Value error, ')}"
                 + (
                     f" (got {err['input']!r})"
                     if "input" in err and not isinstance(err["input"], dict)

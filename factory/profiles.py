@@ -21,6 +21,7 @@ import yaml
 from factory.config import Params, validate_params
 from factory.params_file import flat, render_params_file
 from factory.utils.errors import FactoryError
+from factory.variants import registry
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,11 @@ PROFILES: dict[str, Profile] = {
                     3, "up to three rounds per chain; the held-out stop rule may end a chain sooner"
                 ),
                 "bootstrap.seeds": Setting([0, 1, 2], "three repeats of the whole protocol: mean ± std"),
+                "bootstrap.variants": Setting(
+                    list(registry.NAMES),
+                    "every registered variant, the KnowTrace authors' rule included: the report asks "
+                    "whether our labelling beats theirs in training, at equal compute",
+                ),
             },
         ),
     )

@@ -199,6 +199,21 @@ SUPERVISION = pa.schema(
     ]
 )
 
+# What a variant kept of each correct trajectory of its round (the variants stage's kept.parquet, the
+# set's own draw: the TRACE export reads it instead of drawing again). A correct trajectory without a row
+# is not in the set (e.g. left out as parametric).
+KEPT = pa.schema(
+    [
+        _req("trajectory_id", S),
+        _req("variant", S),
+        _req("kept_triplet_ids", pa.list_(S)),  # in trajectory order
+        _req("kept_pair_ids", pa.list_(S)),
+        _req("kept_step_indices", pa.list_(I32)),
+        _req("removed_pairs", I32),
+        _req("removed_triplets", I32),
+    ]
+)
+
 ROUND_METRICS = pa.schema(
     [
         _req("variant", S),
@@ -292,6 +307,7 @@ ARTIFACTS: dict[str, pa.Schema] = {
     "labels": LABELS,
     "counterfactual": COUNTERFACTUAL,
     "supervision": SUPERVISION,
+    "kept": KEPT,
     "round_metrics": ROUND_METRICS,
     "trace_sft": TRACE_SFT,
     "trace_rl": TRACE_RL,

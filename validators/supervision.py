@@ -1,9 +1,10 @@
 """Gate of the variants stage: a supervision set that may be trained on.
 
 - example ids are unique; every example ends with the assistant turn; kept units <= generated units;
-- the random control removes exactly as many pairs and triplets per trajectory as backtracing does
-  (both computed with ``factory.variants.kept.kept_units`` for the round's correct trajectories, in every
-  variant's run, so a drift in either is caught wherever it shows);
+- each matched control (``matched_to`` in ``factory.variants.registry``: random -> backtrace) removes
+  exactly as many pairs and triplets per trajectory as its reference does (both computed with
+  ``factory.variants.kept.kept_units`` for the round's correct trajectories, in every variant's run, so
+  a drift in either is caught wherever it shows);
 - leakage (validators.leakage, also checked at ingest): no example comes from a held-out or test
   question, by question id AND by normalised question text (an example whose question is unknown to
   data/interim/questions.parquet fails too).
@@ -15,6 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from factory.variants import registry
 from factory.variants.kept import kept_units
 from validators import SuiteSpec
 from validators.leakage import eval_question_texts
@@ -58,50 +60,39 @@ def leakage_frame(examples: Sequence[Mapping], questions: Iterable[Mapping] | Qu
 def matching_frame(
     trajectories: Iterable[Mapping], labels_by_tid: Mapping[str, Mapping], seed: int
 ) -> pd.DataFrame:
-    """Per correct trajectory: units removed by backtracing and by the random control (pairs, triplets)."""
+    """Per correct trajectory and matched control (``Variant.matched_to``, e.g. random -> backtrace):
+    the units its reference and the control removed, and whether pairs and triplets match one for one.
+    Columns ``<reference>_removed`` and ``<control>_removed`` for each control."""
+    controls = [v for v in registry.REGISTRY.values() if v.matched_to]
+    columns = ["trajectory_id", "labelled", "pairs_matched", "triplets_matched"]
+    for v in controls:
+        columns += [f"{v.matched_to}_removed", f"{v.name}_removed"]
     rows = []
     for t in trajectories:
         if not t.get("correct"):
             continue
         row = labels_by_tid.get(t["trajectory_id"])
-        if row is None:
-            rows.append(
-                {
-                    "trajectory_id": t["trajectory_id"],
-                    "labelled": False,
-                    "pairs_matched": False,
-                    "triplets_matched": False,
-                    "backtrace_removed": -1,
-                    "random_removed": -1,
-                }
+        out = {"trajectory_id": t["trajectory_id"], "labelled": row is not None}
+        out["pairs_matched"] = out["triplets_matched"] = row is not None
+        for v in controls:
+            if row is None:
+                out[f"{v.matched_to}_removed"] = out[f"{v.name}_removed"] = -1
+                continue
+            ref, control = kept_units(t, row, v.matched_to, seed), kept_units(t, row, v.name, seed)
+            out["pairs_matched"] &= ref.removed_pairs == control.removed_pairs and len(ref.pair_ids) == len(
+                control.pair_ids
             )
-            continue
-        bt = kept_units(t, row, "backtrace", seed)
-        rnd = kept_units(t, row, "random", seed)
-        rows.append(
-            {
-                "trajectory_id": t["trajectory_id"],
-                "labelled": True,
-                "pairs_matched": bt.removed_pairs == rnd.removed_pairs
-                and len(bt.pair_ids) == len(rnd.pair_ids),
-                "triplets_matched": bt.removed_triplets == rnd.removed_triplets
-                and len(bt.triplet_ids) == len(rnd.triplet_ids),
-                "backtrace_removed": bt.removed_units,
-                "random_removed": rnd.removed_units,
-            }
-        )
-    frame = pd.DataFrame(
-        rows,
-        columns=[
-            "trajectory_id",
-            "labelled",
-            "pairs_matched",
-            "triplets_matched",
-            "backtrace_removed",
-            "random_removed",
-        ],
-    )
-    frame["removed_equal"] = (frame["backtrace_removed"] == frame["random_removed"]).astype(bool)
+            out["triplets_matched"] &= ref.removed_triplets == control.removed_triplets and len(
+                ref.triplet_ids
+            ) == len(control.triplet_ids)
+            out[f"{v.matched_to}_removed"] = ref.removed_units
+            out[f"{v.name}_removed"] = control.removed_units
+        rows.append(out)
+    frame = pd.DataFrame(rows, columns=columns)
+    equal = pd.Series(True, index=frame.index, dtype=bool)
+    for v in controls:
+        equal &= frame[f"{v.matched_to}_removed"] == frame[f"{v.name}_removed"]
+    frame["removed_equal"] = equal.astype(bool)
     return frame
 
 
@@ -138,5 +129,5 @@ def supervision_suites(examples_frame: pd.DataFrame, matching: pd.DataFrame) -> 
     ]
     return [
         SuiteSpec("examples", examples_frame, examples_suite, ids=("example_id",)),
-        SuiteSpec("random_matching", matching, matching_suite, ids=("trajectory_id",)),
+        SuiteSpec("matched_controls", matching, matching_suite, ids=("trajectory_id",)),
     ]

@@ -4,7 +4,8 @@
   the first tick; error bars = std over protocol seeds where there are several) beside the tokens
   each round's training saw per variant (the compute next to the result);
 - ``fa_by_round.png``: the FA ratio by round per variant;
-- ``verdicts.png``: backtrace minus each control, test EM difference with its 95% paired bootstrap CI.
+- ``verdicts.png``: the reference variant (backtrace) minus each other variant, test EM difference with
+  its 95% paired bootstrap CI.
 
 Series that coincide, and panels with nothing to draw, say so in the figure.
 """
@@ -15,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from factory.utils.plotting import coincide_note, coinciding, note, nothing_to_plot, pyplot, save, style
+from factory.variants import registry
 
 
 def _series(summary: Mapping, key: str) -> dict[str, list[dict]]:
@@ -47,7 +49,7 @@ def _line_panel(ax, series: dict[str, list[dict]], ylabel: str, base: float | No
             xs,
             ys,
             yerr=err if any(err) else None,
-            label=variant,
+            label=_label(variant),
             capsize=3,
             color=s["color"],
             marker=s["marker"],
@@ -78,7 +80,7 @@ def _tokens_panel(ax, series: dict[str, list[dict]]) -> None:
         ys = [c["mean"] or 0 for c in series[variant]]
         drawn |= any(ys)
         s = style(i)
-        ax.bar(xs, ys, width, label=variant, color=s["color"], hatch=("", "//", "..", "xx")[i % 4])
+        ax.bar(xs, ys, width, label=_label(variant), color=s["color"], hatch=("", "//", "..", "xx")[i % 4])
     if not drawn:
         nothing_to_plot(ax, "no round trained (every supervision set was empty or skipped)")
         return
@@ -108,6 +110,17 @@ def fa_figure(summary: Mapping):
     return fig
 
 
+def _label(variant: str) -> str:
+    """A variant's plot label (the registry's; the base model and unknown names as they are)."""
+    known = registry.REGISTRY.get(variant)
+    return known.label if known else variant
+
+
+def _versus(key: str, verdict: Mapping) -> str:
+    control = verdict.get("control")
+    return f"{_label(registry.REFERENCE.name)} − {_label(control)}" if control else key.replace("_", " ")
+
+
 def verdicts_figure(summary: Mapping):
     """Forest plot: test EM difference backtrace - control with its 95% paired bootstrap CI."""
     plt = pyplot()
@@ -127,10 +140,10 @@ def verdicts_figure(summary: Mapping):
             color=s["color"],
             marker=s["marker"],
             linestyle="none",
-            label=name.replace("_", " "),
+            label=_versus(name, v),
         )
     ax.axvline(0, color="grey", linewidth=1, linestyle="--")
-    ax.set_yticks(range(len(verdicts)), [k.replace("_", " ") for k in verdicts])
+    ax.set_yticks(range(len(verdicts)), [_versus(k, v) for k, v in verdicts.items()])
     ax.set_ylim(-0.6, len(verdicts) - 0.4)
     ax.set_xlabel("test EM difference (95% paired bootstrap CI)")
     ax.set_title("does backtrace beat the controls?", fontsize=9)

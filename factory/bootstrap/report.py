@@ -1,8 +1,10 @@
 """The bootstrapping report: per variant, rounds, stop decisions, selected round, test evaluation, verdict.
 
 Reads the metrics every stage wrote (plain JSON under metrics/) and the test trajectories of each
-chain's selected round. Whether backtrace beats the random control and the unfiltered set is
-decided on the test split with a paired bootstrap over (protocol seed, question) pairs: the same
+chain's selected round. Whether the reference variant (backtrace) beats each other variant of the run
+(``factory.variants.registry``: the random control, the unfiltered set, the authors' rule; each
+comparison with the question it answers) is decided on the test split with a paired bootstrap over
+(protocol seed, question) pairs: the same
 questions are evaluated for every variant, so the difference of EM has a confidence interval that
 says plainly when the run cannot tell the variants apart. The report also states the training budget
 (equal optimizer steps per variant, or epochs) and the tokens each variant's selected policy was
@@ -21,6 +23,7 @@ from factory.utils import paths
 from factory.utils.io import read_json
 from factory.utils.stats import paired_difference
 from factory.utils.templates import fixed, render
+from factory.variants import registry
 
 
 def _read(path: Path) -> dict | None:
@@ -186,18 +189,21 @@ def build_summary(params: BootstrapParams, *, train: Mapping | None = None) -> d
             [sel["tokens_seen"] for sel in summary["variants"][variant]["selected"].values()]
         )
         correctness[variant] = test_correctness(variant, seeds)
-    if "backtrace" in variants:
-        for other in (v for v in variants if v != "backtrace"):
+    reference = registry.REFERENCE.name
+    if reference in variants:
+        for other in (v for v in variants if v != reference):
             diff = paired_difference(
-                correctness["backtrace"],
+                correctness[reference],
                 correctness[other],
                 samples=params.ci_samples,
                 seed=params.ci_seed,
-                names=("backtrace", other),
+                names=(reference, other),
             )
-            summary["verdicts"][f"backtrace_vs_{other}"] = {
+            summary["verdicts"][f"{reference}_vs_{other}"] = {
                 **diff,
-                "line": verdict_line("backtrace", other, diff),
+                "control": other,
+                "question": registry.variant(other).question,
+                "line": verdict_line(reference, other, diff),
             }
     return summary
 
@@ -302,7 +308,7 @@ def render_markdown(
         seeds=list(seeds),
         base_heldout_em="–" if base is None else base,
         budget=budget_line(summary.get("budget")),
-        verdicts=[v["line"] for v in summary["verdicts"].values()],
+        verdicts=list(summary["verdicts"].values()),
         test=[
             [name, _fmt(data["test_em"]), _fmt(data["test_f1"]), _fmt(data["tokens_seen"], 0)]
             for name, data in variants.items()

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import argparse
 
-from factory.config import VARIANTS
+from factory.variants import registry
 
 
 def chain_arguments(
     parser: argparse.ArgumentParser,
     round_help: str,
     *,
-    variants: tuple[str, ...] = VARIANTS,
+    variants: tuple[str, ...] = registry.NAMES,
     round_default: int | None = None,
 ) -> None:
     """The options that name one round of one chain: ``--variant V --round R --seed S``.

@@ -1,12 +1,13 @@
-"""Stage variants: a round's supervision set for one variant (backtrace | random | unfiltered).
+"""Stage variants: a round's supervision set for one variant (factory/variants/registry.py).
 
 Reads the round's trajectories and backtrace labels (the params.backtrace.mode x target_mode rows),
 builds the examples (factory.variants.sets; with params.variants.exclude_parametric, the trajectories the
 counterfactual stage flagged parametric are left out of every variant alike, counted in stats.json),
 accumulates rounds 0..R-1 when params.variants.accumulate,
-gates the set (validators.supervision: unique ids, random matched to backtrace per trajectory, no
-held-out/test question by id or normalised text) and writes data/supervision/<V>/seed_<S>/round_<R>/
-train.parquet + train.jsonl (OpenAI chat fine-tuning format) + stats.json, and
+gates the set (validators.supervision: unique ids, each matched control matched to its reference per
+trajectory, no held-out/test question by id or normalised text) and writes
+data/supervision/<V>/seed_<S>/round_<R>/ train.parquet + train.jsonl (OpenAI chat fine-tuning format) +
+kept.parquet (what the variant kept of each trajectory; the TRACE export reads it) + stats.json, and
 metrics/variants/<V>/seed_<S>/round_<R>.json. A skipped round (empty trajectory file) gives an empty
 set with status ``skipped``; a round without a correct trajectory gives status ``empty``. Only the
 correct trajectories are read whole, a row group at a time, and the set is written as it is built.
@@ -32,6 +33,7 @@ from factory.variants.round import (
     set_batches,
     set_stats,
     write_empty_set,
+    write_kept,
 )
 from factory.variants.sets import SetBuilder
 from schemas import read_rows
@@ -40,8 +42,8 @@ OUTCOME_COLUMNS = ["trajectory_id", "policy", "correct"]  # of every trajectory:
 
 COMMAND = "variants"
 HELP = (
-    "build a round's supervision set of a variant (backtrace | random | unfiltered): parquet, OpenAI "
-    "JSONL, stats, leakage gate"
+    "build a round's supervision set of a variant (one of factory/variants/registry.py): parquet, "
+    "OpenAI JSONL, what it kept, stats, leakage gate"
 )
 
 
@@ -62,7 +64,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     head = rnd.head("protocol_seed", seed=control_seed, mode=mode, target_mode=target_mode)
     outcomes = rnd.read(rnd.trajectories, "trajectories", columns=OUTCOME_COLUMNS)
     if not outcomes:
-        empty = partial(write_empty_set, rnd.supervision_dir)
+        empty = partial(write_empty_set, rnd.supervision_dir, variant)
         return rnd.skip(head, rnd.empty_reason(), empty, **EMPTY_SET_COUNTS)
     assert_trainable(outcomes)
     where = {"mode": [mode], "target_mode": [target_mode]}
@@ -90,6 +92,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
             supervision_suites(pd.concat(leakage, ignore_index=True), pd.concat(matching, ignore_index=True)),
             docs_dir=paths.GX_DOCS,
         )
+    write_kept(rnd.supervision_dir, variant, builder.kept)
     rounds = (list(range(round_)) if vp.accumulate else []) + [round_]
     stats = set_stats(head, builder, outcomes, left_out, files.rows, rounds, gate.evaluated)
     write_json(rnd.supervision_dir / "stats.json", stats)

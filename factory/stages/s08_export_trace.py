@@ -27,11 +27,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     chain_arguments(parser, "round whose trajectories are exported (0 = from the base model)")
 
 
-def variant_seed(params: Params, seed: int) -> int:
-    """The seed the variants stage gives kept_units (its param seed + 1000 x protocol seed)."""
-    return params.variants.seed + 1000 * seed
-
-
 @outputs_together()
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
     if round_ < 0:
@@ -46,7 +41,6 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         max_passages=tp.max_passages,
         passage_chars=params.agent.passage_chars,
         bonus_weight=tp.bonus_weight,
-        variant_seed=variant_seed(params, seed),
     )
     outcomes = rnd.read(rnd.trajectories, "trajectories", columns=OUTCOME_COLUMNS)
     if not outcomes:  # a skipped round (stop decision) or a round that produced nothing
@@ -59,6 +53,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
         outcomes,
         rnd.trajectories,
         rnd.labels,
+        rnd.supervision_dir / paths.KEPT,
         bp.mode,
         bp.target_mode,
         f"variant {variant}, round {round_}, seed {seed}",
@@ -66,13 +61,13 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> None:
     result = export_trace(
         inputs.trajectories,
         inputs.labels,
+        inputs.kept,
         inputs.questions,
         inputs.passages,
         tp,
         variant=variant,
         round_=round_,
         seed=seed,
-        variant_seed=variant_seed(params, seed),
         mode=bp.mode,
         target_mode=bp.target_mode,
         passage_chars=params.agent.passage_chars,

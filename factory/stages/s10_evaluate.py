@@ -15,13 +15,14 @@ import logging
 
 from factory.agent.policy import BASE
 from factory.bootstrap.rounds import policy_after
-from factory.config import VARIANTS, Params
+from factory.config import Params
 from factory.execution.engine import preflight
 from factory.execution.evaluate import evaluate_policy
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
 from factory.utils import paths
 from factory.utils.io import outputs_together
+from factory.variants import registry
 
 COMMAND = "evaluate"
 HELP = (
@@ -35,7 +36,7 @@ def add_arguments(parser) -> None:
     chain_arguments(
         parser,
         "evaluate the policy after this round (ignored for base)",
-        variants=(BASE, *VARIANTS),
+        variants=(BASE, *registry.NAMES),
         round_default=0,
     )
     parser.add_argument("--split", choices=("heldout", "test"), default="heldout", help="which split")

@@ -8,9 +8,9 @@ Per correct trajectory of a variant's round (docs/design.md §6):
 - **SFT target**: ``<relevance>[i, ...]</relevance><analysis>...</analysis><answer>...</answer>``
   where the relevance lists the numbered passages that ground the variant's kept triplets, the
   analysis states those triplets as a chain from the question's initial entities to the answer,
-  each citing its passage, and the answer is the trajectory's answer. What a variant keeps comes
-  from ``factory.variants.kept.kept_units`` (backtrace: S_q; random: the matched random control;
-  unfiltered: everything), so the three exports stay comparable;
+  each citing its passage, and the answer is the trajectory's answer. What a variant keeps is what
+  its supervision set kept: the variants stage's ``kept.parquet`` (``schemas.KEPT``), read, never
+  drawn again, so the export of the random control is the draw that was trained on;
 - **RL record**: the same prompt plus reference columns for ``factory.trace.rewards``: gold answers,
   the numbered passages that are gold supporting paragraphs, and whether those cover all, some or
   none of the gold paragraphs.
@@ -22,10 +22,11 @@ functions it is meant to train for, which is a direct quality figure of the labe
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from factory.backtrace.rows import labels_index
 from factory.config import TraceParams
 from factory.trace.protocol import (
     build_prompt,
@@ -45,9 +46,9 @@ REWARD_COMPONENTS = ("format", "accuracy", "relevance", "bonus")
 EXPORTED = "exported"  # SFT + RL record
 RL_ONLY = "no_cited_triplet"  # no kept triplet is grounded in a numbered passage: RL record only
 NO_PASSAGES = "no_passages"  # nothing retrieved: no prompt to build
-NO_LABELS = "no_labels"  # the variant needs backtrace labels and the trajectory has none
+NOT_IN_SET = "not_in_set"  # correct, but the variant's set holds nothing of it (e.g. left out as parametric)
 INCORRECT = "incorrect"  # not a correct trajectory: not exported
-STATUSES = (EXPORTED, RL_ONLY, NO_PASSAGES, NO_LABELS, INCORRECT)
+STATUSES = (EXPORTED, RL_ONLY, NO_PASSAGES, NOT_IN_SET, INCORRECT)
 
 
 @dataclass
@@ -58,15 +59,6 @@ class TraceExport:
     rl: list[dict] = field(default_factory=list)
     statuses: dict[str, str] = field(default_factory=dict)  # trajectory_id -> status
     counts: Counter = field(default_factory=Counter)
-
-
-# ---------------------------------------------------------------- prompt
-
-
-# ---------------------------------------------------------------- target
-
-
-# ---------------------------------------------------------------- one trajectory
 
 
 def assert_exportable(trajectories: Iterable[Mapping[str, Any]], allow_synthetic: bool = False) -> None:
@@ -88,6 +80,7 @@ def assert_exportable(trajectories: Iterable[Mapping[str, Any]], allow_synthetic
 def export_trajectory(
     trajectory: Mapping[str, Any],
     labels_row: Mapping[str, Any] | None,
+    kept_row: Mapping[str, Any] | None,
     question_row: Mapping[str, Any],
     passages_by_pid: Mapping[str, Mapping[str, Any]],
     params: TraceParams,
@@ -95,22 +88,18 @@ def export_trajectory(
     variant: str,
     round_: int,
     seed: int,
-    variant_seed: int,
     passage_chars: int = 0,
-    kept_fn: Callable[..., Any] | None = None,
 ) -> tuple[str, dict | None, dict | None, dict]:
     """(status, SFT row or None, RL row or None, per-trajectory counts) for one trajectory
-    (``params``: the passage cap and the bonus weight; ``passage_chars``: 0 = passages uncut).
-
-    ``kept_fn(trajectory, labels_row, variant, seed)`` decides what the variant keeps (default:
-    ``factory.variants.kept.kept_units``, called with ``variant_seed``).
-    """
+    (``kept_row``: what the variant's set kept of it, a ``schemas.KEPT`` row, None when the set holds
+    nothing of it; ``labels_row``: its backtrace labels, for the chain's initial entities, may be None;
+    ``params``: the passage cap and the bonus weight; ``passage_chars``: 0 = passages uncut)."""
     tid = trajectory["trajectory_id"]
     counts: Counter = Counter()
     if not trajectory.get("correct"):
         return INCORRECT, None, None, counts
-    if labels_row is None and variant != "unfiltered":
-        return NO_LABELS, None, None, counts
+    if kept_row is None:
+        return NOT_IN_SET, None, None, counts
     pids, retrieved = numbered_passages(trajectory, params.max_passages)
     if not pids:
         return NO_PASSAGES, None, None, counts
@@ -137,10 +126,8 @@ def export_trajectory(
     }
     rl = {**base, "prompt": prompt, **gold}
 
-    if kept_fn is None:
-        from factory.variants.kept import kept_units as kept_fn
     index_of = {pid: i for i, pid in enumerate(pids, start=1)}
-    cited = _cited(trajectory, kept_fn(trajectory, labels_row, variant, variant_seed), index_of, counts)
+    cited = _cited(trajectory, kept_row["kept_triplet_ids"], index_of, counts)
     if not cited:
         return RL_ONLY, None, rl, counts
 
@@ -164,9 +151,14 @@ def export_trajectory(
     return EXPORTED, sft, rl, counts
 
 
-def _cited(trajectory: Mapping[str, Any], kept: Any, index_of: Mapping[str, int], counts: Counter) -> list:
+def _cited(
+    trajectory: Mapping[str, Any],
+    kept_triplet_ids: Iterable[str],
+    index_of: Mapping[str, int],
+    counts: Counter,
+) -> list:
     """The kept triplets whose source passage is numbered in the prompt (the rest counted by why)."""
-    kept_ids = set(kept.triplet_ids)
+    kept_ids = set(kept_triplet_ids)
     kept_triplets = [t for t in trajectory.get("triplets") or [] if t["triplet_id"] in kept_ids]
     cited = [t for t in kept_triplets if t.get("source_pid") in index_of]
     counts["triplets_kept"] += len(kept_triplets)
@@ -184,6 +176,7 @@ def _cited(trajectory: Mapping[str, Any], kept: Any, index_of: Mapping[str, int]
 def export_trace(
     trajectories: Sequence[Mapping[str, Any]],
     labels: Sequence[Mapping[str, Any]],
+    kept: Sequence[Mapping[str, Any]],
     questions_by_id: Mapping[str, Mapping[str, Any]],
     passages_by_pid: Mapping[str, Mapping[str, Any]],
     params: TraceParams | None = None,
@@ -191,34 +184,23 @@ def export_trace(
     variant: str,
     round_: int,
     seed: int = 0,
-    variant_seed: int = 0,
-    mode: str | None = None,
-    target_mode: str | None = None,
+    mode: str,
+    target_mode: str,
     passage_chars: int = 0,
     allow_synthetic: bool = False,
-    kept_fn: Callable[..., Any] | None = None,
 ) -> TraceExport:
     """Export one round of one variant (rows sorted by trajectory id). ``params``: ``trace`` in
-    params.yaml (None: the defaults of ``factory.config.TraceParams``).
-
-    ``labels`` may hold several modes; only rows of ``mode`` × ``target_mode`` are used (None: any;
-    more than one row per trajectory is then an error). ``variant_seed`` is the seed the variant
-    stage gives ``kept_units`` (so the random control here is the one trained on).
-    """
+    params.yaml (None: the defaults of ``factory.config.TraceParams``); ``labels``: backtrace labels
+    rows (only those of ``mode`` x ``target_mode`` are read); ``kept``: the variant's kept.parquet rows
+    of the round (one per trajectory in its set)."""
     assert_exportable(trajectories, allow_synthetic)
     params = params or TraceParams()
-    by_tid: dict[str, Mapping[str, Any]] = {}
-    for row in labels:
-        if (mode is not None and row["mode"] != mode) or (
-            target_mode is not None and row["target_mode"] != target_mode
-        ):
-            continue
-        if row["trajectory_id"] in by_tid:
-            raise FactoryError(
-                f"labels: trajectory {row['trajectory_id']!r} has several rows for mode {mode!r} x "
-                f"{target_mode!r}"
-            )
-        by_tid[row["trajectory_id"]] = row
+    by_tid = labels_index(labels, mode, target_mode)
+    kept_by_tid: dict[str, Mapping[str, Any]] = {}
+    for row in kept:
+        if row["trajectory_id"] in kept_by_tid:
+            raise FactoryError(f"kept.parquet of {variant}: two rows for trajectory {row['trajectory_id']!r}")
+        kept_by_tid[row["trajectory_id"]] = row
     out = TraceExport()
     seen: set[str] = set()
     for t in sorted(trajectories, key=lambda r: r["trajectory_id"]):
@@ -234,15 +216,14 @@ def export_trace(
         status, sft, rl, counts = export_trajectory(
             t,
             by_tid.get(tid),
+            kept_by_tid.get(tid),
             question,
             passages_by_pid,
             params,
             variant=variant,
             round_=round_,
             seed=seed,
-            variant_seed=variant_seed,
             passage_chars=passage_chars,
-            kept_fn=kept_fn,
         )
         out.statuses[tid] = status
         out.counts.update(counts)

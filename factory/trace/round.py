@@ -1,5 +1,6 @@
 """A round's TRACE export as the export-trace stage runs it: what ``export_trace`` reads of the round
-(its trajectories, labels, questions and numbered passages) and the files it writes."""
+(its trajectories, labels, what the variant's set kept, questions and numbered passages) and the files
+it writes."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 class ExportInputs:
     trajectories: list[dict]  # the correct ones whole (without prompts), the others as their outcome
     labels: list[dict]  # of the correct trajectories, one mode x target mode
+    kept: list[dict]  # what the variant's set kept of each trajectory (kept.parquet)
     questions: dict[str, dict]  # question_id -> answers and supporting facts
     passages: dict[str, dict]  # pid -> passage, of every passage the trajectories retrieved
 
@@ -31,15 +33,23 @@ def read_inputs(
     outcomes: Sequence[Mapping],
     trajectories: Path,
     labels: Path,
+    kept: Path,
     mode: str,
     target_mode: str,
     round_name: str,
 ) -> ExportInputs:
     """What exporting the round whose trajectory outcomes are ``outcomes`` reads: the correct
     trajectories whole (without their prompts: the TRACE prompt is built anew), the others only as far
-    as their status needs; their labels; their questions; the passages they retrieved. A missing input
-    is an error naming the command to run (``round_name``: e.g. 'variant V, round R, seed S')."""
-    for path, stage in ((labels, "backtrace"), (paths.QUESTIONS, "ingest"), (paths.INDEX_DIR, "index")):
+    as their status needs; their labels; what the variant's set kept of them (``kept``: its
+    kept.parquet); their questions; the passages they retrieved. A missing input is an error naming the
+    command to run (``round_name``: e.g. 'variant V, round R, seed S')."""
+    inputs = (
+        (labels, "backtrace"),
+        (kept, "variants"),
+        (paths.QUESTIONS, "ingest"),
+        (paths.INDEX_DIR, "index"),
+    )
+    for path, stage in inputs:
         if not Path(path).exists():
             raise FactoryError(f"{path} is missing: run `factory {stage}` first ({round_name})")
     correct = [t["trajectory_id"] for t in outcomes if t["correct"]]
@@ -55,6 +65,7 @@ def read_inputs(
     return ExportInputs(
         trajectories=rows,
         labels=read_rows(labels, where=where),
+        kept=read_rows(kept, where={"trajectory_id": correct}),
         questions={q["question_id"]: q for q in questions},
         passages=PassageStore.open(paths.INDEX_DIR).get_many(wanted),
     )

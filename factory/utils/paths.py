@@ -51,6 +51,9 @@ def supervision_dir(variant: str, round_: int, seed: int = 0) -> Path:
     return Path("data/supervision") / chain(variant, seed) / f"round_{round_}"
 
 
+KEPT = "kept.parquet"  # in a supervision set's folder: what the variant kept of each trajectory
+
+
 def trace_dir(variant: str, round_: int, seed: int = 0) -> Path:
     return Path("data/trace") / chain(variant, seed) / f"round_{round_}"
 

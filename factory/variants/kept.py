@@ -1,14 +1,20 @@
-"""What each supervision variant keeps of a trajectory (docs/design.md §3).
+"""The keep rules of the supervision variants (docs/design.md §3) and the one way to apply them.
 
-``kept_units`` is the ONE place that decides what a variant keeps of a trajectory; the supervision
-sets, the TRACE export and the gates all call it, so the variants stay comparable:
+``kept_units`` is the ONE place that decides what a variant keeps of a trajectory: it looks the
+variant up in ``factory.variants.registry`` and runs its rule from ``RULES``. The variants stage calls
+it and writes what it kept (``kept.parquet``, read by the TRACE export); the gates call it to check the
+matched control. The rules:
 
-- ``backtrace``: the labels' kept sets (S_q, its pairs and steps);
-- ``unfiltered``: every pair, every triplet, every step (STaR-style);
-- ``random``: per trajectory exactly as many pairs AND as many triplets removed as backtracing removed,
-  chosen uniformly at random with ``random.Random(hash(seed, trajectory_id))`` — matched in size and in
-  the mix of unit kinds; steps then follow the backtracing rule (an explore step with no pair left is
-  dropped, a complete step with no triplet left is dropped, the final answer step is always kept).
+- ``backtraced``: the labels' kept sets (S_q, its pairs and steps);
+- ``everything``: every pair, every triplet, every step (STaR-style);
+- ``random_at_matched_size``: per trajectory exactly as many pairs AND as many triplets removed as
+  backtracing removed, chosen uniformly at random with ``random.Random(hash(seed, trajectory_id))`` —
+  matched in size and in the mix of unit kinds; steps then follow the backtracing rule (an explore step
+  with no pair left is dropped, a complete step with no triplet left is dropped, the final answer step
+  is always kept);
+- ``by_authors_rule``: the triplets the KnowTrace authors' rule keeps
+  (``factory.backtrace.authors_rule``, on the trajectory alone), the pairs those triplets answer, and
+  steps by the backtracing rule.
 
 Steps whose status is not ``ok`` (unparseable or failed calls) are never kept by any variant: their
 output cannot be re-rendered and would teach the model a broken format. They hold no units (the agent
@@ -20,11 +26,11 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from factory.config import VARIANTS
 from factory.utils.errors import FactoryError
+from factory.variants.registry import variant as registered
 
 
 @dataclass(frozen=True)
@@ -108,48 +114,82 @@ def _check_labels(trajectory: Mapping, labels_row: Mapping, pairs: list[str], tr
             )
 
 
-def kept_units(trajectory: Mapping, labels_row: Mapping | None, variant: str, seed: int) -> Kept:
-    """What ``variant`` keeps of ``trajectory`` (labels_row: its backtrace labels; may be None for
-    unfiltered)."""
-    if variant not in VARIANTS:
-        raise FactoryError(f"unknown variant {variant!r} (expected one of {', '.join(VARIANTS)})")
-    pairs, triplets = all_units(trajectory)
-    ok_steps = tuple(s["index"] for s in trajectory.get("steps") or [] if s.get("status") == "ok")
-    if variant == "unfiltered":
-        return Kept(tuple(triplets), tuple(pairs), ok_steps, 0, 0, 0)
-    if labels_row is None:
-        raise FactoryError(
-            f"trajectory {_tid(trajectory)!r}: the {variant} variant needs the trajectory's backtrace labels"
-        )
-    _check_labels(trajectory, labels_row, pairs, triplets)
-    lp, lt = set(labels_row["kept_pair_ids"]), set(labels_row["kept_triplet_ids"])
-    bt_pairs = [p for p in pairs if p in lp]
-    bt_triplets = [t for t in triplets if t in lt]
-    removed_pairs, removed_triplets = len(pairs) - len(bt_pairs), len(triplets) - len(bt_triplets)
-    if variant == "backtrace":
-        ls = set(labels_row["kept_step_indices"])
-        steps = tuple(i for i in ok_steps if i in ls)
-        return Kept(
-            tuple(bt_triplets),
-            tuple(bt_pairs),
-            steps,
-            removed_pairs + removed_triplets,
-            removed_pairs,
-            removed_triplets,
-        )
-    rng = control_rng(seed, _tid(trajectory))
-    drop_pairs = set(rng.sample(pairs, removed_pairs))
-    drop_triplets = set(rng.sample(triplets, removed_triplets))
-    kp = tuple(p for p in pairs if p not in drop_pairs)
-    kt = tuple(t for t in triplets if t not in drop_triplets)
+def _kept(trajectory: Mapping, pairs: list[str], triplets: list[str], kp: set, kt: set, steps=None) -> Kept:
+    """The kept ids in trajectory order (steps by the backtracing rule unless given) and what was removed."""
+    kept_pairs = tuple(p for p in pairs if p in kp)
+    kept_triplets = tuple(t for t in triplets if t in kt)
+    removed_pairs, removed_triplets = len(pairs) - len(kept_pairs), len(triplets) - len(kept_triplets)
+    if steps is None:
+        steps = steps_by_rule(trajectory, kept_pairs, kept_triplets)
     return Kept(
-        kt,
-        kp,
-        steps_by_rule(trajectory, kp, kt),
+        kept_triplets,
+        kept_pairs,
+        tuple(steps),
         removed_pairs + removed_triplets,
         removed_pairs,
         removed_triplets,
     )
+
+
+def everything(trajectory: Mapping, labels_row: Mapping | None, seed: int) -> Kept:
+    pairs, triplets = all_units(trajectory)
+    ok_steps = [s["index"] for s in trajectory.get("steps") or [] if s.get("status") == "ok"]
+    return _kept(trajectory, pairs, triplets, set(pairs), set(triplets), ok_steps)
+
+
+def backtraced(trajectory: Mapping, labels_row: Mapping, seed: int) -> Kept:
+    pairs, triplets = all_units(trajectory)
+    steps = set(labels_row["kept_step_indices"])
+    ok_steps = [s["index"] for s in trajectory.get("steps") or [] if s.get("status") == "ok"]
+    kp, kt = set(labels_row["kept_pair_ids"]), set(labels_row["kept_triplet_ids"])
+    return _kept(trajectory, pairs, triplets, kp, kt, [i for i in ok_steps if i in steps])
+
+
+def random_at_matched_size(trajectory: Mapping, labels_row: Mapping, seed: int) -> Kept:
+    pairs, triplets = all_units(trajectory)
+    reference = backtraced(trajectory, labels_row, seed)
+    rng = control_rng(seed, _tid(trajectory))
+    drop_pairs = set(rng.sample(pairs, reference.removed_pairs))
+    drop_triplets = set(rng.sample(triplets, reference.removed_triplets))
+    return _kept(trajectory, pairs, triplets, set(pairs) - drop_pairs, set(triplets) - drop_triplets)
+
+
+def by_authors_rule(trajectory: Mapping, labels_row: Mapping | None, seed: int) -> Kept:
+    from factory.backtrace.authors_rule import authors_rule
+
+    pairs, triplets = all_units(trajectory)
+    kt = set(authors_rule(trajectory)["kept_triplet_ids"])
+    # a pair is kept when a kept triplet answers it (the backtracing rule for pairs)
+    kp = {t.get("pair_id") for t in trajectory.get("triplets") or [] if t["triplet_id"] in kt}
+    kp |= {
+        s.get("pair_id")
+        for s in trajectory.get("steps") or []
+        if s.get("kind") == "complete" and kt.intersection(s.get("triplet_ids") or ())
+    }
+    return _kept(trajectory, pairs, triplets, kp, kt)
+
+
+# The keep rules by the name a registered variant gives (factory.variants.registry.Variant.rule).
+RULES: dict[str, Callable[[Mapping, Mapping | None, int], Kept]] = {
+    "everything": everything,
+    "backtraced": backtraced,
+    "random_at_matched_size": random_at_matched_size,
+    "by_authors_rule": by_authors_rule,
+}
+
+
+def kept_units(trajectory: Mapping, labels_row: Mapping | None, variant: str, seed: int) -> Kept:
+    """What ``variant`` keeps of ``trajectory`` (``labels_row``: its backtrace labels, None where the
+    trajectory has none; an error for a variant whose rule needs them)."""
+    v = registered(variant)
+    if labels_row is None and v.needs_labels:
+        raise FactoryError(
+            f"trajectory {_tid(trajectory)!r}: the {variant} variant needs the trajectory's backtrace labels"
+        )
+    pairs, triplets = all_units(trajectory)
+    if labels_row is not None:
+        _check_labels(trajectory, labels_row, pairs, triplets)
+    return RULES[v.rule](trajectory, labels_row, seed)
 
 
 def whitespace_tokens(text: str) -> int:

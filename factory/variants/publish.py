@@ -25,6 +25,7 @@ from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import atomic_path
 from factory.utils.templates import fixed, render
+from factory.variants import registry
 from schemas import SUPERVISION, read_rows, to_table
 
 LICENSES = {"hotpotqa": "cc-by-sa-4.0", "2wikimultihopqa": "apache-2.0", "musique": "cc-by-4.0"}
@@ -145,6 +146,7 @@ def _card(variant: str, chains: list[dict], info: dict) -> str:
         "card.md.j2",
         header=yaml.safe_dump(header, sort_keys=False),
         variant=variant,
+        keeps=registry.variant(variant).card,
         policies=info["policies"],
         model=info["model"],
         prompt_version=info["prompt_version"],

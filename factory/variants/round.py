@@ -1,7 +1,7 @@
 """A round's supervision set as the variants stage writes it: the batches in the set's order (earlier
 rounds' examples first when sets accumulate, then this round's, a row group of trajectories at a time),
-the files they go to (train.parquet and the OpenAI chat JSONL, written as the set is built), the
-parametric trajectories left out, and the set's stats."""
+the files they go to (train.parquet and the OpenAI chat JSONL, written as the set is built; kept.parquet,
+what the variant kept of each trajectory), the parametric trajectories left out, and the set's stats."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from factory.causal.effects import parametric_exclusion
+from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import atomic_path, jsonl_line, write_json, write_jsonl
+from factory.variants.kept import Kept
 from factory.variants.sets import SetBuilder, check_new_ids, earlier_examples
 from schemas import ParquetStream, iter_batches, read_rows, write_parquet
 
@@ -91,9 +93,28 @@ class SetFiles:
         self._jsonl.writelines(jsonl_line({"messages": e["messages"]}) for e in examples)
 
 
-def write_empty_set(out_dir: Path, stats: dict) -> None:
+def write_kept(out_dir: Path, variant: str, kept: Mapping[str, Kept]) -> None:
+    """kept.parquet (``schemas.KEPT``): what ``variant`` kept of each trajectory of ``kept`` (trajectory
+    id -> ``Kept``), sorted by trajectory id; the TRACE export reads this draw instead of drawing again."""
+    rows = [
+        {
+            "trajectory_id": tid,
+            "variant": variant,
+            "kept_triplet_ids": list(k.triplet_ids),
+            "kept_pair_ids": list(k.pair_ids),
+            "kept_step_indices": list(k.step_indices),
+            "removed_pairs": k.removed_pairs,
+            "removed_triplets": k.removed_triplets,
+        }
+        for tid, k in sorted(kept.items())
+    ]
+    write_parquet(rows, out_dir / paths.KEPT, "kept")
+
+
+def write_empty_set(out_dir: Path, variant: str, stats: dict) -> None:
     """The files of a set without examples (a skipped round), stats.json with ``stats``."""
     write_parquet([], out_dir / "train.parquet", "supervision")
+    write_kept(out_dir, variant, {})
     write_jsonl(out_dir / "train.jsonl", [])
     write_json(out_dir / "stats.json", stats)
 

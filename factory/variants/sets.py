@@ -19,11 +19,12 @@ from pathlib import Path
 from factory.agent.policy import assert_trainable
 from factory.agent.prompts import output_format
 from factory.backtrace.rows import labels_index
-from factory.config import VARIANTS, BacktraceParams
+from factory.config import BacktraceParams
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.text import normalize_question
-from factory.variants.kept import Kept, all_units, is_answer_step, kept_units, whitespace_tokens
+from factory.variants import registry
+from factory.variants.kept import Kept, all_units, everything, is_answer_step, kept_units, whitespace_tokens
 
 
 def _assistant_turn(
@@ -76,8 +77,7 @@ class SetBuilder:
         target_mode: str,
         exclude: Collection[str] = (),
     ):
-        if variant not in VARIANTS:
-            raise FactoryError(f"unknown variant {variant!r} (expected one of {', '.join(VARIANTS)})")
+        self.rule = registry.variant(variant)  # an unknown name raises, naming the registered ones
         self.variant, self.round, self.seed = variant, round_, seed
         self.mode, self.target_mode = mode, target_mode
         self.by_tid, self.exclude = labels_by_tid, exclude
@@ -105,13 +105,13 @@ class SetBuilder:
             self.excluded += 1
             return []
         row = self.by_tid.get(tid)
-        if row is None and variant != "unfiltered":
+        if row is None and self.rule.needs_labels:
             raise FactoryError(
                 f"trajectory {tid!r} is correct but has no backtrace labels for {self.mode} x "
                 f"{self.target_mode}: run `factory backtrace` for this round"
             )
         kept = kept_units(traj, row, variant, seed)
-        everything = kept_units(traj, None, "unfiltered", seed)
+        whole = everything(traj, None, seed)
         self.kept[tid] = kept
         pairs, triplets = all_units(traj)
         self.units.update(
@@ -130,7 +130,7 @@ class SetBuilder:
                 self.failed_steps += 1
                 continue
             self.ok_steps += 1
-            full, _, _ = _assistant_turn(step, triplets_by_id, everything, fmt)
+            full, _, _ = _assistant_turn(step, triplets_by_id, whole, fmt)
             self.tokens["assistant_all"] += whitespace_tokens(full)
             if step["index"] not in keep_steps:
                 continue

@@ -200,7 +200,7 @@ def test_matching_gate_catches_a_random_control_that_drifts(workdir, question_po
 
     _write_round("random", 0, [_traj(q, "random", 0) for q in question_pool["train"][:2]])
     monkeypatch.setattr(vs, "kept_units", drifting)
-    with pytest.raises(GateFailed, match="random_matching"):
+    with pytest.raises(GateFailed, match="matched_controls"):
         s07_variants.run(Params(), "random", 0)
 
 

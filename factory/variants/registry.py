@@ -1,0 +1,93 @@
+"""The supervision variants, one registered object each (docs/design.md §3): the only list of them.
+
+A variant is what a round's supervision set keeps of its correct trajectories. Its object says
+everything the rest of the factory asks about it: the keep rule (a name in
+``factory.variants.kept.RULES``), whether that rule reads the backtrace labels, the dataset card's
+sentence, what the reports compare it with and the question that comparison answers, its plot label,
+and (for a matched control) the variant whose removed units it must match one for one. Sets, the
+TRACE export, the cards, the gates, the reports and dvc.yaml's plots ask this module; a name in
+``bootstrap.variants`` without an object fails when the params load.
+
+Adding a variant: docs/development.md#adding-a-variant. This module imports nothing of the factory but
+its error class, so the config validates names against it without loading the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from factory.utils.errors import FactoryError
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One supervision variant."""
+
+    name: str  # the id in params (bootstrap.variants), paths (data/supervision/<name>/) and reports
+    rule: str  # its keep rule: a key of factory.variants.kept.RULES
+    needs_labels: bool  # the rule reads the trajectory's backtrace labels (else the trajectory alone)
+    card: str  # the dataset card's sentence on what the set keeps
+    label: str  # its name in figures and tables
+    question: str = ""  # what comparing the reference with it answers (reports/bootstrap.md)
+    matched_to: str = ""  # a control that must remove exactly as many units per trajectory as this one
+
+
+BACKTRACE = Variant(
+    name="backtrace",
+    rule="backtraced",
+    needs_labels=True,
+    card="Only generations that contributed to the correct answer (knowledge backtracing) are kept.",
+    label="backtrace (S_q)",
+)
+RANDOM = Variant(
+    name="random",
+    rule="random_at_matched_size",
+    needs_labels=True,
+    card="Control set: per trajectory, as many units removed as backtracing removed, chosen at random.",
+    label="random (matched size)",
+    question="Does backtracing beat dropping as many generations at random?",
+    matched_to=BACKTRACE.name,
+)
+UNFILTERED = Variant(
+    name="unfiltered",
+    rule="everything",
+    needs_labels=False,
+    card="Every generation of every correct trajectory (STaR-style).",
+    label="unfiltered (STaR)",
+    question="Does filtering beat keeping every generation of a correct trajectory?",
+)
+AUTHORS_RULE = Variant(
+    name="authors_rule",
+    rule="by_authors_rule",
+    needs_labels=False,
+    card=(
+        "Control set: the generations the KnowTrace authors' own backtracing rule keeps (each "
+        "completion's first triplet, raw names, shortest paths between substring-matched entities)."
+    ),
+    label="authors' rule",
+    question="Does our labelling beat the authors' in training?",
+)
+
+# The reference every other variant is compared with; the order is the order of tables and figures.
+REFERENCE = BACKTRACE
+REGISTRY: dict[str, Variant] = {v.name: v for v in (BACKTRACE, RANDOM, UNFILTERED, AUTHORS_RULE)}
+NAMES: tuple[str, ...] = tuple(REGISTRY)
+DEFAULT: tuple[str, ...] = (BACKTRACE.name, RANDOM.name, UNFILTERED.name)  # the demo's three
+
+
+class UnknownVariant(FactoryError, ValueError):
+    """A variant name without a registered object (also a ValueError: params validation reports it)."""
+
+    def __init__(self, name: str):
+        super().__init__(
+            f"unknown supervision variant {name!r}: the registered ones are {', '.join(NAMES)} "
+            "(factory/variants/registry.py; to add one see docs/development.md#adding-a-variant)"
+        )
+
+
+def variant(name: str) -> Variant:
+    """The registered variant called ``name`` (``UnknownVariant`` otherwise)."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise UnknownVariant(name) from None
