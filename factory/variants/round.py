@@ -93,10 +93,10 @@ class SetFiles:
         self._jsonl.writelines(jsonl_line({"messages": e["messages"]}) for e in examples)
 
 
-def write_kept(out_dir: Path, variant: str, kept: Mapping[str, Kept]) -> None:
-    """kept.parquet (``schemas.KEPT``): what ``variant`` kept of each trajectory of ``kept`` (trajectory
-    id -> ``Kept``), sorted by trajectory id; the TRACE export reads this draw instead of drawing again."""
-    rows = [
+def kept_rows(variant: str, kept: Mapping[str, Kept]) -> list[dict]:
+    """``schemas.KEPT`` rows: what ``variant`` kept of each trajectory of ``kept`` (trajectory id ->
+    ``Kept``), sorted by trajectory id."""
+    return [
         {
             "trajectory_id": tid,
             "variant": variant,
@@ -108,7 +108,12 @@ def write_kept(out_dir: Path, variant: str, kept: Mapping[str, Kept]) -> None:
         }
         for tid, k in sorted(kept.items())
     ]
-    write_parquet(rows, out_dir / paths.KEPT, "kept")
+
+
+def write_kept(out_dir: Path, variant: str, kept: Mapping[str, Kept]) -> None:
+    """kept.parquet in ``out_dir`` (``kept_rows``): the TRACE export reads this draw instead of drawing
+    again."""
+    write_parquet(kept_rows(variant, kept), out_dir / paths.KEPT, "kept")
 
 
 def write_empty_set(out_dir: Path, variant: str, stats: dict) -> None:

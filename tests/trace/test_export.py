@@ -11,11 +11,13 @@ import pytest
 import schemas
 from factory.config import Params, TraceParams
 from factory.retrieval.store import PassageStore
-from factory.trace.export import EXPORTED, INCORRECT, export_stats, export_trace
+from factory.trace.export import EXPORTED, INCORRECT, NOT_IN_SET, export_stats, export_trace
 from factory.trace.protocol import SYSTEM_PROMPT
 from factory.trace.rewards import parse_trace, score_completion
 from factory.utils.errors import FactoryError
+from factory.variants import registry
 from factory.variants.kept import kept_units
+from factory.variants.round import kept_rows
 from tests.scripted import scripted_trajectories
 
 PER_DATASET = 4
@@ -85,18 +87,33 @@ def gold_labels(trajectories, questions) -> list[dict]:
     return rows
 
 
-def export(scripted, variant, labels=(), max_passages=None, **kw):
+def kept_by(trajectories, labels, variant, seed=17):
+    """What the variants stage keeps of the correct trajectories (its kept.parquet rows)."""
+    by_tid = {row["trajectory_id"]: row for row in labels}
+    kept = {
+        t["trajectory_id"]: kept_units(t, by_tid.get(t["trajectory_id"]), variant, seed)
+        for t in trajectories
+        if t["correct"] and (t["trajectory_id"] in by_tid or not registry.variant(variant).needs_labels)
+    }
+    return kept_rows(variant, kept)
+
+
+def export(scripted, variant, labels=(), max_passages=None, kept=None, **kw):
     trace = TraceParams() if max_passages is None else TraceParams(max_passages=max_passages)
+    if kept is None:
+        kept = kept_by(scripted["trajectories"], list(labels), variant)
     return export_trace(
         scripted["trajectories"],
         list(labels),
+        kept,
         scripted["questions"],
         scripted["passages"],
         trace,
         variant=variant,
         round_=0,
         seed=0,
-        variant_seed=17,
+        mode="undirected_shortest",
+        target_mode="thought_and_answer",
         allow_synthetic=True,
         **kw,
     )
@@ -167,9 +184,7 @@ def test_unfiltered_export_records(scripted):
 
 def test_backtrace_relevance_equal_to_gold_earns_one(scripted):
     labels = gold_labels(scripted["trajectories"], scripted["questions"])
-    result = export(
-        scripted, "backtrace", labels, mode="undirected_shortest", target_mode="thought_and_answer"
-    )
+    result = export(scripted, "backtrace", labels)
     full = [
         r
         for r in result.sft
@@ -188,24 +203,30 @@ def test_backtrace_relevance_equal_to_gold_earns_one(scripted):
     assert set(stats["sft_rewards"]["by_dataset"]) == {"2wikimultihopqa", "hotpotqa", "musique"}
 
 
-def test_random_variant_uses_kept_units(scripted):
+def test_random_variant_states_the_sets_draw(scripted):
     labels = gold_labels(scripted["trajectories"], scripted["questions"])
     by_tid = {r["trajectory_id"]: r for r in labels}
     bt = {r["trajectory_id"]: r for r in export(scripted, "backtrace", labels).sft}
-    rnd = export(scripted, "random", labels)
+    drawn = kept_by(scripted["trajectories"], labels, "random")
+    rnd = export(scripted, "random", labels, kept=drawn)
     assert rnd.sft, "the random control exported nothing"
+    kept = {row["trajectory_id"]: row for row in drawn}
     for rec in rnd.sft:
-        t = next(t for t in scripted["trajectories"] if t["trajectory_id"] == rec["trajectory_id"])
-        kept = kept_units(t, by_tid[t["trajectory_id"]], "random", 17)
-        assert set(rec["triplet_ids"]) <= set(kept.triplet_ids)  # states only what the random control keeps
-        if rec["trajectory_id"] in bt:  # matched in size (before dropping uncitable triplets)
-            assert len(kept.triplet_ids) == len(by_tid[t["trajectory_id"]]["kept_triplet_ids"])
-    assert export(scripted, "random", labels).sft == rnd.sft  # seeded
+        tid = rec["trajectory_id"]
+        assert set(rec["triplet_ids"]) <= set(kept[tid]["kept_triplet_ids"])  # only what the set kept
+        if tid in bt:  # matched in size (before dropping uncitable triplets)
+            assert len(kept[tid]["kept_triplet_ids"]) == len(by_tid[tid]["kept_triplet_ids"])
+    # the export reads the draw, never draws again: another draw in kept.parquet is what it states
+    other = kept_by(scripted["trajectories"], labels, "random", seed=99)
+    moved = export(scripted, "random", labels, kept=other)
+    other_kept = {row["trajectory_id"]: set(row["kept_triplet_ids"]) for row in other}
+    assert all(set(r["triplet_ids"]) <= other_kept[r["trajectory_id"]] for r in moved.sft)
+    assert moved.sft != rnd.sft
 
 
-def test_backtrace_needs_labels_and_caps_passages(scripted):
-    result = export(scripted, "backtrace", [])
-    assert set(result.statuses.values()) <= {"no_labels", INCORRECT} and not result.sft and not result.rl
+def test_trajectories_the_set_does_not_hold_and_the_passage_cap(scripted):
+    result = export(scripted, "backtrace", [])  # no labels: the set holds nothing of any trajectory
+    assert set(result.statuses.values()) <= {NOT_IN_SET, INCORRECT} and not result.sft and not result.rl
     capped = export(scripted, "unfiltered", max_passages=1)
     assert all(len(r["passage_ids"]) == 1 for r in capped.rl)
     assert all(r["relevance"] == [1] for r in capped.sft)
@@ -219,10 +240,13 @@ def test_synthetic_policies_refused_without_flag(scripted):
         export_trace(
             scripted["trajectories"],
             [],
+            kept_by(scripted["trajectories"], [], "unfiltered"),
             scripted["questions"],
             scripted["passages"],
             variant="unfiltered",
             round_=0,
+            mode="undirected_shortest",
+            target_mode="thought_and_answer",
         )
 
 
@@ -239,6 +263,10 @@ def _stage_inputs(tmp_path, scripted, ingested, trajectories, labels):
     PassageStore.from_rows(scripted["passages"].values()).save(tmp_path / paths.INDEX_DIR)
     schemas.write_parquet(trajectories, tmp_path / paths.trajectories("backtrace", 0, 0), "trajectory")
     schemas.write_parquet(labels, tmp_path / paths.labels("backtrace", 0, 0), "labels")
+    kept_rows_ = kept_by(trajectories, labels, "backtrace")
+    schemas.write_parquet(
+        kept_rows_, tmp_path / paths.supervision_dir("backtrace", 0, 0) / paths.KEPT, "kept"
+    )
 
 
 def test_stage_writes_parquet_jsonl_stats_deterministically(tmp_path, monkeypatch, scripted, ingested):
@@ -319,9 +347,7 @@ def test_backtrace_variant_with_real_labels(scripted):
     trajectories = scripted["trajectories"]
     labels = [backtrace(t) for t in trajectories]
     by_tid = {r["trajectory_id"]: r for r in labels}
-    result = export(
-        scripted, "backtrace", labels, mode="undirected_shortest", target_mode="thought_and_answer"
-    )
+    result = export(scripted, "backtrace", labels)
     assert sum(1 for _ in result.statuses) == len(trajectories)
     assert result.sft, "no trajectory kept a cited triplet"
     for rec in result.sft:

@@ -10,6 +10,8 @@ import pytest
 from factory.config import TraceParams
 from factory.trace.export import export_trace
 from factory.trace.rewards import make_reward_functions, score_completion
+from factory.variants.kept import kept_units
+from factory.variants.round import kept_rows
 from tests.scripted import scripted_trajectories
 
 
@@ -25,14 +27,18 @@ def rl_records(ingested):
     pids = {p["pid"] for q in questions for p in q["passages"]}
     passages = [p for p in ingested.passages if p["pid"] in pids]
     trajectories = scripted_trajectories(questions, passages)
+    everything = {t["trajectory_id"]: kept_units(t, None, "unfiltered", 0) for t in trajectories}
     result = export_trace(
         trajectories,
         [],
+        kept_rows("unfiltered", everything),
         {q["question_id"]: q for q in questions},
         {p["pid"]: p for p in passages},
         TraceParams(max_passages=3),
         variant="unfiltered",
         round_=0,
+        mode="undirected_shortest",
+        target_mode="thought_and_answer",
         passage_chars=80,
         allow_synthetic=True,
     )
