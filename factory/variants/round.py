@@ -71,6 +71,7 @@ class SetFiles:
 
     def __init__(self, out_dir: Path):
         self.out_dir = out_dir
+        self._rows = 0
 
     def __enter__(self) -> SetFiles:
         with ExitStack() as stack:
@@ -85,12 +86,13 @@ class SetFiles:
 
     @property
     def rows(self) -> int:
-        """Examples written so far."""
-        return self._table.rows
+        """Examples written so far (the parquet stream counts only the row groups it has flushed)."""
+        return self._rows
 
     def add(self, examples: list[dict]) -> None:
         self._table.write_rows(examples)
         self._jsonl.writelines(jsonl_line({"messages": e["messages"]}) for e in examples)
+        self._rows += len(examples)
 
 
 def kept_rows(variant: str, kept: Mapping[str, Kept]) -> list[dict]:
