@@ -6,11 +6,14 @@ import json
 
 import pytest
 
+from factory.backtrace.authors_rule import authors_rule
+from factory.backtrace.rows import labels_index
 from factory.cli import main
 from factory.config import Params
 from factory.stages import s07_variants
 from factory.utils import paths
 from factory.utils.errors import FactoryError
+from factory.variants.kept import kept_units
 from schemas import read_rows, write_parquet
 from tests.variants.test_sets import make_labels, make_trajectory
 from validators import GateFailed
@@ -110,11 +113,38 @@ def test_three_variants_two_rounds_accumulate(workdir, question_pool):
     assert {r["round"] for r in rows2} == {1}
 
 
+def test_the_set_records_what_it_kept_and_the_authors_rule_is_a_variant(workdir, question_pool):
+    train = question_pool["train"]
+    for v in ("random", "authors_rule"):
+        _write_round(v, 0, [_traj(q, v, 0) for q in train[:3]] + [_traj(train[3], v, 0, correct=False)])
+        assert _cli(v, 0) == 0
+        correct = sorted(
+            (t for t in read_rows(paths.trajectories(v, 0, 0)) if t["correct"]),
+            key=lambda t: t["trajectory_id"],
+        )
+        labels = labels_index(read_rows(paths.labels(v, 0, 0)), "undirected_shortest", "thought_and_answer")
+        rows = read_rows(paths.supervision_dir(v, 0) / paths.KEPT)
+        assert [r["trajectory_id"] for r in rows] == [t["trajectory_id"] for t in correct]
+        for row, t in zip(rows, correct):
+            drawn = kept_units(t, labels[t["trajectory_id"]], v, Params().variants.seed)  # the set's draw
+            assert (row["variant"], row["kept_triplet_ids"], row["kept_step_indices"]) == (
+                v,
+                list(drawn.triplet_ids),
+                list(drawn.step_indices),
+            )
+            if v == "authors_rule":
+                assert set(row["kept_triplet_ids"]) == authors_rule(t)["kept_triplet_ids"]
+    stats = json.loads((paths.supervision_dir("authors_rule", 0) / "stats.json").read_text())
+    assert stats["status"] == "ok" and stats["examples"] > 0
+
+
 def test_outputs_are_byte_identical_on_rerun(workdir, question_pool):
     _write_round("random", 0, [_traj(q, "random", 0) for q in question_pool["train"][:4]])
     out = paths.supervision_dir("random", 0)
     assert _cli("random", 0) == 0
-    first = {f: (out / f).read_bytes() for f in ("train.parquet", "train.jsonl", "stats.json")}
+    first = {
+        f: (out / f).read_bytes() for f in ("train.parquet", "train.jsonl", "kept.parquet", "stats.json")
+    }
     assert _cli("random", 0) == 0
     assert first == {f: (out / f).read_bytes() for f in first}
 

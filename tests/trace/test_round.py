@@ -11,12 +11,15 @@ import pytest
 
 import schemas
 from factory.backtrace import backtrace
+from factory.backtrace.rows import labels_index
 from factory.config import BacktraceParams, TraceParams
 from factory.retrieval.store import PassageStore
 from factory.trace.export import TraceExport, export_stats, export_trace
 from factory.trace.round import read_inputs, write_export
 from factory.utils import paths
 from factory.utils.errors import FactoryError
+from factory.variants.kept import kept_units
+from factory.variants.round import write_kept
 from tests.scripted import own_passages, scripted_trajectories
 
 MODE, TARGET = "undirected_shortest", "thought_and_answer"
@@ -54,6 +57,10 @@ def project(tmp_path, monkeypatch, material):
     schemas.write_parquet(material["labels"], paths.labels("backtrace", 0), "labels")
     schemas.write_parquet(material["questions"], paths.QUESTIONS, "question")
     PassageStore.from_rows(material["passages"]).save(paths.INDEX_DIR)
+    correct = {t["trajectory_id"]: t for t in material["trajectories"] if t["correct"]}
+    labels = labels_index(material["labels"], MODE, TARGET)
+    kept = {tid: kept_units(t, labels[tid], "backtrace", 17) for tid, t in correct.items()}
+    write_kept(paths.supervision_dir("backtrace", 0), "backtrace", kept)
     return tmp_path
 
 
@@ -63,7 +70,13 @@ def outcomes() -> list[dict]:
 
 def read_round():
     return read_inputs(
-        outcomes(), paths.trajectories("backtrace", 0), paths.labels("backtrace", 0), MODE, TARGET, ROUND
+        outcomes(),
+        paths.trajectories("backtrace", 0),
+        paths.labels("backtrace", 0),
+        paths.supervision_dir("backtrace", 0) / paths.KEPT,
+        MODE,
+        TARGET,
+        ROUND,
     )
 
 
@@ -83,6 +96,8 @@ def test_read_inputs_reads_what_the_export_needs_and_no_more(project, material):
     # labels of the correct trajectories under the one mode x target mode
     assert sorted(r["trajectory_id"] for r in inputs.labels) == sorted(t["trajectory_id"] for t in correct)
     assert {(r["mode"], r["target_mode"]) for r in inputs.labels} == {(MODE, TARGET)}
+    # what the set kept of the correct trajectories
+    assert sorted(r["trajectory_id"] for r in inputs.kept) == sorted(t["trajectory_id"] for t in correct)
     # the questions of every trajectory of the round (answers and supporting facts only)
     asked = {t["question_id"] for t in material["trajectories"]}
     assert set(inputs.questions) == asked
@@ -97,6 +112,7 @@ def test_read_inputs_reads_what_the_export_needs_and_no_more(project, material):
     ("missing", "command"),
     [
         (lambda: paths.labels("backtrace", 0), "factory backtrace"),
+        (lambda: paths.supervision_dir("backtrace", 0) / paths.KEPT, "factory variants"),
         (lambda: paths.QUESTIONS, "factory ingest"),
         (lambda: paths.INDEX_DIR, "factory index"),
     ],
@@ -125,12 +141,12 @@ def test_write_export_writes_parquet_jsonl_and_stats_with_the_same_rows(project,
     result = export_trace(
         inputs.trajectories,
         inputs.labels,
+        inputs.kept,
         inputs.questions,
         inputs.passages,
         TraceParams(),
         variant="backtrace",
         round_=0,
-        variant_seed=17,
         mode=MODE,
         target_mode=TARGET,
     )

@@ -174,8 +174,9 @@ def test_set_files_leave_nothing_when_the_block_fails(tmp_path):
 def test_an_empty_set_has_both_files_without_rows_and_its_stats(tmp_path):
     out = tmp_path / "supervision" / "round_3"
     stats = {"status": "skipped", "reason": "max_rounds (3) reached", **EMPTY_SET_COUNTS}
-    write_empty_set(out, stats)
+    write_empty_set(out, "backtrace", stats)
     assert pq.read_schema(out / "train.parquet").equals(SUPERVISION)
+    assert read_rows(out / "kept.parquet") == []
     assert read_rows(out / "train.parquet") == [] and (out / "train.jsonl").read_text() == ""
     assert json.loads((out / "stats.json").read_text()) == stats
     with SetFiles(tmp_path / "streamed") as files:  # what SetFiles writes for a set without examples

@@ -262,7 +262,7 @@ def test_labels_must_match_the_trajectory():
         kept_units(t, row, "backtrace", 1)
     with pytest.raises(FactoryError, match="belongs to trajectory"):
         kept_units(make_trajectory("other"), make_labels(t, []), "backtrace", 1)
-    with pytest.raises(FactoryError, match="unknown variant"):
+    with pytest.raises(FactoryError, match="unknown supervision variant"):
         kept_units(t, row, "shuffled", 1)
 
 

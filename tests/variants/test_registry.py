@@ -1,0 +1,80 @@
+"""The variant registry: every variant one object, every question about a variant answered by it."""
+
+from __future__ import annotations
+
+import pytest
+
+from factory.backtrace.authors_rule import authors_rule
+from factory.bootstrap.report import build_summary
+from factory.config import load_params
+from factory.utils.errors import FactoryError
+from factory.variants import kept, registry
+from factory.variants.kept import Kept, kept_units, steps_by_rule
+from factory.variants.sets import SetBuilder
+from tests.variants.test_sets import make_labels, make_trajectory
+
+
+def test_every_registered_variant_has_a_rule_and_every_rule_a_variant():
+    assert set(registry.NAMES) == {v.name for v in registry.REGISTRY.values()}
+    assert {v.rule for v in registry.REGISTRY.values()} == set(kept.RULES)
+    assert registry.REFERENCE.name in registry.NAMES and not registry.REFERENCE.question
+    for v in registry.REGISTRY.values():
+        assert v.card.endswith(".") and v.label
+        assert v.matched_to in ("", *registry.NAMES) and v.matched_to != v.name
+        if v is not registry.REFERENCE:  # the reports ask a question of every comparison
+            assert v.question.endswith("?")
+    assert set(registry.DEFAULT) < set(registry.NAMES)
+
+
+def test_a_name_without_an_object_is_an_error_naming_the_registered_ones():
+    with pytest.raises(FactoryError, match="unknown supervision variant 'shuffled'.*authors_rule"):
+        registry.variant("shuffled")
+    with pytest.raises(FactoryError, match="unknown supervision variant 'shuffled'"):
+        SetBuilder("shuffled", 0, 17, {}, "undirected_shortest", "thought_and_answer")
+
+
+def test_the_authors_rule_variant_keeps_what_the_authors_rule_keeps():
+    t = make_trajectory()
+    rule = authors_rule(t)["kept_triplet_ids"]
+    got = kept_units(t, None, registry.AUTHORS_RULE.name, 17)  # needs no labels
+    assert set(got.triplet_ids) == rule and rule, "the fixture's trajectory should give the rule a path"
+    answered = {x["pair_id"] for x in t["triplets"] if x["triplet_id"] in rule}
+    assert set(got.pair_ids) == answered
+    assert got.step_indices == steps_by_rule(t, got.pair_ids, got.triplet_ids)
+    every = kept_units(t, None, "unfiltered", 17)
+    assert got.removed_units == len(every.triplet_ids) + len(every.pair_ids) - len(rule) - len(answered)
+    # labels, when given, are checked but do not change what the rule keeps
+    assert kept_units(t, make_labels(t, []), registry.AUTHORS_RULE.name, 17) == got
+
+
+def test_a_variant_added_as_one_object_flows_through_params_sets_and_reports(monkeypatch, tmp_path):
+    """What adding a variant takes (docs/development.md#adding-a-variant): one object and its rule."""
+
+    def first_triplet_only(trajectory, labels_row, seed):
+        pairs, triplets = kept.all_units(trajectory)
+        return kept._kept(trajectory, pairs, triplets, set(), set(triplets[:1]))
+
+    toy = registry.Variant(
+        name="first_triplet",
+        rule="first_triplet_only",
+        needs_labels=False,
+        card="Only the first triplet of each trajectory.",
+        label="first triplet",
+        question="Does backtracing beat keeping the first triplet?",
+    )
+    monkeypatch.setitem(registry.REGISTRY, toy.name, toy)
+    monkeypatch.setattr(registry, "NAMES", (*registry.NAMES, toy.name))
+    monkeypatch.setitem(kept.RULES, toy.rule, first_triplet_only)
+
+    params = load_params(None, ["bootstrap.variants=[backtrace, first_triplet]"])
+    assert params.bootstrap.variants == ["backtrace", "first_triplet"]
+    t = make_trajectory()
+    builder = SetBuilder(toy.name, 0, 17, {}, "undirected_shortest", "thought_and_answer")
+    examples = builder.add([t])
+    assert examples and isinstance(builder.kept[t["trajectory_id"]], Kept)
+    assert builder.kept[t["trajectory_id"]].triplet_ids == (t["triplets"][0]["triplet_id"],)
+
+    monkeypatch.chdir(tmp_path)
+    summary = build_summary(params.bootstrap)  # no metrics on disk: the verdict says so, with the question
+    verdict = summary["verdicts"]["backtrace_vs_first_triplet"]
+    assert verdict["question"] == toy.question and verdict["control"] == toy.name
