@@ -87,15 +87,28 @@ def test_round_slots_must_match_their_index():
         ("backtrace.modes=[undirected_shortest, sideways]", "backtrace.modes.1"),
         ("backtrace.target_modes=[oracle]", "backtrace.target_modes.0"),
         ("backtrace.mode=sideways", "backtrace.mode"),
-        ("trajectories.datasets=[hotpot]", "trajectories.datasets.0"),
         ("bootstrap.variants=[backtrack]", "bootstrap.variants.0"),
-        ("corpora={hotpot: [a.json]}", "corpora.hotpot"),
-        ("ingest.hf=[{dataset: hotpot, path: x}]", "ingest.hf.0.dataset"),
     ],
 )
 def test_a_value_outside_a_vocabulary_fails_when_params_load_naming_the_key(setting, key):
     with pytest.raises(FactoryError, match=re.escape(key) + r": Input should be"):
         load_params(None, [setting])
+
+
+@pytest.mark.parametrize(
+    "setting, key",
+    [
+        ("trajectories.datasets=[hotpotqa, hotpot]", "trajectories.datasets.1"),
+        ("corpora={hotpot: [a.json]}", "corpora.hotpot"),
+        ("ingest.hf=[{dataset: hotpot, path: x}]", "ingest.hf.0.dataset"),
+    ],
+)
+def test_a_dataset_the_registry_lacks_fails_naming_the_key_and_the_known_datasets(setting, key):
+    with pytest.raises(FactoryError) as err:
+        load_params(None, [setting])
+    assert f"{key}: unknown dataset: the datasets are hotpotqa, 2wikimultihopqa, musique" in str(err.value)
+    assert "docs/development.md#adding-a-corpus" in str(err.value) and "(got 'hotpot')" in str(err.value)
+    assert "Value error" not in str(err.value)
 
 
 @pytest.mark.parametrize(
@@ -111,7 +124,6 @@ def test_the_allowed_tuples_are_the_literals():
 
     from factory import config
 
-    assert config.DATASETS == get_args(config.Dataset) == ("hotpotqa", "2wikimultihopqa", "musique")
     assert config.VARIANTS == get_args(config.Variant) == ("backtrace", "random", "unfiltered")
     assert config.BACKTRACE_MODES == get_args(config.BacktraceMode)
     assert config.TARGET_MODES == get_args(config.TargetMode)
@@ -126,7 +138,7 @@ def test_the_allowed_tuples_are_the_literals():
         ("index.recall_at=[]", "index.recall_at: List should have at least 1 item"),
         (
             "splits={train: 0, heldout: 0, test: 0}",
-            "splits: Value error, splits.train, splits.heldout and splits.test are all 0",
+            "splits: splits.train, splits.heldout and splits.test are all 0",
         ),
         ("splits.heldout=-0.1", "splits.heldout: Input should be greater than or equal to 0"),
         ("bootstrap.seeds=[0, -1]", "bootstrap.seeds.1: Input should be greater than or equal to 0"),
