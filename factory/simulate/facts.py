@@ -13,13 +13,14 @@ The question's gold annotation is read by its corpus's kind (``factory.corpora.g
   references adds a second triplet from the second referenced answer.
 - ``supporting_facts`` (HotpotQA): one triplet per supporting paragraph, subject = its title
   (parenthetical dropped), object = the first of: the gold answer if the paragraph's supporting
-  sentences contain it (as whole words, and it is not part of the title); another supporting title they
-  mention; a salient phrase of the first supporting sentence — comparison questions: a number (digits, a
-  date, or a number word), then a capitalised span; bridge questions: a capitalised span, then a number;
-  else its last content word (never the subject or a phrase containing it). Relation = up to 3 content
-  words between the subject's mention and the object in the sentence ("related to" if none). When the
-  answer is a supporting title whose sentence names the next paragraph's title B, the fact is written
-  B -> answer ("<relation> of"), so that the chain ends at the answer.
+  sentences (all of them for a fact of the whole paragraph, sent_idx -1) contain it (as whole words, and
+  it is not part of the title); another supporting title they mention; a salient phrase of the first
+  supporting sentence — comparison questions: a number (digits, a date, or a number word), then a
+  capitalised span; bridge questions: a capitalised span, then a number; else its last content word
+  (never the subject or a phrase containing it). Relation = up to 3 content words between the subject's
+  mention and the object in the sentence ("related to" if none). When the answer is a supporting title
+  whose sentence names the next paragraph's title B, the fact is written B -> answer ("<relation> of"),
+  so that the chain ends at the answer.
 - Derived relations never contain the DTKG administrative keywords (the rule filter would drop them).
 
 Hop levels: a fact whose subject is the object of another fact comes one level after it; "the same
@@ -295,7 +296,9 @@ def _supporting_facts(q: dict, supporting: list) -> list[Fact]:
         if s["pid"] not in sentences:
             titles.append((p["title"], s["pid"]))
             sentences[s["pid"]] = []
-        if 0 <= s["sent_idx"] < len(p["sentences"]):
+        if s["sent_idx"] < 0:  # a whole paragraph supports (sent_idx -1: MuSiQue-like annotations)
+            sentences[s["pid"]] += [x.strip() for x in p["sentences"]]
+        elif s["sent_idx"] < len(p["sentences"]):
             sentences[s["pid"]].append(p["sentences"][s["sent_idx"]].strip())
     answer = (q.get("answers") or [""])[0]
     answer_key = node_key(answer)
