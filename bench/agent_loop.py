@@ -40,7 +40,7 @@ CORPORA = ROOT.parent / "shared" / "corpora"
 def load_questions(n: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
     """``n`` training questions spread over the three datasets, and their passages."""
     from factory.config import Params
-    from factory.corpora import ingest_sources
+    from factory.corpora.ingest import ingest_sources
     from factory.execution.sampling import sample_questions
 
     params = Params(

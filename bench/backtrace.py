@@ -39,7 +39,7 @@ CORPORA = Path(os.environ.get("FACTORY_CORPORA", ROOT.parent / "shared" / "corpo
 
 def load_questions() -> list[dict]:
     from factory.config import Params
-    from factory.corpora import ingest_sources
+    from factory.corpora.ingest import ingest_sources
 
     params = Params(
         corpora={

@@ -31,7 +31,7 @@ VERSIONS = ("knowtrace-v1", "knowtrace-json-v1")
 def demo_inputs(params):
     """The demo's corpora, ingested here, and a BM25 index over all passages (as the index stage builds
     it)."""
-    from factory.corpora import ingest_sources
+    from factory.corpora.ingest import ingest_sources
     from factory.retrieval.bm25 import BM25Retriever
 
     result = ingest_sources(params)

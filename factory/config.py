@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from factory import corpora
 from factory.utils.errors import FactoryError
 from factory.variants import registry
 
@@ -34,13 +35,23 @@ def _registered_variant(name: str) -> str:
 # A supervision variant: a name registered in factory/variants/registry.py.
 Variant = Annotated[str, AfterValidator(_registered_variant)]
 
+
+def _known_dataset(name: str) -> str:
+    if name not in corpora.names():
+        raise ValueError(  # validate_params adds "(got '<name>')"
+            f"unknown dataset: the datasets are {', '.join(corpora.names())} (CORPORA in "
+            f"factory/corpora/__init__.py); a new corpus is one module and one line there ({corpora.ADDING})"
+        )
+    return name
+
+
 # The vocabularies of the params, one definition each: a bad value fails when params load, naming the key.
-Dataset = Literal["hotpotqa", "2wikimultihopqa", "musique"]
+# A dataset is a name of factory.corpora's registry (CORPORA), the one list of the corpora.
+Dataset = Annotated[str, AfterValidator(_known_dataset)]
 BacktraceMode = Literal["undirected_shortest", "directed_reach", "undirected_simple"]
 TargetMode = Literal["thought_and_answer", "answer_only", "gold_answer", "question_only"]
 Condition = Literal["full", "without_sq", "only_sq", "without_random", "closed_book"]
 ConstraintField = Literal["response_format", "response_format_json_object", "structured_outputs", "grammar"]
-DATASETS: tuple[str, ...] = get_args(Dataset)
 BACKTRACE_MODES: tuple[str, ...] = get_args(BacktraceMode)
 TARGET_MODES: tuple[str, ...] = get_args(TargetMode)
 CONDITIONS: tuple[str, ...] = get_args(Condition)
@@ -292,7 +303,9 @@ class TrajectoryParams(Section):
         "the gold answer as a hint (never shown in supervision).",
     )
     datasets: list[Dataset] = Field(
-        list(DATASETS), min_length=1, description="Datasets the training questions are drawn from."
+        default_factory=lambda: list(corpora.names()),
+        min_length=1,
+        description="Datasets the training questions are drawn from.",
     )
 
 
@@ -810,8 +823,9 @@ def validate_params(data: dict[str, Any], sets: list[str] | None = None) -> Para
         lines = []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"] if p != "[key]")  # a bad mapping key: name the key
+            message = err["msg"].removeprefix("Value error, ")  # a validator's own sentence
             lines.append(
-                f"{loc}: {err['msg'].removeprefix('Value error, ')}"
+                f"{loc}: {message}"
                 + (
                     f" (got {err['input']!r})"
                     if "input" in err and not isinstance(err["input"], dict)

@@ -31,7 +31,7 @@ DECOMPOSITION = pa.struct(
 QUESTION = pa.schema(
     [
         _req("question_id", S),  # "<dataset>/<source id>"
-        _req("dataset", S),  # hotpotqa | 2wikimultihopqa | musique
+        _req("dataset", S),  # a name of factory.corpora's registry (CORPORA)
         _req("source_id", S),
         _req("split", S),  # train | heldout | test
         _req("question", S),

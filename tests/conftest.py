@@ -54,7 +54,7 @@ def corpora_params(corpora):
 @pytest.fixture(scope="session")
 def ingested(corpora_params):
     """All shared corpora ingested once per session (questions, passages, quarantine, counts)."""
-    from factory.corpora import ingest_sources
+    from factory.corpora.ingest import ingest_sources
 
     return ingest_sources(corpora_params)
 

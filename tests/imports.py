@@ -1,7 +1,9 @@
 """The first-party import graph of the project, read with ``ast`` (no module is imported).
 
 Every ``import`` and ``from ... import`` counts, at module level or inside a function (a lazy import
-runs when its function does), ``if TYPE_CHECKING:`` blocks included.
+runs when its function does), ``if TYPE_CHECKING:`` blocks included. So does the import by name that no
+statement shows: ``factory.corpora.corpus(name)`` imports the dataset modules ``CORPORA`` names, so a
+module that imports ``corpus`` from ``factory.corpora`` imports them all.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_PARTY = ("factory", "schemas", "validators", "bench")
+REGISTRY = "factory.corpora"  # its corpus(name) imports the modules its CORPORA names
 
 
 def module_file(name: str) -> Path | None:
@@ -29,6 +32,16 @@ def module_name(path: Path) -> str:
 
 
 @cache
+def registry_modules() -> frozenset[str]:
+    """The dataset modules ``factory.corpora.CORPORA`` names, read from its source (a dict literal)."""
+    for node in ast.parse(module_file(REGISTRY).read_text()).body:
+        target = node.target if isinstance(node, ast.AnnAssign) else None
+        if isinstance(target, ast.Name) and target.id == "CORPORA" and node.value is not None:
+            return frozenset(ast.literal_eval(node.value).values())
+    raise AssertionError(f"{REGISTRY} defines no CORPORA = {{...}} literal: the import reader cannot see it")
+
+
+@cache
 def imports_of(path: Path) -> frozenset[str]:
     """First-party modules that ``path`` imports (``from a import b`` counts as a.b when that is a module)."""
     found = set()
@@ -38,6 +51,8 @@ def imports_of(path: Path) -> frozenset[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [f"{node.module}.{alias.name}" for alias in node.names]
             names = [n if module_file(n) else node.module for n in names]
+            if node.module == REGISTRY and any(alias.name == "corpus" for alias in node.names):
+                names += sorted(registry_modules())
         else:
             continue
         found.update(n for n in names if n.split(".")[0] in FIRST_PARTY and module_file(n))

@@ -87,9 +87,6 @@ def test_round_slots_must_match_their_index():
         ("backtrace.modes=[undirected_shortest, sideways]", "backtrace.modes.1"),
         ("backtrace.target_modes=[oracle]", "backtrace.target_modes.0"),
         ("backtrace.mode=sideways", "backtrace.mode"),
-        ("trajectories.datasets=[hotpot]", "trajectories.datasets.0"),
-        ("corpora={hotpot: [a.json]}", "corpora.hotpot"),
-        ("ingest.hf=[{dataset: hotpot, path: x}]", "ingest.hf.0.dataset"),
     ],
 )
 def test_a_value_outside_a_vocabulary_fails_when_params_load_naming_the_key(setting, key):
@@ -108,6 +105,22 @@ def test_a_variant_without_a_registered_object_fails_when_params_load():
 
 
 @pytest.mark.parametrize(
+    "setting, key",
+    [
+        ("trajectories.datasets=[hotpotqa, hotpot]", "trajectories.datasets.1"),
+        ("corpora={hotpot: [a.json]}", "corpora.hotpot"),
+        ("ingest.hf=[{dataset: hotpot, path: x}]", "ingest.hf.0.dataset"),
+    ],
+)
+def test_a_dataset_the_registry_lacks_fails_naming_the_key_and_the_known_datasets(setting, key):
+    with pytest.raises(FactoryError) as err:
+        load_params(None, [setting])
+    assert f"{key}: unknown dataset: the datasets are hotpotqa, 2wikimultihopqa, musique" in str(err.value)
+    assert "docs/development.md#adding-a-corpus" in str(err.value) and "(got 'hotpot')" in str(err.value)
+    assert "Value error" not in str(err.value)
+
+
+@pytest.mark.parametrize(
     "key", ["backtrace.modes", "backtrace.target_modes", "trajectories.datasets", "bootstrap.variants"]
 )
 def test_an_empty_vocabulary_list_is_refused(key):
@@ -120,7 +133,6 @@ def test_the_allowed_tuples_are_the_literals():
 
     from factory import config
 
-    assert config.DATASETS == get_args(config.Dataset) == ("hotpotqa", "2wikimultihopqa", "musique")
     assert config.BACKTRACE_MODES == get_args(config.BacktraceMode)
     assert config.TARGET_MODES == get_args(config.TargetMode)
 

@@ -34,3 +34,10 @@ def test_the_import_reader_sees_lazy_and_from_imports():
     assert "factory.agent.grounding" in loop  # imported inside a function
     stage = imports_of(module_file("factory.stages.s05_backtrace"))
     assert "factory.utils.paths" in stage  # from factory.utils import paths
+
+
+def test_the_import_reader_sees_the_corpora_the_registry_imports_by_name():
+    # corpus(name) imports a dataset module by its name in CORPORA: a caller of corpus imports them all
+    gold = imports_of(module_file("factory.corpora.gold"))
+    assert {"factory.corpora.hotpotqa", "factory.corpora.twowiki", "factory.corpora.musique"} <= gold
+    assert "factory.corpora.hotpotqa" not in imports_of(module_file("factory.config"))  # names() only

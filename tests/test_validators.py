@@ -15,6 +15,7 @@ def _frames(question_ids: list[str]) -> dict[str, pd.DataFrame]:
             "question_id": question_ids,
             "question": ["q?"] * n,
             "dataset": ["hotpotqa"] * n,
+            "dataset_known": [True] * n,
             "split": ["train"] * n,
             "route": ["chain"] * n,
             "hops": [2] * n,
@@ -32,6 +33,7 @@ def _frames(question_ids: list[str]) -> dict[str, pd.DataFrame]:
         {
             "pid": ["hotpotqa:1", "hotpotqa:2"],
             "dataset": ["hotpotqa"] * 2,
+            "dataset_known": [True] * 2,
             "text_len": [10, 12],
             "n_sentences": [1, 2],
         }
@@ -133,6 +135,21 @@ def test_ingest_frames_flag_broken_cross_references():
         "pid not in passages": False,
     }
     assert frame["n_passages"].tolist() == [1] * 5 and frame["n_supporting"].tolist() == [1] * 5
+    assert frame["dataset_known"].tolist() == [True] * 5
+    rows[0]["dataset"] = "nowhereqa"  # a dataset factory.corpora's registry lacks
+    frame = pd.DataFrame(ingest_frames(rows, pool, passages)["questions"]).set_index("question_id")
+    assert frame["dataset_known"].tolist() == [False] + [True] * 4
+
+
+def test_ingest_gate_catches_a_dataset_the_registry_lacks():
+    frames = _frames(["a", "b"])
+    frames["passages"]["dataset_known"] = [True, False]
+    with (
+        BackgroundGate() as gate,
+        pytest.raises(GateFailed, match=r"passages\.dataset_known: expect_column_values_to_be_in_set"),
+    ):
+        gate.submit("ingest", EXPECTATIONS, frames, docs_dir=None)
+        gate.result()
 
 
 def test_ingest_gate_catches_a_train_question_with_an_evaluation_questions_text():

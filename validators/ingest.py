@@ -1,7 +1,9 @@
 """Gate of the ingest stage: questions and passages.
 
 ``IngestChecks`` computes the checked columns a chunk of questions at a time (cross-field checks
-become boolean columns; ``passages_known`` checks the written questions against the written passages);
+become boolean columns; ``passages_known`` checks the written questions against the written passages;
+``dataset_known``, every row's dataset against factory.corpora's registry, so that the suite holds no
+list of datasets);
 ``ingest_expectations`` names what each frame must meet. They are separate so that the stage can
 run the gate in a child process (``validators.BackgroundGate``) while it builds the tables. The
 leakage check (``validators.leakage``) runs here as well as at ``variants``: no train question
@@ -17,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from factory.config import DATASETS
+from factory.corpora import names
 from factory.corpora.pool import PassagePool
 from factory.corpora.question import MAX_HOPS, MIN_HOPS
 from validators.leakage import train_text_of_eval_question
@@ -132,16 +134,24 @@ class IngestChecks:
         for name, parts in self.pool_columns.items():
             questions[name] = np.concatenate(parts)
         questions["passages_known"] = known
+        questions["dataset_known"] = _known_datasets(self.questions["dataset"])
         questions["train_text_of_eval_question"] = train_text_of_eval_question(
             [{"split": s, "question_norm": n} for s, n in zip(self.questions["split"], self.norms)]
         )
         passages = {
             "pid": self.passages["pid"],
             "dataset": self.passages["dataset"],
+            "dataset_known": _known_datasets(self.passages["dataset"]),
             "text_len": _joined(self.passages["text_len"]),
             "n_sentences": _joined(self.passages["n_sentences"]),
         }
         return {"questions": questions, "passages": passages}
+
+
+def _known_datasets(datasets: list[str]) -> np.ndarray:
+    """Per row: is its dataset one of factory.corpora's registry?"""
+    known = set(names())
+    return np.fromiter((d in known for d in datasets), dtype=bool, count=len(datasets))
 
 
 def _joined(parts: list[np.ndarray]) -> np.ndarray:
@@ -163,7 +173,7 @@ def ingest_expectations(E) -> dict[str, list]:
     questions_suite = [
         E.ExpectColumnValuesToBeUnique(column="question_id"),
         E.ExpectColumnValuesToNotBeNull(column="question"),
-        E.ExpectColumnValuesToBeInSet(column="dataset", value_set=list(DATASETS)),
+        E.ExpectColumnValuesToBeInSet(column="dataset_known", value_set=[True]),
         E.ExpectColumnValuesToBeInSet(column="split", value_set=["train", "heldout", "test"]),
         E.ExpectColumnValuesToBeInSet(column="route", value_set=["chain", "parallel"]),
         E.ExpectColumnValuesToBeBetween(column="hops", min_value=MIN_HOPS, max_value=MAX_HOPS),
@@ -179,7 +189,7 @@ def ingest_expectations(E) -> dict[str, list]:
     ]
     passages_suite = [
         E.ExpectColumnValuesToBeUnique(column="pid"),
-        E.ExpectColumnValuesToBeInSet(column="dataset", value_set=list(DATASETS)),
+        E.ExpectColumnValuesToBeInSet(column="dataset_known", value_set=[True]),
         E.ExpectColumnValuesToBeBetween(column="text_len", min_value=1),
         E.ExpectColumnValuesToBeBetween(column="n_sentences", min_value=1),
     ]

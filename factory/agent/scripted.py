@@ -1,9 +1,9 @@
 """A SCRIPTED policy for tests and demos: it answers every agent prompt from the gold facts of real questions.
 
 ``ScriptedPolicyLLM`` implements the LLM protocol (``backend = "scripted"``) without any model. It
-reads the question from the prompt, turns the corpus's gold annotations into hops
-``(entity ; relation ; object)`` — 2WikiMultihopQA ``evidences``, MuSiQue ``decomposition``, and for
-HotpotQA the supporting sentences (the bridge title or the answer they mention) — and then:
+reads the question from the prompt, turns the corpus's gold annotation (``factory.corpora.gold``, by the
+corpus's kind) into hops ``(entity ; relation ; object)`` — ``evidences`` triplets, ``decomposition``
+steps, or else the supporting sentences (the bridge title or the answer they mention) — and then:
 
 - explore: asks for the hops whose entity is already known (in the question or in G); says
   sufficient with the gold answer once every hop is in G;
@@ -20,15 +20,17 @@ end on ``../shared/corpora`` with known-good trajectories. It can never be chose
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from factory.agent import prompts
+from factory.corpora.corpus import GoldKind
+from factory.corpora.gold import gold_of
 from factory.llm.base import ChatRequest, ChatResponse
 from factory.utils.text import content_tokens, normalize_answer
 
 _HOP_REF = re.compile(r"#(\d+)")
-_HOTPOT_WORDS = 12  # fallback object: the first words of a supporting sentence
+_SUPPORT_WORDS = 12  # fallback object: the first words of a supporting sentence
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,9 @@ def _supporting_text(q: Mapping, passages: Mapping[str, Mapping]) -> dict[str, l
     return out
 
 
-def _twowiki_hops(q: Mapping, support: dict[str, list[str]]) -> list[Hop]:
+def _evidence_hops(q: Mapping, evidences: list, support: dict[str, list[str]]) -> list[Hop]:
     hops = []
-    for e in q.get("evidences") or []:
+    for e in evidences:
         titles = tuple(
             t
             for t, sents in support.items()
@@ -76,11 +78,11 @@ def _twowiki_hops(q: Mapping, support: dict[str, list[str]]) -> list[Hop]:
     return hops
 
 
-def _musique_hops(q: Mapping) -> list[Hop]:
+def _decomposition_hops(q: Mapping, steps: list, support: dict[str, list[str]]) -> list[Hop]:
     hops: list[Hop] = []
     pool = q.get("passages") or []
     answers: dict[str, str] = {}
-    for i, step in enumerate(q.get("decomposition") or [], start=1):
+    for i, step in enumerate(steps, start=1):
         text = step["question"]
         idx = step.get("paragraph_support_idx")
         title = pool[idx]["title"] if idx is not None and 0 <= idx < len(pool) else ""
@@ -103,7 +105,8 @@ def _musique_hops(q: Mapping) -> list[Hop]:
     return hops
 
 
-def _hotpot_hops(q: Mapping, support: dict[str, list[str]]) -> list[Hop]:
+def _supporting_hops(q: Mapping, supporting: list, support: dict[str, list[str]]) -> list[Hop]:
+    """Hops from the supporting sentences alone (``support``, read from ``supporting``)."""
     answer = (q.get("answers") or [""])[0]
     titles = sorted(support, key=lambda t: (_share(t, q["question"]) < 0.5, list(support).index(t)))
     hops = []
@@ -115,18 +118,22 @@ def _hotpot_hops(q: Mapping, support: dict[str, list[str]]) -> list[Hop]:
         elif others:
             hops.append(Hop(title, "mentions", others[0], (title,)))
         elif text:
-            hops.append(Hop(title, "described as", " ".join(text.split()[:_HOTPOT_WORDS]), (title,)))
+            hops.append(Hop(title, "described as", " ".join(text.split()[:_SUPPORT_WORDS]), (title,)))
     return hops
 
 
+# The hops of each kind of gold annotation: (question, the annotation's entries, supporting text).
+_HOPS: dict[GoldKind, Callable[[Mapping, list, dict[str, list[str]]], list[Hop]]] = {
+    "evidences": _evidence_hops,
+    "decomposition": _decomposition_hops,
+    "supporting_facts": _supporting_hops,
+}
+
+
 def gold_hops(q: Mapping, passages: Mapping[str, Mapping] | None = None) -> list[Hop]:
-    """The question's gold facts as hops, from whatever the corpus annotates."""
-    support = _supporting_text(q, passages or {})
-    if q["dataset"] == "2wikimultihopqa" and q.get("evidences"):
-        return _twowiki_hops(q, support)
-    if q["dataset"] == "musique" and q.get("decomposition"):
-        return _musique_hops(q)
-    return _hotpot_hops(q, support)
+    """The question's gold facts as hops, from what its corpus annotates (``factory.corpora.gold``)."""
+    gold = gold_of(q)
+    return _HOPS[gold.kind](q, gold.items, _supporting_text(q, passages or {}))
 
 
 class ScriptedPolicyLLM:

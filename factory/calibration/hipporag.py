@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from factory.corpora import musique
 from factory.corpora.files import Unreadable, read_json_records
 from factory.utils.errors import FactoryError
 
@@ -69,7 +70,7 @@ def convert_record(record: Mapping, openie: Mapping[tuple[str, str], list], spli
     for key in ("id", "paragraphs", "question", "answer"):
         if key not in record:
             raise ValueError(f"{key}: missing (not a MuSiQue record)")
-    qid = f"musique/{record['id']}"
+    qid = f"{musique.DATASET}/{record['id']}"
     passages, triplets = [], []
     for p in record["paragraphs"]:
         key = (_collapse(p["title"]), _collapse(p["paragraph_text"]))
@@ -100,7 +101,7 @@ def convert_record(record: Mapping, openie: Mapping[tuple[str, str], list], spli
     supporting = [p for p in passages if p["is_supporting"]]
     return {
         "question_id": qid,
-        "dataset": "musique",
+        "dataset": musique.DATASET,
         "split": split,
         "type": str(record["id"]).split("__", 1)[0],
         "question": record["question"],

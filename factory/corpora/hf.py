@@ -2,8 +2,9 @@
 
 Hub copies of these corpora use column-oriented nested fields (HotpotQA on the hub:
 ``context = {title: [...], sentences: [[...]]}``, ``supporting_facts = {title: [...], sent_id: [...]}``,
-``id`` instead of ``_id``). ``to_official`` turns such a row back into the official layout so one
-builder per dataset serves both sources. The hub ids docs/corpora.md names, and the layouts read:
+``id`` instead of ``_id``). Each corpus's ``hub_row`` (``factory.corpora.corpus.Corpus``) turns such a
+row back into the official layout so one builder per dataset serves both sources; ``zip_columns`` is
+the helper they share. The hub ids docs/corpora.md names, and the layouts read:
 
 - ``hotpotqa/hotpot_qa`` (config ``distractor``): ``id``, ``context {title, sentences}``,
   ``supporting_facts {title, sent_id}``;
@@ -18,17 +19,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from factory.utils.errors import FactoryError
 
-# 2WikiMultihopQA's evidence triplets stored as parallel columns: (subject, relation, object) by name or,
-# in ohjoonhee/2WikiMultihopQA, as (fact, relation, entity). A dict with neither set of columns stays as
-# it is, and the builder quarantines the record naming the field.
-EVIDENCE_COLUMNS = (("subject", "relation", "object"), ("fact", "relation", "entity"))
+if TYPE_CHECKING:
+    from factory.corpora.corpus import Corpus
 
 
-def _zip_columns(value: Any, first: str, seconds: tuple[str, ...]) -> Any:
+def zip_columns(value: Any, first: str, seconds: tuple[str, ...]) -> Any:
+    """``{first: [...], second: [...]}`` (parallel columns, the first of ``seconds`` present) -> ``[[a, b],
+    ...]``; any other value as it is (the builder then quarantines the record naming the field)."""
     if isinstance(value, dict) and first in value:
         for second in seconds:
             if second in value:
@@ -36,26 +37,8 @@ def _zip_columns(value: Any, first: str, seconds: tuple[str, ...]) -> Any:
     return value
 
 
-def to_official(row: dict, dataset: str) -> dict:
-    row = dict(row)
-    if dataset in ("hotpotqa", "2wikimultihopqa"):
-        if "_id" not in row and "id" in row:
-            row["_id"] = row.pop("id")
-        row["context"] = _zip_columns(row.get("context"), "title", ("sentences", "content"))
-        row["supporting_facts"] = _zip_columns(row.get("supporting_facts"), "title", ("sent_id", "sent_idx"))
-        ev = row.get("evidences")
-        columns = next((c for c in EVIDENCE_COLUMNS if isinstance(ev, dict) and set(c) <= set(ev)), None)
-        if columns is not None:
-            row["evidences"] = [list(t) for t in zip(*(ev[k] for k in columns), strict=False)]
-        elif isinstance(ev, list):
-            row["evidences"] = [
-                [e["subject"], e["relation"], e["object"]] if isinstance(e, dict) else e for e in ev
-            ]
-    return row
-
-
-def read_hf(path: str, name: str | None, split: str, dataset: str) -> Iterator[tuple[str, dict]]:
-    """Yield (location, official-layout record) from a datasets source."""
+def read_hf(path: str, name: str | None, split: str, corpus: Corpus) -> Iterator[tuple[str, dict]]:
+    """Yield (location, official-layout record) from a datasets source of ``corpus``."""
     import datasets
 
     local = Path(path)
@@ -82,4 +65,4 @@ def read_hf(path: str, name: str | None, split: str, dataset: str) -> Iterator[t
         ) from None
     label = local.name or path
     for i, row in enumerate(ds):
-        yield f"{label}[{i}]", to_official(row, dataset)
+        yield f"{label}[{i}]", corpus.hub_row(row)

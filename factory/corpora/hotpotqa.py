@@ -8,10 +8,13 @@ from collections.abc import Callable
 import msgspec
 
 from factory.corpora.base import RecordReader, RecordRef
+from factory.corpora.corpus import Corpus, type_field
+from factory.corpora.hf import zip_columns
 from factory.corpora.pool import PassagePool
 from factory.corpora.question import make_question
 
 DATASET = "hotpotqa"
+ID_FIELD = "_id"
 ROUTES = {"comparison": "parallel", "bridge": "chain"}
 
 
@@ -80,7 +83,7 @@ def build(
         titles, sentences = zip(*record.context, strict=True)  # typed_ref checked that there is a context
         entries, level = pool.raw(reader, titles, sentences), record.level
     else:
-        reader = RecordReader(dataset, record, where, "_id")
+        reader = RecordReader(dataset, record, where, ID_FIELD)
         qtype = reader.text("type")
         supporting = reader.pairs("supporting_facts", str, int)
         question, answer = reader.text("question"), reader.get("answer", str)
@@ -99,3 +102,30 @@ def build(
         source_file=source_file,
         **(extra(reader, record) if extra else {}),
     )
+
+
+def hub_row(row: dict) -> dict:
+    """A hub row of the HotpotQA layout (``hotpotqa/hotpot_qa``: ``id``, ``context {title, sentences}``,
+    ``supporting_facts {title, sent_id}``) -> the official record; 2WikiMultihopQA's copy shares it."""
+    row = dict(row)
+    if "_id" not in row and "id" in row:
+        row["_id"] = row.pop("id")
+    row["context"] = zip_columns(row.get("context"), "title", ("sentences", "content"))
+    row["supporting_facts"] = zip_columns(row.get("supporting_facts"), "title", ("sent_id", "sent_idx"))
+    return row
+
+
+CORPUS = Corpus(
+    name=DATASET,
+    title="HotpotQA",
+    build=build,
+    record_type=Record,
+    id_field=ID_FIELD,
+    question_type=type_field,
+    gold="supporting_facts",
+    license="cc-by-sa-4.0",
+    license_name="CC BY-SA 4.0",
+    share_alike=True,
+    source="hotpot_qa (distractor setting), https://hotpotqa.github.io",
+    hub_row=hub_row,
+)

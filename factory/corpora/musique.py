@@ -8,15 +8,19 @@ MuSiQue question is a chain (each hop needs the previous answer).
 
 from __future__ import annotations
 
+from typing import Any
+
 from factory.corpora.base import RecordReader
+from factory.corpora.corpus import Corpus, as_is, field_of
 from factory.corpora.pool import PassagePool
 from factory.corpora.question import make_question
 
 DATASET = "musique"
+ID_FIELD = "id"
 
 
 def build(record: dict, where: str, source_file: str, pool: PassagePool) -> dict:
-    reader = RecordReader(DATASET, record, where, "id")
+    reader = RecordReader(DATASET, record, where, ID_FIELD)
     if reader.get("answerable", bool, optional=True) is False:
         reader.fail("answerable", "unanswerable question (MuSiQue-Full); only answerable ones are ingested")
     context, support_idx = [], []
@@ -76,3 +80,26 @@ def build(record: dict, where: str, source_file: str, pool: PassagePool) -> dict
         paragraph_field="paragraphs[{}].paragraph_text",
         hops_field="question_decomposition",
     )
+
+
+def question_type(record: Any) -> str | None:
+    """The id's prefix ("2hop__128", "3hop1__..." -> "2hop", "3hop1"): MuSiQue has no type field."""
+    if isinstance(record, dict):
+        return str(record.get(ID_FIELD, "")).split("__", 1)[0] or None
+    return field_of(record, "type")  # an unreadable record: none
+
+
+CORPUS = Corpus(
+    name=DATASET,
+    title="MuSiQue",
+    build=build,
+    record_type=None,  # JSON Lines, read as dicts
+    id_field=ID_FIELD,
+    question_type=question_type,
+    gold="decomposition",
+    license="cc-by-4.0",
+    license_name="CC BY 4.0",
+    share_alike=False,
+    source="MuSiQue-Answerable, https://github.com/StonyBrookNLP/musique",
+    hub_row=as_is,  # dgslibisey/MuSiQue holds the official JSONL files
+)

@@ -1,22 +1,26 @@
 """Gold facts of real questions as triplets with hop levels (the simulator's ground truth).
 
-- 2WikiMultihopQA: the ``evidences`` triplets as given.
-- MuSiQue: one triplet per ``decomposition`` step; ``#k`` references are replaced by step k's answer.
+The question's gold annotation is read by its corpus's kind (``factory.corpora.gold``: a row whose
+``evidences`` or ``decomposition`` is empty is read by its supporting facts):
+
+- ``evidences`` (2WikiMultihopQA): the triplets as given.
+- ``decomposition`` (MuSiQue): one triplet per step; ``#k`` references are replaced by step k's answer.
   "X >> relation" steps give (X; relation; answer); natural-language steps give (subject; relation;
   answer) with subject = the referenced answer, else the title of the step's supporting paragraph
   when the sub-question names it, else the longest capitalised span of the sub-question (or of the
   question, when the sub-question contains it), else that title — never the step's own answer;
   relation = the sub-question's content words minus the subject's (at most 4). A step with two
   references adds a second triplet from the second referenced answer.
-- HotpotQA: one triplet per supporting paragraph, subject = its title (parenthetical dropped), object
-  = the first of: the gold answer if the paragraph's supporting sentences contain it (as whole
-  words, and it is not part of the title); another supporting title they mention; a salient phrase
-  of the first supporting sentence — comparison questions: a number (digits, a date, or a number
-  word), then a capitalised span; bridge questions: a capitalised span, then a number; else its last
-  content word (never the subject or a phrase containing it). Relation = up to 3 content words
-  between the subject's mention and the object in the sentence ("related to" if none). When the
-  answer is a supporting title whose sentence names the next paragraph's title B, the fact is written
-  B -> answer ("<relation> of"), so that the chain ends at the answer.
+- ``supporting_facts`` (HotpotQA): one triplet per supporting paragraph, subject = its title
+  (parenthetical dropped), object = the first of: the gold answer if the paragraph's supporting
+  sentences (all of them for a fact of the whole paragraph, sent_idx -1) contain it (as whole words, and
+  it is not part of the title); another supporting title they mention; a salient phrase of the first
+  supporting sentence — comparison questions: a number (digits, a date, or a number word), then a
+  capitalised span; bridge questions: a capitalised span, then a number; else its last content word
+  (never the subject or a phrase containing it). Relation = up to 3 content words between the subject's
+  mention and the object in the sentence ("related to" if none). When the answer is a supporting title
+  whose sentence names the next paragraph's title B, the fact is written B -> answer ("<relation> of"),
+  so that the chain ends at the answer.
 - Derived relations never contain the DTKG administrative keywords (the rule filter would drop them).
 
 Hop levels: a fact whose subject is the object of another fact comes one level after it; "the same
@@ -27,10 +31,13 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from factory.backtrace.linking import contains_words, is_specific, merge_variants, node_key
 from factory.config import BacktraceParams
+from factory.corpora.corpus import GoldKind
+from factory.corpora.gold import gold_of
 
 _MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
 _DATE = re.compile(
@@ -217,21 +224,20 @@ def assign_levels(facts: list[Fact]) -> None:
             break
 
 
-# ---------------------------------------------------------------------- gold facts per dataset
+# ---------------------------------------------------------------------- gold facts per kind of annotation
 
 
-def _twowiki_facts(q: dict) -> list[Fact]:
+def _evidence_facts(q: dict, evidences: list) -> list[Fact]:
     by_title = {node_key(p["title"]): p["pid"] for p in q["passages"]}
     facts = [
         Fact(e["subject"], e["relation"], e["object"], pid=by_title.get(node_key(e["subject"])))
-        for e in q.get("evidences") or []
+        for e in evidences
     ]
     assign_levels(facts)
     return facts
 
 
-def _musique_facts(q: dict) -> list[Fact]:
-    steps = q.get("decomposition") or []
+def _decomposition_facts(q: dict, steps: list) -> list[Fact]:
     answers = [s["answer"] for s in steps]
     facts: list[Fact] = []
     levels: list[int] = []
@@ -279,18 +285,20 @@ def _subject_of(sub_question: str, title: str, question: str, answer: str) -> st
     return " ".join(words[:4]) or sub_question
 
 
-def _hotpot_facts(q: dict) -> list[Fact]:
+def _supporting_facts(q: dict, supporting: list) -> list[Fact]:
     by_pid = {p["pid"]: p for p in q["passages"]}
     titles: list[tuple[str, str]] = []  # (title, pid) in supporting order
     sentences: dict[str, list[str]] = {}
-    for s in q["supporting"]:
+    for s in supporting:
         p = by_pid.get(s["pid"])
         if p is None:
             continue
         if s["pid"] not in sentences:
             titles.append((p["title"], s["pid"]))
             sentences[s["pid"]] = []
-        if 0 <= s["sent_idx"] < len(p["sentences"]):
+        if s["sent_idx"] < 0:  # a whole paragraph supports (sent_idx -1: MuSiQue-like annotations)
+            sentences[s["pid"]] += [x.strip() for x in p["sentences"]]
+        elif s["sent_idx"] < len(p["sentences"]):
             sentences[s["pid"]].append(p["sentences"][s["sent_idx"]].strip())
     answer = (q.get("answers") or [""])[0]
     answer_key = node_key(answer)
@@ -327,16 +335,19 @@ def _hotpot_facts(q: dict) -> list[Fact]:
     return facts
 
 
+# The facts of each kind of gold annotation: (question, the annotation's entries).
+_FACTS: dict[GoldKind, Callable[[dict, list], list[Fact]]] = {
+    "evidences": _evidence_facts,
+    "decomposition": _decomposition_facts,
+    "supporting_facts": _supporting_facts,
+}
+
+
 def gold_facts(question: dict) -> list[Fact]:
-    """The question's gold triplets with hop levels (rules in the module docstring)."""
-    dataset = question["dataset"]
-    if dataset == "2wikimultihopqa":
-        return _twowiki_facts(question)
-    if dataset == "musique":
-        return _musique_facts(question)
-    if dataset == "hotpotqa":
-        return _hotpot_facts(question)
-    return []
+    """The question's gold triplets with hop levels (rules in the module docstring); empty only when its
+    supporting facts name no passage of its pool. A dataset the registry lacks is an error."""
+    gold = gold_of(question)
+    return _FACTS[gold.kind](question, gold.items)
 
 
 def distractor_facts(question: dict, n: int, rng: random.Random) -> list[Fact]:

@@ -1,7 +1,7 @@
 """Stage ingest: official corpus files -> questions.parquet, passages.parquet, quarantine.jsonl.
 
 Streamed: the records are read and turned into rows a row group of questions at a time
-(``factory.corpora.Ingest``), written as they come, and checked by the gate (Great Expectations, in a
+(``factory.corpora.ingest.Ingest``), written as they come, and checked by the gate (Great Expectations, in a
 child process that imports it meanwhile); the outputs, the metrics and the gate's data docs are
 published together only once the gate has passed (``factory.utils.io.outputs_together``). A run killed or
 failed at any point leaves the old outputs or none.
@@ -14,7 +14,7 @@ import logging
 import numpy as np
 
 from factory.config import Params
-from factory.corpora import Ingest
+from factory.corpora.ingest import Ingest
 from factory.utils import paths
 from factory.utils.io import atomic_path, gc_paused, jsonl_line, outputs_together, progress, write_json
 from schemas import ParquetStream, iter_batches

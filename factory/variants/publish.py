@@ -21,19 +21,15 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import yaml
 
+from factory.corpora.corpus import Corpus
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import atomic_path
 from factory.utils.templates import fixed, render
 from factory.variants import registry
+from factory.variants.licenses import card_corpora
 from schemas import SUPERVISION, read_rows, to_table
 
-LICENSES = {"hotpotqa": "cc-by-sa-4.0", "2wikimultihopqa": "apache-2.0", "musique": "cc-by-4.0"}
-SOURCES = {
-    "hotpotqa": "hotpot_qa (distractor setting), https://hotpotqa.github.io",
-    "2wikimultihopqa": "2WikiMultihopQA, https://github.com/Alab-NII/2wikimultihop",
-    "musique": "MuSiQue-Answerable, https://github.com/StonyBrookNLP/musique",
-}
 SHARD_ROWS = 50_000
 
 
@@ -112,16 +108,16 @@ def _relevance_results(relevance: dict) -> dict:
     return {"status": relevance.get("status"), "bar": bar, "rows": rows}
 
 
-def _header(variant: str, chains: list[dict], datasets: list[str]) -> dict:
+def _header(variant: str, chains: list[dict], corpora: list[Corpus]) -> dict:
     """The card's YAML header (the Hub's dataset metadata): licenses, sources, size, one config a seed."""
     examples = sum(len(c["examples"]) for c in chains)
     return {
-        "license": sorted({LICENSES[d] for d in datasets if d in LICENSES}) or "other",
+        "license": sorted({c.license for c in corpora}) or "other",
         "language": ["en"],
         "pretty_name": f"TraceFactory {variant} supervision set",
         "task_categories": ["question-answering", "text-generation"],
         "tags": ["multi-hop-qa", "rag", "knowtrace", "self-training", "synthetic"],
-        "source_datasets": [SOURCES[d] for d in datasets if d in SOURCES],
+        "source_datasets": [c.source for c in corpora],
         "size_categories": ["n<1K" if examples < 1000 else "1K<n<10K" if examples < 10_000 else "10K<n<100K"],
         "configs": [
             {
@@ -139,7 +135,8 @@ def _card(variant: str, chains: list[dict], info: dict) -> str:
     datasets = sorted({e["dataset"] for c in chains for e in c["examples"]}) or sorted(
         info.get("datasets", [])
     )
-    header = _header(variant, chains, datasets)
+    corpora = card_corpora(datasets, f"the {variant} set's examples")
+    header = _header(variant, chains, corpora)
     licenses = header["license"]
     return render(
         "factory.variants",
@@ -151,7 +148,7 @@ def _card(variant: str, chains: list[dict], info: dict) -> str:
         model=info["model"],
         prompt_version=info["prompt_version"],
         licenses=", ".join(licenses) if isinstance(licenses, list) else licenses,
-        share_alike="hotpotqa" in datasets,
+        share_alike="; ".join(f"{c.title} is {c.license_name}" for c in corpora if c.share_alike),
         configs=[_config(c, datasets) for c in chains],
         fa_ratio=info["fa_ratio"],
         relevance=_relevance_results(info["relevance"]),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.corpora import ingest_sources
+from factory.corpora.ingest import ingest_sources
 from factory.utils.errors import FactoryError
 from schemas import num_rows
 from tests.corpora.test_corpora import params_for

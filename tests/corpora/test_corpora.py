@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from factory.config import Params
-from factory.corpora import ingest_sources
+from factory.corpora.ingest import ingest_sources
 from factory.utils.errors import FactoryError
 from schemas import QUESTION
 
@@ -89,20 +89,21 @@ def _hotpot(corpora, n=5):
 
 @pytest.mark.parametrize("dataset", ["hotpotqa", "2wikimultihopqa"])
 def test_typed_fast_path_builds_the_same_rows_as_the_field_by_field_path(corpora, dataset):
-    from factory.corpora import BUILDERS, RECORD_TYPES
+    from factory.corpora import corpus
     from factory.corpora.files import read_json_records
     from factory.corpora.pool import PassagePool
 
+    c = corpus(dataset)
     path = corpora / dataset / "dev_sample.json"
-    typed = list(read_json_records(path, RECORD_TYPES[dataset]))
+    typed = list(read_json_records(path, c.record_type))
     untyped = list(read_json_records(path))
-    assert isinstance(typed[0][1], RECORD_TYPES[dataset]) and isinstance(untyped[0][1], dict)
+    assert isinstance(typed[0][1], c.record_type) and isinstance(untyped[0][1], dict)
 
     def built(records):
         pool, out = PassagePool(), []
         for where, record in records:
             try:
-                row = BUILDERS[dataset](record, where, path.name, pool)
+                row = c.build(record, where, path.name, pool)
             except FactoryError as bad:
                 out.append(str(bad))
                 continue

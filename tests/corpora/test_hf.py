@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from factory.config import Params
-from factory.corpora import ingest_sources
+from factory.corpora.ingest import ingest_sources
 
 N = 8  # records per dataset (the first 8 of the 2Wiki sample hold none of its 3 bad records)
 
@@ -147,10 +147,10 @@ def test_factory_ingest_reads_the_hub_layouts_offline_as_the_official_files(tmp_
 
 
 def test_evidence_columns_the_builder_cannot_read_quarantine_the_record_by_field(corpora):
-    from factory.corpora.hf import to_official
+    from factory.corpora import corpus
 
     record = json.loads((corpora / "2wikimultihopqa" / "dev_sample.json").read_text())[0]
-    row = to_official({**record, "evidences": {"head": ["a"], "tail": ["b"]}}, "2wikimultihopqa")
+    row = corpus("2wikimultihopqa").hub_row({**record, "evidences": {"head": ["a"], "tail": ["b"]}})
     assert row["evidences"] == {"head": ["a"], "tail": ["b"]}  # left as it is: not a guess
     from factory.corpora import twowiki
     from factory.corpora.pool import PassagePool

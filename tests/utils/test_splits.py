@@ -1,7 +1,7 @@
 import copy
 import json
 
-from factory.corpora import ingest_sources
+from factory.corpora.ingest import ingest_sources
 from factory.utils.splits import assign_splits, split_of
 from tests.corpora.test_corpora import params_for
 
