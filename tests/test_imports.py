@@ -28,6 +28,32 @@ def test_no_import_circles():
     assert not cycles, f"modules that import each other (directly or around a loop): {cycles}"
 
 
+def room(name: str) -> str | None:
+    """The library folder (room) of a module: factory.<room>.<module> (the package's top-level modules
+    and the stages are in no room)."""
+    parts = name.split(".")
+    if parts[0] != "factory" or len(parts) < 3 or parts[1] == "stages":
+        return None
+    return parts[1]
+
+
+def test_the_rooms_import_one_way():
+    """No two library folders import each other, and no loop runs through several: the rooms have an
+    order (corpora before retrieval before agent ... before bootstrap) that every import follows."""
+    graph = nx.DiGraph()
+    for path in project_modules():
+        here = room(module_name(path))
+        for name in imports_of(path):
+            there = room(name)
+            if here and there and here != there:
+                graph.add_edge(here, there)
+    both = sorted((a, b) for a, b in graph.edges if a < b and graph.has_edge(b, a))
+    assert not both, f"rooms that import each other: {both}"
+    loops = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert not loops, f"rooms on an import loop: {loops}"
+    assert not graph.has_edge("causal", "variants")  # the causal check runs before the sets are built
+
+
 def test_the_import_reader_sees_lazy_and_from_imports():
     # the checks above are only as good as the reader: a function-level import and `from pkg import module`
     loop = imports_of(module_file("factory.agent.loop"))
