@@ -18,6 +18,7 @@ import yaml
 
 from factory.config import Params
 from factory.profiles import render_current
+from factory.variants import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
@@ -140,8 +141,8 @@ def test_dvc_pipeline_end_to_end(tmp_path, tiny_model_dir, corpora):
     # every chain selected the base model, so the test split cannot tell the variants apart
     verdicts = report.split("## Verdict\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert verdicts == [
-        f"- backtrace vs {other}: CANNOT TELL on this run, the interval includes 0 "
-        "(test EM difference +0.000, 95% CI [+0.000, +0.000] over 3 questions)."
+        f"- {registry.variant(other).question} backtrace vs {other}: CANNOT TELL on this run, the interval "
+        "includes 0 (test EM difference +0.000, 95% CI [+0.000, +0.000] over 3 questions)."
         for other in ("random", "unfiltered")
     ]
     assert "Training budget: equal compute, 2 optimizer steps of 8 x 1 examples per round" in report

@@ -52,7 +52,12 @@ def test_em_by_round_has_integer_round_ticks_one_styled_line_per_variant_and_the
     assert list(em.get_xticks()) == [-1, 0, 1]
     assert [t.get_text() for t in em.get_xticklabels()] == ["base", "0", "1"]
     lines = _lines(em)
-    assert [line.get_label() for line in lines] == ["backtrace", "random", "unfiltered"]
+    # each variant's label from the registry
+    assert [line.get_label() for line in lines] == [
+        "backtrace (S_q)",
+        "random (matched size)",
+        "unfiltered (STaR)",
+    ]
     assert len({mcolors.to_hex(line.get_color()) for line in lines}) == 3
     assert len({line.get_marker() for line in lines}) == 3
     assert list(lines[0].get_ydata()) == [0.1, 0.2, 0.3]  # the base model first, then rounds 0, 1
@@ -79,7 +84,7 @@ def test_error_bars_show_the_spread_over_seeds():
     s["variants"]["backtrace"]["by_round"][0]["heldout_em"] = cell(0.2, std=0.05, n=3)
     fig = em_figure(s)
     caps = [c for c in fig.axes[0].containers if c.has_yerr]
-    assert len(caps) == 1 and caps[0].get_label() == "backtrace"
+    assert len(caps) == 1 and caps[0].get_label() == "backtrace (S_q)"
 
 
 def test_nothing_to_plot_is_said_not_drawn_as_empty_axes():

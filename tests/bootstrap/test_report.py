@@ -157,8 +157,15 @@ def test_report_shows_budget_tokens_and_stop_decisions(project):
     assert "| backtrace | 0.600 ± 0.100 | 0.600 ± 0.100 | 1667 ± 577 |" in md
     assert "| random | 0.000 ± 0.000 | 0.000 ± 0.000 | 0 ± 0 |" in md
     assert "| unfiltered | 0.567 ± 0.115 | 0.567 ± 0.115 | 5000 ± 0 |" in md
-    assert "- backtrace BEATS random on this run (test EM difference +0.600" in md
-    assert "- backtrace vs unfiltered: CANNOT TELL on this run" in md
+    # each verdict answers its variant's question (factory/variants/registry.py)
+    assert (
+        "- Does backtracing beat dropping as many generations at random? backtrace BEATS random on this run "
+        "(test EM difference +0.600"
+    ) in md
+    assert (
+        "- Does filtering beat keeping every generation of a correct trajectory? backtrace vs unfiltered: "
+        "CANNOT TELL on this run"
+    ) in md
     assert "| 1 | skipped, trained | 20 ± 0 | 4 ± 0 | 2000 ± 0 | 0.500 ± 0.000 | 0.400 ± 0.141 |" in md
     # per round: the stop test against the best policy before it, as the decision recorded it
     assert (
