@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from factory.backtrace.authors_rule import authors_rule
+from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
 from factory.bootstrap.report import build_summary
 from factory.config import load_params
 from factory.utils.errors import FactoryError
@@ -43,6 +43,8 @@ def test_the_authors_rule_variant_keeps_what_the_authors_rule_keeps():
     assert got.step_indices == steps_by_rule(t, got.pair_ids, got.triplet_ids)
     every = kept_units(t, None, "unfiltered", 17)
     assert got.removed_units == len(every.triplet_ids) + len(every.pair_ids) - len(rule) - len(answered)
+    # the relevance and calibration reports score the rule under the variant's name
+    assert AUTHORS_RULE == registry.AUTHORS_RULE.name
     # labels, when given, are checked but do not change what the rule keeps
     assert kept_units(t, make_labels(t, []), registry.AUTHORS_RULE.name, 17) == got
 
