@@ -1,2 +1,3 @@
-"""The three supervision variants (docs/design.md §3): what each keeps of a trajectory
-(``factory.variants.kept``) and the chat-format SFT set of a round (``factory.variants.sets``)."""
+"""The supervision variants (docs/design.md §3), one registered object each (``factory.variants.registry``):
+what each keeps of a trajectory (``factory.variants.kept``), the chat-format SFT set of a round
+(``factory.variants.sets``) and the published sets (``factory.variants.publish``)."""
