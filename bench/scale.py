@@ -144,8 +144,13 @@ def stage_commands(variant: str = "backtrace") -> list[tuple[str, list[str]]]:
 def write_params(folder: Path, corpora: dict, round_questions: int, base_url: str) -> None:
     import yaml
 
+    # The openai backend wants the served weights on local disk (training trains on them); the mock server
+    # serves none and no stage here trains, so an empty folder stands in for them.
+    weights = folder / "served-weights"
+    weights.mkdir(exist_ok=True)
     params = {
         "corpora": {ds: info["files"] for ds, info in corpora.items()},
+        "model": {"base": str(weights)},
         "index": {"scope": "pooled"},
         "llm": {"backend": "openai", "model": "mock-model", "base_urls": [base_url], "concurrency": 32},
         "trajectories": {"n_questions": round_questions, "samples": 1, "rationalize": True},
