@@ -32,7 +32,7 @@ STAGE_MODULE = re.compile(r"^s\d\d_\w+$")  # s<NN>_<name>: a stage; other module
 
 
 def stage_names() -> dict[str, str]:
-    """command -> module name, in data-flow order ('s04_trajectories' -> 'trajectories')."""
+    """command -> module name, in data-flow order ('s05_trajectories' -> 'trajectories')."""
     import factory.stages as pkg
 
     names = sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if STAGE_MODULE.match(m.name))
@@ -124,6 +124,14 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     )
     p.set_defaults(_module=None)
     p = sub.add_parser(
+        "compare-sets",
+        help="say whether two published sets may be compared (the same served model, retriever, corpora and "
+        "evaluation sets in their fingerprints) and what differs",
+    )
+    p.add_argument("sets_to_compare", nargs=2, metavar="FOLDER", help="two published set folders")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.set_defaults(_module=None)
+    p = sub.add_parser(
         "check-corpora",
         help="check that the corpus files the params and dvc.yaml name exist, before any work (make demo's "
         "first step); if not, say where corpora come from",
@@ -179,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
             return _params_command(args)
         if args.command == "calibration-graphs":
             return _calibration_graphs(args)
+        if args.command == "compare-sets":
+            return _compare_sets(*args.sets_to_compare)
         params = load_params(args.params, args.sets)
         if args.command == "check-corpora":
             from factory.corpora.check import (
@@ -187,10 +197,12 @@ def main(argv: list[str] | None = None) -> int:
                 no_calibration_message,
                 no_corpora_message,
             )
+            from factory.corpora.official import official_splits
 
             missing = missing_sources(params)
             if missing:
                 raise FactoryError(no_corpora_message(missing))
+            official_splits(params)  # a file whose official split cannot be told: refused before any work
             missing = missing_calibration()
             if missing:
                 raise FactoryError(no_calibration_message(missing))
@@ -261,6 +273,22 @@ def _params_command(args: argparse.Namespace) -> int:
             + " (--set key=value; docs/full-scale.md)",
             file=sys.stderr,
         )
+    return 0
+
+
+def _compare_sets(a: str, b: str) -> int:
+    """`factory compare-sets A B`: 0 when the two sets' numbers may be compared, 1 (and why) when not."""
+    from factory.variants.fingerprint import compare, read_fingerprint
+
+    comparable, differs = compare(read_fingerprint(a), read_fingerprint(b))
+    listed = ", ".join(differs) or "nothing"
+    if not comparable:
+        raise FactoryError(
+            f"{a} and {b} cannot be compared: their settings differ in {listed} (the served model, "
+            "retriever, corpora and evaluation sets must be equal; fingerprint.json in each folder has the "
+            "values)"
+        )
+    print(f"factory compare-sets: comparable (differ in {listed})")
     return 0
 
 

@@ -50,6 +50,8 @@ def _known_dataset(name: str) -> str:
 Dataset = Annotated[str, AfterValidator(_known_dataset)]
 BacktraceMode = Literal["undirected_shortest", "directed_reach", "undirected_simple"]
 TargetMode = Literal["thought_and_answer", "answer_only", "gold_answer", "question_only"]
+# A corpus file's official split: train, or dev (any evaluation split: dev, validation, test).
+OfficialSplit = Literal["train", "dev"]
 Condition = Literal["full", "without_sq", "only_sq", "without_random", "closed_book"]
 ConstraintField = Literal["response_format", "response_format_json_object", "structured_outputs", "grammar"]
 BACKTRACE_MODES: tuple[str, ...] = get_args(BacktraceMode)
@@ -87,6 +89,11 @@ class HFSource(Section):
     )
     name: str | None = Field(None, description="Dataset config name (load_dataset's second argument).")
     split: str = Field("validation", description="Split to read.")
+    official_split: OfficialSplit | None = Field(
+        None,
+        description="The official split the rows come from; None: told by the split's name (train; "
+        "validation, dev, test: dev). State it for any other name.",
+    )
 
 
 class IngestParams(Section):
@@ -105,22 +112,22 @@ class IngestParams(Section):
 
 
 class SplitParams(Section):
-    seed: int = Field(13, ge=0, description="Seed of the hash that assigns every question to a split.")
-    train: float = Field(0.8, ge=0, le=1, description="Fraction of questions in the training split.")
+    seed: int = Field(13, ge=0, description="Seed of the hash that holds out part of official train.")
     heldout: float = Field(
-        0.1, ge=0, le=1, description="Fraction in the held-out split (decides when to stop)."
+        0.1,
+        ge=0,
+        lt=1,
+        description="Fraction of the official train questions held out (decides when to stop); the rest "
+        "is the training split. The test split is every official dev question, sampled by evaluate.*.",
     )
-    test: float = Field(
-        0.1, ge=0, le=1, description="Fraction in the test split (used once, for the selected round)."
+    official: dict[str, OfficialSplit] = Field(
+        default_factory=dict,
+        description="The official split of a corpus file whose name does not tell it, by the path as "
+        "corpora.* lists it, e.g. {/data/hp_500.json: dev}. Names with a word train / training, or dev / "
+        "development / validation / val / valid / test (hotpot_train_v1.1.json, "
+        "hotpot_dev_distractor_v1.json, musique_ans_v1.0_dev.jsonl) need no entry; a file that is neither "
+        "is refused before any work (docs/corpora.md#official-splits).",
     )
-
-    @model_validator(mode="after")
-    def _not_all_zero(self) -> SplitParams:
-        if self.train + self.heldout + self.test <= 0:
-            raise ValueError(
-                "splits.train, splits.heldout and splits.test are all 0: give at least one a share above 0"
-            )
-        return self
 
 
 class IndexParams(Section):
@@ -730,7 +737,9 @@ class Params(Section):
     )
     model: ModelParams = section(ModelParams, "The base model.")
     ingest: IngestParams = section(IngestParams, "Reading the corpora.")
-    splits: SplitParams = section(SplitParams, "Train / held-out / test assignment.")
+    splits: SplitParams = section(
+        SplitParams, "Train / held-out / test from the official splits (docs/design.md#5)."
+    )
     index: IndexParams = section(IndexParams, "Passage index.")
     retrieval: RetrievalParams = section(RetrievalParams, "Retrieval inside the agent.")
     llm: LLMParams = section(LLMParams, "The LLM backend.")

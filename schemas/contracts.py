@@ -33,7 +33,8 @@ QUESTION = pa.schema(
         _req("question_id", S),  # "<dataset>/<source id>"
         _req("dataset", S),  # a name of factory.corpora's registry (CORPORA)
         _req("source_id", S),
-        _req("split", S),  # train | heldout | test
+        _req("split", S),  # train | heldout (official train) | test (official dev)
+        _req("official_split", S),  # train | dev: the official split of the file it was read from
         _req("question", S),
         _req("question_norm", S),  # normalised text: the key of duplicate detection and leakage checks
         _req("answers", pa.list_(S)),  # gold answer first, then aliases
@@ -300,6 +301,19 @@ ENTAILMENT = pa.schema(
     ]
 )
 
+# decontaminate: one row per question of every evaluation set the training pool was checked against
+EVAL_QUESTION = pa.schema(
+    [
+        _req("eval_set", S),  # "<dataset>/<file name>": a dev file of the run or of decontamination.eval_sets
+        _req("dataset", S),
+        _req("eval_id", S),  # the record's id in its own file
+        _req("question", S),
+        _req("question_norm", S),
+        _req("answers", pa.list_(S)),
+        _req("titles", pa.list_(S)),  # its supporting titles (the reasoning chain's pages)
+    ]
+)
+
 ARTIFACTS: dict[str, pa.Schema] = {
     "question": QUESTION,
     "passage": PASSAGE,
@@ -313,4 +327,5 @@ ARTIFACTS: dict[str, pa.Schema] = {
     "trace_rl": TRACE_RL,
     "route_predictions": ROUTE_PREDICTIONS,
     "entailment": ENTAILMENT,
+    "eval_question": EVAL_QUESTION,
 }

@@ -13,7 +13,7 @@ from factory.utils.errors import FactoryError
 
 @pytest.mark.parametrize("fails", [False, True])
 def test_a_stage_runs_with_few_collections_and_the_thresholds_come_back(monkeypatch, tmp_path, fails):
-    import factory.stages.s16_report as report
+    import factory.stages.s17_report as report
 
     seen = []
 

@@ -58,7 +58,7 @@ def test_the_import_reader_sees_lazy_and_from_imports():
     # the checks above are only as good as the reader: a function-level import and `from pkg import module`
     loop = imports_of(module_file("factory.agent.loop"))
     assert "factory.agent.grounding" in loop  # imported inside a function
-    stage = imports_of(module_file("factory.stages.s05_backtrace"))
+    stage = imports_of(module_file("factory.stages.s06_backtrace"))
     assert "factory.utils.paths" in stage  # from factory.utils import paths
 
 

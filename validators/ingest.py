@@ -6,8 +6,8 @@ become boolean columns; ``passages_known`` checks the written questions against 
 list of datasets);
 ``ingest_expectations`` names what each frame must meet. They are separate so that the stage can
 run the gate in a child process (``validators.BackgroundGate``) while it builds the tables. The
-leakage check (``validators.leakage``) runs here as well as at ``variants``: no train question
-shares its normalised text with a held-out or test question.
+split checks (``validators.leakage``) run here: official dev questions are test questions and only
+they are; no train question shares its normalised text with a held-out one.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 from factory.corpora import names
 from factory.corpora.pool import PassagePool
 from factory.corpora.question import MAX_HOPS, MIN_HOPS
-from validators.leakage import train_text_of_eval_question
+from factory.utils.splits import OFFICIAL_SPLITS, SPLITS
+from validators.leakage import split_follows_official, train_text_of_heldout_question
 
 EXPECTATIONS = "validators.ingest:ingest_expectations"
 
@@ -98,7 +99,16 @@ class IngestChecks:
     against its own pool; ``frames`` then adds the checks that need the whole run (the pools against
     the written passages table, leakage across splits)."""
 
-    QUESTION_COLUMNS = ("question_id", "dataset", "split", "route", "question", "hops", "source_file")
+    QUESTION_COLUMNS = (
+        "question_id",
+        "dataset",
+        "split",
+        "official_split",
+        "route",
+        "question",
+        "hops",
+        "source_file",
+    )
 
     def __init__(self) -> None:
         self.questions: dict[str, list] = {
@@ -135,9 +145,12 @@ class IngestChecks:
             questions[name] = np.concatenate(parts)
         questions["passages_known"] = known
         questions["dataset_known"] = _known_datasets(self.questions["dataset"])
-        questions["train_text_of_eval_question"] = train_text_of_eval_question(
-            [{"split": s, "question_norm": n} for s, n in zip(self.questions["split"], self.norms)]
-        )
+        splits = [
+            {"split": s, "official_split": o, "question_norm": n}
+            for s, o, n in zip(self.questions["split"], self.questions["official_split"], self.norms)
+        ]
+        questions["train_text_of_heldout_question"] = train_text_of_heldout_question(splits)
+        questions["split_follows_official"] = split_follows_official(splits)
         passages = {
             "pid": self.passages["pid"],
             "dataset": self.passages["dataset"],
@@ -174,7 +187,10 @@ def ingest_expectations(E) -> dict[str, list]:
         E.ExpectColumnValuesToBeUnique(column="question_id"),
         E.ExpectColumnValuesToNotBeNull(column="question"),
         E.ExpectColumnValuesToBeInSet(column="dataset_known", value_set=[True]),
-        E.ExpectColumnValuesToBeInSet(column="split", value_set=["train", "heldout", "test"]),
+        E.ExpectColumnValuesToBeInSet(column="split", value_set=list(SPLITS)),
+        E.ExpectColumnValuesToBeInSet(column="official_split", value_set=list(OFFICIAL_SPLITS)),
+        # official train gives train and held-out, official dev gives test: no dev question is trained on
+        E.ExpectColumnValuesToBeInSet(column="split_follows_official", value_set=[True]),
         E.ExpectColumnValuesToBeInSet(column="route", value_set=["chain", "parallel"]),
         E.ExpectColumnValuesToBeBetween(column="hops", min_value=MIN_HOPS, max_value=MAX_HOPS),
         E.ExpectColumnValuesToBeBetween(column="n_answers", min_value=1),
@@ -184,8 +200,9 @@ def ingest_expectations(E) -> dict[str, list]:
         E.ExpectColumnValuesToBeInSet(column="supporting_resolved", value_set=[True]),
         E.ExpectColumnValuesToBeInSet(column="sent_idx_in_range", value_set=[True]),
         E.ExpectColumnValuesToBeInSet(column="passages_known", value_set=[True]),
-        # leakage: no train question has the text of a held-out or test question (ids: unique above)
-        E.ExpectColumnValuesToBeInSet(column="train_text_of_eval_question", value_set=[False]),
+        # leakage: no train question has the text of a held-out one (ids: unique above); against test
+        # (official dev) questions, the decontaminate stage's gate checks every rule
+        E.ExpectColumnValuesToBeInSet(column="train_text_of_heldout_question", value_set=[False]),
     ]
     passages_suite = [
         E.ExpectColumnValuesToBeUnique(column="pid"),

@@ -2,7 +2,8 @@
 
 Only what a stage needs is read: the id, dataset and split of every question (to draw the sample),
 then the agent's fields of the sampled questions alone (their pools as pids), and the index with
-its passage store, memory-mapped. Memory follows the sample, not the corpus.
+its passage store, memory-mapped. Memory follows the sample, not the corpus. A question the
+decontaminate stage flagged (``data/interim/contamination.jsonl``) is never among those drawn from.
 """
 
 from __future__ import annotations
@@ -59,10 +60,15 @@ class Inputs:
 
 
 def load_inputs(params: Params) -> Inputs:
-    """The question index and the retriever over the index folder."""
+    """The questions to draw from (those decontamination flagged left out) and the retriever over the
+    index folder."""
+    from factory.decontamination.flagged import contaminated_ids
     from factory.retrieval import load_retriever
     from schemas import read_rows, require
 
     require(paths.QUESTIONS, "run `factory ingest` and `factory index` first")
+    require(paths.CONTAMINATION, "run `factory decontaminate` first")
     require(paths.INDEX_DIR, "run `factory index` first")
-    return Inputs(read_rows(paths.QUESTIONS, SAMPLE_COLUMNS), load_retriever(paths.INDEX_DIR, params))
+    flagged = contaminated_ids(paths.CONTAMINATION)
+    questions = [q for q in read_rows(paths.QUESTIONS, SAMPLE_COLUMNS) if q["question_id"] not in flagged]
+    return Inputs(questions, load_retriever(paths.INDEX_DIR, params))

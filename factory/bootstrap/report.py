@@ -18,6 +18,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from factory.bootstrap.protocol import published_rows, test_em_by_dataset
 from factory.config import BootstrapParams
 from factory.utils import paths
 from factory.utils.io import read_json
@@ -318,11 +319,27 @@ def render_markdown(
             for name, data in variants.items()
         ],
         variants=[_variant(name, data) for name, data in variants.items()],
+        protocol=_protocol(summary),
         relevance=[v["line"] for v in ((relevance or {}).get("verdicts") or {}).values()],
         calibration=[v["line"] for g, v in ((calibration or {}).get("verdicts") or {}).items() if g == "all"]
         if (calibration or {}).get("status") == "ok"
         else [],
     )
+
+
+def _protocol(summary: Mapping) -> dict | None:
+    """The test protocol section: what the test EM was measured on, EM by dataset, published figures
+    beside it (factory.bootstrap.protocol); None without a ``test_protocol`` in the summary."""
+    protocol = summary.get("test_protocol")
+    if not protocol:
+        return None
+    datasets = [d["dataset"] for d in protocol["by_dataset"]]
+    return {
+        **protocol,
+        "datasets": datasets,
+        "em_by_dataset": test_em_by_dataset(summary, datasets),
+        "published": published_rows(datasets),
+    }
 
 
 def write_plots(summary: dict, plots_dir: Path, figures: Path) -> None:

@@ -1,12 +1,14 @@
 """The ingest of every configured source: records -> Question rows, a row group at a time.
 
-``Ingest`` reads every configured file (and Hugging Face source) record by record, builds Question
-rows, routes malformed records to quarantine (or fails, per ``ingest.on_bad_record``), assigns
-splits (a pure function of each question's text) and yields them a row group at a time with the
-passages they are the first to reference, so that the stage writes as it reads. ``ingest_sources``
-collects the same into memory. ``read = ingested + quarantined + capped`` per dataset. What differs
-between datasets (the builder, the typed record, the id field, the question type) is asked of each
-one's ``Corpus`` (``factory.corpora.corpus``).
+``Ingest`` first tells the official split of every configured source (``factory.corpora.official``:
+a source whose split cannot be told stops the run before anything is read), then reads every file
+(and Hugging Face source) record by record, builds Question rows, routes malformed records to
+quarantine (or fails, per ``ingest.on_bad_record``), assigns splits (official train: train or
+held-out by a hash of the question's text; official dev: test, ``factory.utils.splits``) and yields
+them a row group at a time with the passages they are the first to reference, so that the stage
+writes as it reads. ``ingest_sources`` collects the same into memory. ``read = ingested + quarantined
++ capped`` per dataset. What differs between datasets (the builder, the typed record, the id field,
+the question type) is asked of each one's ``Corpus`` (``factory.corpora.corpus``).
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from factory.config import Params
 from factory.corpora import corpus
 from factory.corpora.corpus import Corpus
 from factory.corpora.files import Unreadable, empty_reason, read_json_records
+from factory.corpora.official import hf_label, official_splits
 from factory.corpora.pool import PassagePool
 from factory.corpora.table import questions_table
 from factory.utils.errors import BadRecord, FactoryError
-from factory.utils.splits import assign_splits
+from factory.utils.io import file_sha256
+from factory.utils.splits import OFFICIAL_SPLITS, SPLITS, assign_splits
 from schemas import ROW_GROUP_SIZE
 
 log = logging.getLogger(__name__)
@@ -45,7 +49,8 @@ def _sources(params: Params) -> Iterable[tuple[Corpus, str, Iterable[tuple[str, 
         from factory.corpora.hf import read_hf
 
         c = corpus(src.dataset, f"ingest.hf[{i}].dataset")
-        yield c, f"hf:{src.path}", read_hf(src.path, src.name, src.split, c)
+        yield c, hf_label(src.path, src.split), read_hf(src.path, src.name, src.split, c)
+
 
 
 @dataclass
@@ -76,6 +81,7 @@ class Ingest:
 
     def chunks(self) -> Iterator[Chunk]:
         params, progress = self.params, self.progress
+        official = official_splits(params)  # a source whose split cannot be told: refused before any read
         tally = _Tally()
         seen_ids: set[str] = set()
         emitted: set[str] = set()  # pids already in the passages table
@@ -85,7 +91,7 @@ class Ingest:
         pool, rows, quarantine = PassagePool(), [], []
 
         def chunk() -> Chunk:
-            assign_splits(rows, s.seed, s.train, s.heldout, s.test)
+            assign_splits(rows, s.seed, s.heldout)
             passages = pool.passages_table([row["passages"] for row in rows])
             fresh = [pid not in emitted for pid in passages.column("pid").to_pylist()]
             passages = passages.filter(pa.array(fresh, pa.bool_()))
@@ -100,6 +106,7 @@ class Ingest:
             dataset, build = c.name, c.build
             source_name = Path(source).name if not source.startswith("hf:") else source
             before = tally.read[dataset]
+            tally.source(c.name, source, official[source])
             for where, record in records:
                 tally.read[dataset] += 1
                 qtype = c.question_type(record)
@@ -125,18 +132,22 @@ class Ingest:
                     tally.capped[dataset] += 1
                     continue
                 seen_ids.add(row["question_id"])
+                row["official_split"] = official[source]
                 tally.kept_by_dataset[dataset] += 1
+                tally.sources[source]["ingested"] += 1
                 rows.append(row)
                 if progress:
                     progress(1)
                 if len(rows) == ROW_GROUP_SIZE:
                     yield chunk()
                     pool, rows, quarantine = PassagePool(), [], []
+            tally.sources[source]["read"] = tally.read[dataset] - before
             if tally.read[dataset] == before:
                 tally.empty_file(dataset, source)
         if rows or quarantine:
             yield chunk()
         _check_every_dataset_read(params, tally)
+        _say_test_only(tally)
         if not seen_ids:
             raise FactoryError(
                 "no question was ingested: check corpora.* in params.yaml and data/interim/quarantine.jsonl"
@@ -186,6 +197,20 @@ def _check_every_dataset_read(params: Params, tally: _Tally) -> None:
         )
 
 
+def _say_test_only(tally: _Tally) -> None:
+    """A dataset given with dev files only gives test questions only: the run says so (log, metrics)."""
+    for dataset in tally.read:
+        if not tally.by_official[dataset]["train"] and tally.kept_by_dataset[dataset]:
+            log.warning(
+                "ingest: %s has no official train file: its %d questions are test questions only (no "
+                "training or held-out question comes from it; add its official train file to corpora.%s "
+                "to train on it)",
+                dataset,
+                tally.kept_by_dataset[dataset],
+                dataset,
+            )
+
+
 def _generic(reason: str) -> str:
     """'sentence index 13 is out of range for 'X' (10 sentences)' -> a countable reason kind."""
     return re.sub(r"'[^']*'|\"[^\"]*\"|\d+", "_", reason)
@@ -207,6 +232,17 @@ class _Tally:
         self.reasons: dict[str, Counter] = defaultdict(Counter)
         self.passages: Counter = Counter()
         self.empty_files: dict[str, dict[str, str]] = defaultdict(dict)  # dataset -> file -> why empty
+        self.by_official: dict[str, Counter] = defaultdict(Counter)
+        self.sources: dict[str, dict] = {}  # source -> its dataset, official split and counts
+
+    def source(self, dataset: str, source: str, official_split: str) -> None:
+        self.sources[source] = {
+            "dataset": dataset,
+            "official_split": official_split,
+            "read": 0,
+            "ingested": 0,
+            "sha256": None if source.startswith("hf:") else file_sha256(source),
+        }
 
     def empty_file(self, dataset: str, source: str) -> None:
         why = self.empty_files[dataset][source] = empty_reason(source)
@@ -215,6 +251,7 @@ class _Tally:
     def kept(self, row: dict) -> None:
         dataset = row["dataset"]
         self.ingested_by_type[dataset][row["qtype"]] += 1
+        self.by_official[dataset][row["official_split"]] += 1
         self.by_split[dataset][row["split"]] += 1
         self.by_route[dataset][row["route"]] += 1
 
@@ -242,7 +279,9 @@ class _Tally:
                 "capped": self.capped[dataset],
                 "passages": self.passages[dataset],
                 "by_type": by_type,
-                "by_split": dict(sorted(self.by_split[dataset].items())),
+                "by_official_split": {s: self.by_official[dataset][s] for s in OFFICIAL_SPLITS},
+                "by_split": {s: self.by_split[dataset][s] for s in SPLITS},
+                "test_only": not self.by_official[dataset]["train"],
                 "by_route": dict(sorted(self.by_route[dataset].items())),
                 "quarantine_reasons": dict(sorted(self.reasons[dataset].items())),
             }
@@ -250,4 +289,4 @@ class _Tally:
                 per[dataset]["empty_files"] = dict(sorted(self.empty_files[dataset].items()))
         keys = ("read", "ingested", "quarantined", "capped", "passages")
         total = {k: sum(v[k] for v in per.values()) for k in keys}
-        return {"datasets": per, "total": total}
+        return {"datasets": per, "total": total, "sources": self.sources}

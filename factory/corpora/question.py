@@ -72,7 +72,8 @@ def make_question(
         "question_id": f"{dataset}/{reader.id}",
         "dataset": dataset,
         "source_id": reader.id,
-        "split": "",  # assigned once every record is read (see factory.utils.splits)
+        "split": "",  # assigned from the official split when the row group is complete (factory.utils.splits)
+        "official_split": "",  # the source's (factory.corpora.official), set by ingest
         "question": question,
         "question_norm": normalize_question(question),
         "answers": answers,

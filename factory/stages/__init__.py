@@ -2,8 +2,8 @@
 
 Each module is a thin ``run(params, **options)`` over library code: it reads its inputs, calls
 the library, writes its outputs and metrics. ``COMMAND`` names the ``factory`` subcommand. Two modules
-serve two DVC stages each, numbered at their place in a round: ``s10_evaluate`` (``evaluate_base``,
-before the chains, and ``evaluate`` after each round's training) and ``s11_bootstrap`` (``start``, a
+serve two DVC stages each, numbered at their place in a round: ``s11_evaluate`` (``evaluate_base``,
+before the chains, and ``evaluate`` after each round's training) and ``s12_bootstrap`` (``start``, a
 chain's first decision, and ``decide`` after each round). ``round.py`` is no stage: what the round
 stages share (a round's paths, the branch for a round that does not run, its metrics).
 """

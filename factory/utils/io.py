@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import glob
+import hashlib
 import json
 import os
 import shutil
@@ -227,6 +228,15 @@ def write_jsonl(path: str | Path, rows: Iterable[dict]) -> Path:
         for r in rows:
             fh.write(jsonl_line(r))
     return Path(path)
+
+
+def file_sha256(path: str | Path) -> str:
+    """The sha256 of a file's bytes, read in 4 MB blocks (the cards cite every corpus and evaluation file)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def read_json(path: str | Path) -> Any:

@@ -14,6 +14,8 @@ QUESTIONS = INTERIM / "questions.parquet"
 PASSAGES = INTERIM / "passages.parquet"
 QUARANTINE = INTERIM / "quarantine.jsonl"
 ROUTES_PREDICTED = INTERIM / "routes_predicted.parquet"
+CONTAMINATION = INTERIM / "contamination.jsonl"  # decontaminate: one row per flagged training-pool question
+EVAL_QUESTIONS = INTERIM / "eval_questions.parquet"  # decontaminate: every evaluation set's questions
 INDEX_DIR = Path("data/index")
 CACHE_DIR = Path("data/cache")
 METRICS = Path("metrics")
@@ -120,6 +122,8 @@ _PRODUCERS: list[tuple[str, str | None, str]] = [
     (r"data/interim/questions\.parquet", "question", "factory ingest"),
     (r"data/interim/passages\.parquet", "passage", "factory ingest"),
     (r"data/interim/quarantine\.jsonl", None, "factory ingest"),
+    (r"data/interim/contamination\.jsonl", None, "factory decontaminate"),
+    (r"data/interim/eval_questions\.parquet", "eval_question", "factory decontaminate"),
     (r"data/interim/routes_predicted\.parquet", "route_predictions", "factory classify-routes"),
     (rf"data/trajectories/{_CHAIN}\.parquet", "trajectory", f"factory trajectories {_ROUND}"),
     (rf"data/labels/{_CHAIN}\.parquet", "labels", f"factory backtrace {_ROUND}"),

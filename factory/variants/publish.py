@@ -26,8 +26,9 @@ from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import atomic_path
 from factory.utils.templates import fixed, render
-from factory.variants import registry
+from factory.variants import fingerprint, registry
 from factory.variants.licenses import card_corpora
+from factory.variants.provenance import provenance_context
 from schemas import SUPERVISION, read_rows, to_table
 
 SHARD_ROWS = 50_000
@@ -153,6 +154,7 @@ def _card(variant: str, chains: list[dict], info: dict) -> str:
         fa_ratio=info["fa_ratio"],
         relevance=_relevance_results(info["relevance"]),
         params=yaml.safe_dump(info["params"], sort_keys=True).rstrip(),
+        provenance=provenance_context(info),
     )
 
 
@@ -167,6 +169,10 @@ def publish_variant(variant: str, out_dir: str | Path, info: dict, selected: dic
         (out / "README.md").write_text(
             _card(variant, chains, {**info, "policies": policies}), encoding="utf-8"
         )
+        if info.get("fingerprint"):
+            (out / fingerprint.FILE).write_text(
+                json.dumps(info["fingerprint"], indent=2, sort_keys=True) + "\n", encoding="utf-8"
+            )
     return {
         "variant": variant,
         "examples": sum(r["examples"] for r in results.values()),

@@ -162,17 +162,17 @@ def test_score_rows_count_true_and_false_positives(sample):
 
 
 def test_simulate_stage(tmp_path, monkeypatch, ingested):
-    from factory.stages import s15_simulate
+    from factory.stages import s16_simulate
 
     monkeypatch.chdir(tmp_path)
     params = Params(simulate={"n_questions": 4, "noise_levels": [1.0, 0.0], "seed": 3})
     with pytest.raises(FactoryError, match="factory ingest"):
-        s15_simulate.run(params)
+        s16_simulate.run(params)
     by_dataset = {}
     for q in ingested.questions:
         by_dataset.setdefault(q["dataset"], []).append(q)
     write_parquet([q for qs in by_dataset.values() for q in qs[:15]], paths.QUESTIONS, "question")
-    metrics = s15_simulate.run(params)
+    metrics = s16_simulate.run(params)
     assert (
         metrics["questions"] == 12 and metrics["trajectories"] == 24 and metrics["noise_levels"] == [0.0, 1.0]
     )
@@ -200,7 +200,7 @@ def test_simulate_stage(tmp_path, monkeypatch, ingested):
         paths.REPORTS / "backtrace_sensitivity.png",
     ]
     first = [p.read_bytes() for p in outputs]
-    s15_simulate.run(params)
+    s16_simulate.run(params)
     assert [p.read_bytes() for p in outputs] == first  # same inputs and seed: byte-identical artifacts
     with pytest.raises(
         FactoryError, match=r"simulate\.noise_levels\.0: Input should be less than or equal to 1"

@@ -80,7 +80,7 @@ def test_an_index_whose_recall_fails_leaves_the_old_index_and_metrics(project, m
     def fails(*args, **kwargs):
         raise RuntimeError("recall failed")
 
-    monkeypatch.setattr("factory.stages.s02_index.supporting_recall", fails)
+    monkeypatch.setattr("factory.stages.s03_index.supporting_recall", fails)
     assert main(["index", "--set", "index.k1=1.2", "--set", "index.recall_questions=20"]) == cli.EXIT_FAILURE
     assert snapshot(project) == before  # the new index never replaced the old one
 

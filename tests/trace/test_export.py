@@ -270,7 +270,7 @@ def _stage_inputs(tmp_path, scripted, ingested, trajectories, labels):
 
 
 def test_stage_writes_parquet_jsonl_stats_deterministically(tmp_path, monkeypatch, scripted, ingested):
-    from factory.stages import s08_export_trace as stage
+    from factory.stages import s09_export_trace as stage
     from factory.utils import paths
 
     # The stage refuses scripted trajectories (checked below); to exercise its files, these real
@@ -317,7 +317,7 @@ def test_stage_writes_parquet_jsonl_stats_deterministically(tmp_path, monkeypatc
 
 
 def test_stage_empty_round_writes_empty_files(tmp_path, monkeypatch, scripted, ingested):
-    from factory.stages import s08_export_trace as stage
+    from factory.stages import s09_export_trace as stage
     from factory.utils import paths
 
     monkeypatch.chdir(tmp_path)

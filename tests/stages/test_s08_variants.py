@@ -10,7 +10,7 @@ from factory.backtrace.authors_rule import authors_rule
 from factory.backtrace.rows import labels_index
 from factory.cli import main
 from factory.config import Params
-from factory.stages import s07_variants
+from factory.stages import s08_variants
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.variants.kept import kept_units
@@ -151,7 +151,7 @@ def test_outputs_are_byte_identical_on_rerun(workdir, question_pool):
 
 def test_skipped_and_empty_rounds_are_recorded_outcomes(workdir, question_pool):
     write_parquet([], paths.trajectories("backtrace", 0, 0), "trajectory")
-    st = s07_variants.run(Params(), "backtrace", 0)
+    st = s08_variants.run(Params(), "backtrace", 0)
     assert st["status"] == "skipped" and st["examples_in_set"] == 0
     assert read_rows(paths.supervision_dir("backtrace", 0) / "train.parquet") == []
     assert (paths.supervision_dir("backtrace", 0) / "train.jsonl").read_text() == ""
@@ -161,7 +161,7 @@ def test_skipped_and_empty_rounds_are_recorded_outcomes(workdir, question_pool):
     paths.decision("backtrace", 0, 0).write_text(
         json.dumps({"stop": True, "reason": "held-out EM did not improve"})
     )
-    st = s07_variants.run(Params(), "backtrace", 1)
+    st = s08_variants.run(Params(), "backtrace", 1)
     assert (st["status"], st["reason"], st["examples_in_set"]) == (
         "skipped",
         "held-out EM did not improve",
@@ -170,7 +170,7 @@ def test_skipped_and_empty_rounds_are_recorded_outcomes(workdir, question_pool):
     _write_round(
         "unfiltered", 0, [_traj(q, "unfiltered", 0, correct=False) for q in question_pool["train"][:2]]
     )
-    st = s07_variants.run(Params(), "unfiltered", 0)
+    st = s08_variants.run(Params(), "unfiltered", 0)
     assert (st["status"], st["correct"], st["examples"]) == ("empty", 0, 0)
     assert "no correct trajectory" in st["reason"]
 
@@ -184,10 +184,10 @@ def test_missing_inputs_and_untrainable_policies_fail_clearly(workdir, question_
         "trajectory",
     )
     with pytest.raises(FactoryError, match="factory backtrace"):
-        s07_variants.run(Params(), "backtrace", 0)
+        s08_variants.run(Params(), "backtrace", 0)
     _write_round("backtrace", 0, [_traj(question_pool["train"][0], "backtrace", 0, policy="scripted")])
     with pytest.raises(FactoryError, match="scripted"):
-        s07_variants.run(Params(), "backtrace", 0)
+        s08_variants.run(Params(), "backtrace", 0)
 
 
 def test_leakage_gate_fails_on_a_heldout_question(workdir, question_pool):
@@ -197,7 +197,7 @@ def test_leakage_gate_fails_on_a_heldout_question(workdir, question_pool):
     ]
     _write_round("backtrace", 0, leaked)
     with pytest.raises(GateFailed, match="question_split"):
-        s07_variants.run(Params(), "backtrace", 0)
+        s08_variants.run(Params(), "backtrace", 0)
     assert not (paths.supervision_dir("backtrace", 0) / "train.parquet").exists()
 
 
@@ -231,7 +231,7 @@ def test_matching_gate_catches_a_random_control_that_drifts(workdir, question_po
     _write_round("random", 0, [_traj(q, "random", 0) for q in question_pool["train"][:2]])
     monkeypatch.setattr(vs, "kept_units", drifting)
     with pytest.raises(GateFailed, match="matched_controls"):
-        s07_variants.run(Params(), "random", 0)
+        s08_variants.run(Params(), "random", 0)
 
 
 def _write_counterfactual(variant: str, round_: int, trajectories: list[dict], parametric: set[str]) -> None:
@@ -278,4 +278,4 @@ def test_exclude_parametric_drops_the_same_trajectories_from_every_variant(workd
     assert examples["backtrace"] == examples["random"] == examples["unfiltered"]
     paths.counterfactual("random", 0, 0).unlink()
     with pytest.raises(FactoryError, match="factory counterfactual --variant random --round 0"):
-        s07_variants.run(Params(variants={"exclude_parametric": True}), "random", 0)
+        s08_variants.run(Params(variants={"exclude_parametric": True}), "random", 0)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from factory.bootstrap.protocol import test_protocol
 from factory.bootstrap.report import build_summary, headline, render_markdown, write_plots
 from factory.config import Params
 from factory.utils import paths
@@ -19,6 +20,9 @@ log = logging.getLogger(__name__)
 def run(params: Params) -> dict:
     b = params.bootstrap
     summary = build_summary(b, train=params.train.model_dump(mode="json"))
+    summary["test_protocol"] = test_protocol(
+        summary, read_json(paths.METRICS / "ingest.json"), params.evaluate.n_questions, params.evaluate.seed
+    )
     relevance_path = paths.METRICS / "relevance.json"
     relevance = read_json(relevance_path) if relevance_path.exists() else None
     summary["relevance_verdicts"] = {

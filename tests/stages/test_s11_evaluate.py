@@ -9,7 +9,7 @@ import pytest
 from factory.agent.scripted import ScriptedPolicyLLM
 from factory.cli import main
 from factory.config import Params
-from factory.stages import s10_evaluate
+from factory.stages import s11_evaluate
 from factory.utils import paths
 from factory.utils.io import read_json, write_json
 from schemas import read_rows
@@ -56,8 +56,8 @@ def test_same_questions_every_round_and_policy_after_the_round(project, monkeypa
     write_json(paths.decision("backtrace", 0), {"stop": False, "reason": None})
     write_json(paths.adapter_dir("backtrace", 1) / "status.json", {"status": "empty"})
     params = Params(evaluate={"n_questions": 5})
-    m0 = s10_evaluate.run(params, "backtrace", 0, "test")
-    m1 = s10_evaluate.run(params, "backtrace", 1, "test")
+    m0 = s11_evaluate.run(params, "backtrace", 0, "test")
+    m1 = s11_evaluate.run(params, "backtrace", 1, "test")
     q0 = [r["question_id"] for r in read_rows(paths.eval_data("backtrace", 0, "test"))]
     q1 = [r["question_id"] for r in read_rows(paths.eval_data("backtrace", 1, "test"))]
     assert q0 == q1 and len(q0) == 5
@@ -65,14 +65,14 @@ def test_same_questions_every_round_and_policy_after_the_round(project, monkeypa
     # and for every protocol seed: the one base-model evaluation pairs with every chain's
     start_chain(Path("."), "backtrace", seed=1)
     write_json(paths.adapter_dir("backtrace", 0, 1) / "status.json", {"status": "empty"})
-    s10_evaluate.run(params, "backtrace", 0, "test", seed=1)
+    s11_evaluate.run(params, "backtrace", 0, "test", seed=1)
     assert [r["question_id"] for r in read_rows(paths.eval_data("backtrace", 0, "test", 1))] == q0
     assert read_json(paths.eval_metrics("backtrace", 1, "test"))["overall"]["em"] == 1.0
 
 
 def test_a_round_after_the_stop_point_is_recorded_skipped(project):
     write_json(paths.decision("backtrace", 0), {"stop": True, "reason": "max_rounds (1) reached"})
-    m = s10_evaluate.run(Params(), "backtrace", 1, "heldout")
+    m = s11_evaluate.run(Params(), "backtrace", 1, "heldout")
     assert m["status"] == "skipped" and m["reason"] == "max_rounds (1) reached"
     assert read_json(paths.eval_metrics("backtrace", 1, "heldout"))["status"] == "skipped"
     assert read_rows(paths.eval_data("backtrace", 1, "heldout")) == []

