@@ -17,7 +17,7 @@ from factory.utils import paths
 from factory.utils.io import write_json
 from schemas import read_rows
 from tests.corpora import toy_corpus
-from tests.stages.test_s09_train import example, write_set
+from tests.stages.test_s10_train import example, write_set
 
 LAKES = ["Arno", "Bessel", "Corra", "Dunmere", "Elsk", "Fallow", "Garrow", "Hollin", "Ister", "Jarn"]
 RIVERS = ["Vell", "Wend", "Yarl", "Zorn", "Quill", "Rusk", "Skerry", "Tolt", "Umber", "Oxley"]

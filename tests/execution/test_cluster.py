@@ -23,7 +23,7 @@ from factory.utils import paths
 from schemas import read_rows
 from tests.execution.test_scheduler import scripted_script
 from tests.mock_openai_server import MockOpenAIServer
-from tests.stages.test_s04_trajectories import make_project, start_chain
+from tests.stages.test_s05_trajectories import make_project, start_chain
 
 ROOT = Path(__file__).resolve().parents[2]
 N = 24  # training questions of the round

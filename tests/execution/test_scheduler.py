@@ -25,7 +25,7 @@ from factory.retrieval.bm25 import BM25Retriever
 from schemas import read_rows
 from tests.execution.test_shards import generate
 from tests.mock_openai_server import MockOpenAIServer, openai_llm
-from tests.stages.test_s04_trajectories import make_project, start_chain
+from tests.stages.test_s05_trajectories import make_project, start_chain
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -25,7 +25,7 @@ from factory.cli import main
 from factory.utils import paths
 from schemas import read_rows
 from tests.integration.fault_proxy import KINDS, FaultProxy
-from tests.stages.test_s04_trajectories import make_project, start_chain
+from tests.stages.test_s05_trajectories import make_project, start_chain
 
 LLAMA_PYTHON = os.environ.get("FACTORY_LLAMA_PYTHON")
 pytestmark = pytest.mark.skipif(

@@ -13,7 +13,7 @@ from factory.cli import main
 from factory.utils import paths
 from schemas import read_rows
 from tests.browser import browser, console_errors, evaluate, load  # noqa: F401
-from tests.stages.test_s14_validate_labels import (  # noqa: F401
+from tests.stages.test_s15_validate_labels import (  # noqa: F401
     DATASETS,
     _write_counterfactual,
     _write_inputs,

@@ -18,8 +18,8 @@ import pytest
 from factory import cli
 from factory.cli import main
 from factory.utils import io, paths
-from tests.stages.test_s07_variants import _traj, _write_round, question_pool, workdir  # noqa: F401
-from tests.stages.test_s09_train import decide
+from tests.stages.test_s08_variants import _traj, _write_round, question_pool, workdir  # noqa: F401
+from tests.stages.test_s10_train import decide
 
 OUTPUT_ROOTS = ("data", "metrics", "reports", "models", "dvclive")
 

@@ -12,7 +12,7 @@ from factory.stages.round import EMPTY_TRAJECTORIES, SKIPPED, Round, empty_parqu
 from factory.utils import io, paths
 from factory.utils.errors import FactoryError
 from schemas import read_rows, write_parquet
-from tests.stages.test_s09_train import decide
+from tests.stages.test_s10_train import decide
 
 V = "random"
 

@@ -13,7 +13,7 @@ from factory.stages import s11_evaluate
 from factory.utils import paths
 from factory.utils.io import read_json, write_json
 from schemas import read_rows
-from tests.stages.test_s04_trajectories import DATASETS, make_project, sets, start_chain, use_policy
+from tests.stages.test_s05_trajectories import DATASETS, make_project, sets, start_chain, use_policy
 
 
 @pytest.fixture

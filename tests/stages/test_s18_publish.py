@@ -14,7 +14,7 @@ import yaml
 from factory.cli import main
 from factory.utils import paths
 from factory.utils.io import write_json
-from tests.stages.test_s09_train import example, write_set
+from tests.stages.test_s10_train import example, write_set
 
 V = "backtrace"
 TOKEN = "hf_standin_secret_0123456789"

@@ -18,7 +18,7 @@ from transformers import AutoModelForCausalLM
 from factory.cli import main
 from factory.train.lora import load_adapter_model, load_tokenizer
 from factory.utils import paths
-from tests.stages.test_s09_train import decide, example, write_set
+from tests.stages.test_s10_train import decide, example, write_set
 
 pytestmark = [
     pytest.mark.slow,

@@ -12,7 +12,7 @@ from factory.agent.policy import Policy
 from factory.config import Params
 from factory.train.round import base_model_path, check_trainable, starting_point, write_skipped
 from factory.utils.errors import FactoryError
-from tests.stages.test_s09_train import example
+from tests.stages.test_s10_train import example
 
 SOURCE = Path("data/supervision/backtrace/seed_0/round_1/train.parquet")
 

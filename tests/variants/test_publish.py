@@ -14,7 +14,7 @@ from factory.cli import main
 from factory.utils import paths
 from factory.utils.io import write_json
 from schemas import write_parquet
-from tests.stages.test_s07_variants import _cli, _traj, _write_round, question_pool  # noqa: F401
+from tests.stages.test_s08_variants import _cli, _traj, _write_round, question_pool  # noqa: F401
 
 ROLES = {"system", "user", "assistant"}
 

@@ -23,7 +23,7 @@ from factory.variants.round import (
 )
 from factory.variants.sets import SetBuilder
 from schemas import SUPERVISION, read_rows, write_parquet
-from tests.stages.test_s07_variants import _write_counterfactual
+from tests.stages.test_s08_variants import _write_counterfactual
 from tests.variants.test_sets import make_labels, make_trajectory
 
 V = "backtrace"
