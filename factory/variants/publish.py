@@ -8,12 +8,15 @@ that is the selected round's accumulated set). A chain whose base model stayed b
 YAML header) states the licenses inherited from the sources, the source datasets, the generating
 model and adapters, the selected round of every seed, the prompt version, the parameters, counts,
 the FA ratio and the relevance-label scores (its markup: templates/card.md.j2). It loads with
-``datasets.load_dataset(<folder>, "seed_0")``. ``push_to_hub`` uploads a folder with
+``datasets.load_dataset(<folder>, "seed_0")``: the header's ``dataset_info`` and each config's data
+fingerprint (``data_fingerprint``) are what keeps ``datasets``' cache of one published folder from being
+served for another (see ``_header``). ``push_to_hub`` uploads a folder with
 ``huggingface_hub`` (token from HF_TOKEN, read from the environment and never written).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -26,7 +29,8 @@ from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import atomic_path
 from factory.utils.templates import fixed, render
-from factory.variants import fingerprint, registry
+from factory.variants import registry
+from factory.variants.fingerprint import FILE as FINGERPRINT_FILE
 from factory.variants.licenses import card_corpora
 from factory.variants.provenance import provenance_context
 from schemas import SUPERVISION, read_rows, to_table
@@ -109,8 +113,63 @@ def _relevance_results(relevance: dict) -> dict:
     return {"status": relevance.get("status"), "bar": bar, "rows": rows}
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def data_fingerprint(folder: str | Path, config: str | None = None) -> str:
+    """The identity of a published folder's data (hex sha256): the sha256 of the ``sha256sum`` listing of
+    its parquet shards (paths relative to the folder, sorted), all configs' or one config's
+    (``seed_<s>``). Anyone can recompute it without this package:
+    ``find data -name '*.parquet' | LC_ALL=C sort | xargs sha256sum | sha256sum``."""
+    root = Path(folder)
+    shards = sorted((root / "data" / (config or "")).rglob("*.parquet"), key=lambda p: p.as_posix())
+    listing = "".join(f"{_sha256(s)}  {s.relative_to(root).as_posix()}\n" for s in shards)
+    return hashlib.sha256(listing.encode()).hexdigest()
+
+
+def _dataset_info(chains: list[dict]) -> dict | list:
+    """The header's ``dataset_info`` as ``push_to_hub`` writes it (datasets' own serializer): every
+    config's features, row count and sizes. ``load_dataset`` takes these as the expected split sizes and
+    verifies what it reads against them."""
+    from datasets import DatasetInfo, Features, SplitDict, SplitInfo
+    from datasets.info import DatasetInfosDict
+
+    infos = DatasetInfosDict()
+    for c in chains:
+        name = f"seed_{c['seed']}"
+        splits = SplitDict()
+        splits.add(SplitInfo(name="train", num_bytes=c["num_bytes"], num_examples=len(c["examples"])))
+        infos[name] = DatasetInfo(
+            config_name=name,
+            features=Features.from_arrow_schema(SUPERVISION),
+            splits=splits,
+            download_size=c["download_size"],
+            dataset_size=c["num_bytes"],
+        )
+    card: dict = {}
+    infos.to_dataset_card_data(card)
+    return card["dataset_info"]
+
+
+def _described(fingerprint: str) -> str:
+    """A config's ``description``: its data fingerprint (``data_fingerprint`` of its shards alone)."""
+    return f"data fingerprint {fingerprint} (sha256 of its shards' sha256sum listing)"
+
+
 def _header(variant: str, chains: list[dict], corpora: list[Corpus]) -> dict:
-    """The card's YAML header (the Hub's dataset metadata): licenses, sources, size, one config a seed."""
+    """The card's YAML header (the Hub's dataset metadata): licenses, sources, size, one config a seed.
+
+    ``load_dataset(<folder>, "seed_<s>")`` caches a local folder under
+    ``<folder name>/seed_<s>/0.0.0/<hash>``, the hash being datasets' ``LocalDatasetModuleFactory``'s
+    hash of this header's ``dataset_info`` and of its configs (their ``data_files`` *patterns*, not the
+    files): two folders of the same variant with equal headers would share one cache entry, and the
+    second would load the first's rows. So each config's ``description`` (a BuilderConfig field, hashed
+    with the config) carries the fingerprint of its shards' bytes, and ``dataset_info`` its sizes."""
     examples = sum(len(c["examples"]) for c in chains)
     return {
         "license": sorted({c.license for c in corpora}) or "other",
@@ -124,14 +183,16 @@ def _header(variant: str, chains: list[dict], corpora: list[Corpus]) -> dict:
             {
                 "config_name": f"seed_{c['seed']}",
                 "data_files": [{"split": "train", "path": f"data/seed_{c['seed']}/train-*.parquet"}],
+                "description": _described(c["fingerprint"]),
                 **({"default": True} if i == 0 else {}),
             }
             for i, c in enumerate(chains)
         ],
+        "dataset_info": _dataset_info(chains),
     }
 
 
-def _card(variant: str, chains: list[dict], info: dict) -> str:
+def _card(variant: str, chains: list[dict], info: dict, data_id: str) -> str:
     """The dataset card (templates/card.md.j2): provenance, configs, counts, relevance results, params."""
     datasets = sorted({e["dataset"] for c in chains for e in c["examples"]}) or sorted(
         info.get("datasets", [])
@@ -155,6 +216,7 @@ def _card(variant: str, chains: list[dict], info: dict) -> str:
         relevance=_relevance_results(info["relevance"]),
         params=yaml.safe_dump(info["params"], sort_keys=True).rstrip(),
         provenance=provenance_context(info),
+        data_fingerprint=data_id,
     )
 
 
@@ -166,11 +228,10 @@ def publish_variant(variant: str, out_dir: str | Path, info: dict, selected: dic
     with atomic_path(Path(out_dir)) as out:  # the whole folder at once, with the stage's other outputs
         chains, results = _write_seeds(variant, out, selected)
         policies = sorted({e["policy"] for c in chains for e in c["examples"]})
-        (out / "README.md").write_text(
-            _card(variant, chains, {**info, "policies": policies}), encoding="utf-8"
-        )
-        if info.get("fingerprint"):
-            (out / fingerprint.FILE).write_text(
+        card = _card(variant, chains, {**info, "policies": policies}, data_fingerprint(out))
+        (out / "README.md").write_text(card, encoding="utf-8")
+        if info.get("fingerprint"):  # the run's settings fingerprint (factory.variants.fingerprint)
+            (out / FINGERPRINT_FILE).write_text(
                 json.dumps(info["fingerprint"], indent=2, sort_keys=True) + "\n", encoding="utf-8"
             )
     return {
@@ -193,7 +254,17 @@ def _write_seeds(variant: str, out: Path, selected: dict[int, int]) -> tuple[lis
         for i in range(shards):
             part = table.slice(i * SHARD_ROWS, SHARD_ROWS)
             pq.write_table(part, folder / f"train-{i:05d}-of-{shards:05d}.parquet", compression="zstd")
-        chains.append({"seed": seed, "selected_round": round_, "rounds": ran, "examples": examples})
+        chains.append(
+            {
+                "seed": seed,
+                "selected_round": round_,
+                "rounds": ran,
+                "examples": examples,
+                "fingerprint": data_fingerprint(out, f"seed_{seed}"),
+                "num_bytes": table.nbytes,
+                "download_size": sum(p.stat().st_size for p in folder.glob("*.parquet")),
+            }
+        )
         results[str(seed)] = {
             "selected_round": round_,
             "rounds": ran,

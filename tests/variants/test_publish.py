@@ -1,7 +1,8 @@
 """The sets as the ecosystem reads them: a published config loaded with `datasets.load_dataset` trains
-with TRL's SFTTrainer as it is (assistant-only loss, tiny test model), and every line of a round's
+with TRL's SFTTrainer as it is (assistant-only loss, tiny test model), every line of a round's
 train.jsonl passes the checks chat fine-tuning APIs apply (roles, non-empty content, a final assistant
-turn, a token count under the model's context)."""
+turn, a token count under the model's context), and `load_dataset(<folder>, "seed_0")` returns that
+folder's own rows whatever other published folder was loaded into the same cache before."""
 
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from factory.cli import main
 from factory.utils import paths
 from factory.utils.io import write_json
+from factory.variants.publish import data_fingerprint
 from schemas import write_parquet
 from tests.stages.test_s08_variants import _cli, _traj, _write_round, question_pool  # noqa: F401
+from tests.stages.test_s10_train import example, write_set
 
 ROLES = {"system", "user", "assistant"}
 
@@ -142,3 +146,77 @@ def test_a_published_config_trains_with_trl_sft_trainer_as_it_is(published, tiny
     assert trainer.state.global_step == 2
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
     assert len(losses) == 2 and all(loss > 0 for loss in losses) and result.training_loss > 0
+
+
+def _publish_set(project: Path, monkeypatch, dataset: str, ids: range) -> Path:
+    """Publish a backtrace set of one seed (round 0: examples ``ids`` of ``dataset``) from the project at
+    ``project``; returns its folder (every project's is ``data/published/backtrace``)."""
+    project.mkdir(exist_ok=True)
+    monkeypatch.chdir(project)
+    rows = [
+        {**example("backtrace", 0, i, "base"), "dataset": dataset, "question_id": f"{dataset}/q{i}"}
+        for i in ids
+    ]
+    write_set("backtrace", 0, rows)
+    write_json(paths.supervision_dir("backtrace", 0) / "stats.json", {"status": "built"})
+    write_json(paths.METRICS / "summary.json", {"variants": {"backtrace": {"selected": {"0": {"round": 0}}}}})
+    assert main(["publish", "--set", "bootstrap.variants=[backtrace]", "--set", "bootstrap.seeds=[0]"]) == 0
+    return project / paths.PUBLISHED / "backtrace"
+
+
+def _rows(folder: Path, cache: Path, **kwargs) -> list[tuple[str, str]]:
+    """What the documented command returns, as (example id, dataset) pairs, through the cache ``cache``."""
+    from datasets import load_dataset
+
+    train = load_dataset(str(folder), "seed_0", split="train", cache_dir=str(cache), **kwargs)
+    return sorted(zip(train["example_id"], train["dataset"], strict=True))
+
+
+def _own(dataset: str, ids: range) -> list[tuple[str, str]]:
+    return sorted((f"backtrace/r0/t{i}/1", dataset) for i in ids)
+
+
+def _header(folder: Path) -> dict:
+    return yaml.safe_load((folder / "README.md").read_text().split("---")[1])
+
+
+def test_two_published_sets_load_their_own_rows_through_one_cache(tmp_path, monkeypatch):
+    # datasets caches a local folder under <folder name>/<config>/0.0.0/<hash of the card's header>: two
+    # folders named backtrace with equal headers used to share one entry (the second got the first's rows)
+    cache = tmp_path / "hf-cache"
+    first = _publish_set(tmp_path / "a", monkeypatch, "hotpotqa", range(0, 3))
+    assert _rows(first, cache) == _own("hotpotqa", range(0, 3))
+    other = _publish_set(tmp_path / "b", monkeypatch, "2wikimultihopqa", range(0, 2))  # another path
+    assert _rows(other, cache) == _own("2wikimultihopqa", range(0, 2))
+
+    before = _header(first)
+    rewritten = _publish_set(tmp_path / "a", monkeypatch, "hotpotqa", range(3, 6))  # the same path
+    assert rewritten == first
+    after = _header(rewritten)
+    # the same row count and sizes: only the data fingerprint tells the two sets apart
+    assert after["dataset_info"]["splits"] == before["dataset_info"]["splits"]
+    assert _rows(rewritten, cache) == _own("hotpotqa", range(3, 6))
+    assert after["configs"][0]["description"] != before["configs"][0]["description"]
+    assert _rows(other, cache) == _own("2wikimultihopqa", range(0, 2))  # its own entry, still valid
+
+    fingerprint = data_fingerprint(rewritten)
+    assert len(fingerprint) == 64 and fingerprint != data_fingerprint(other)
+    assert f"data fingerprint {data_fingerprint(rewritten, 'seed_0')} " in after["configs"][0]["description"]
+    assert f"Data fingerprint: `{fingerprint}`" in (rewritten / "README.md").read_text()
+    same = _publish_set(tmp_path / "c", monkeypatch, "hotpotqa", range(3, 6))  # same inputs, same bytes
+    published = sorted(p.relative_to(same) for p in same.rglob("*") if p.is_file())
+    assert published == sorted(p.relative_to(rewritten) for p in rewritten.rglob("*") if p.is_file())
+    assert all((same / p).read_bytes() == (rewritten / p).read_bytes() for p in published)
+    assert str(tmp_path) not in (same / "README.md").read_text()
+
+
+def test_force_redownload_rebuilds_a_published_set_from_its_own_files(tmp_path, monkeypatch):
+    # the split sizes a rebuild is checked against were the cached entry's (another set's): it raised
+    # NonMatchingSplitsSizesError; now they are the folder's own (its card's dataset_info)
+    cache = tmp_path / "hf-cache"
+    first = _publish_set(tmp_path / "a", monkeypatch, "hotpotqa", range(0, 12))
+    assert _rows(first, cache) == _own("hotpotqa", range(0, 12))
+    other = _publish_set(tmp_path / "b", monkeypatch, "2wikimultihopqa", range(0, 2))
+    assert _rows(other, cache, download_mode="force_redownload") == _own("2wikimultihopqa", range(0, 2))
+    assert _header(other)["dataset_info"]["splits"][0]["num_examples"] == 2
+    assert _rows(first, cache, download_mode="force_redownload") == _own("hotpotqa", range(0, 12))
