@@ -144,10 +144,8 @@ def test_the_allowed_tuples_are_the_literals():
         ("index.recall_at=[-2, 5]", "index.recall_at.0: Input should be greater than or equal to 1"),
         ("index.recall_at=[0]", "index.recall_at.0: Input should be greater than or equal to 1"),
         ("index.recall_at=[]", "index.recall_at: List should have at least 1 item"),
-        (
-            "splits={train: 0, heldout: 0, test: 0}",
-            "splits: splits.train, splits.heldout and splits.test are all 0",
-        ),
+        ("splits.heldout=1", "splits.heldout: Input should be less than 1"),
+        ("splits.official={a.json: test}", "splits.official.a.json: Input should be 'train' or 'dev'"),
         ("splits.heldout=-0.1", "splits.heldout: Input should be greater than or equal to 0"),
         ("bootstrap.seeds=[0, -1]", "bootstrap.seeds.1: Input should be greater than or equal to 0"),
         ("trajectories.seed=-3", "trajectories.seed: Input should be greater than or equal to 0"),

@@ -17,6 +17,8 @@ def _frames(question_ids: list[str]) -> dict[str, pd.DataFrame]:
             "dataset": ["hotpotqa"] * n,
             "dataset_known": [True] * n,
             "split": ["train"] * n,
+            "official_split": ["train"] * n,
+            "split_follows_official": [True] * n,
             "route": ["chain"] * n,
             "hops": [2] * n,
             "n_answers": [1] * n,
@@ -26,7 +28,7 @@ def _frames(question_ids: list[str]) -> dict[str, pd.DataFrame]:
             "supporting_resolved": [True] * n,
             "sent_idx_in_range": [True] * n,
             "passages_known": [True] * n,
-            "train_text_of_eval_question": [False] * n,
+            "train_text_of_heldout_question": [False] * n,
         }
     )
     passages = pd.DataFrame(
@@ -45,7 +47,7 @@ def test_background_gate_passes_and_writes_data_docs(tmp_path):
     with BackgroundGate() as gate:
         gate.submit("ingest", EXPECTATIONS, _frames(["a", "b"]), docs_dir=tmp_path)
         result = gate.result()
-    assert result.success and result.evaluated == 18
+    assert result.success and result.evaluated == 20
     assert (tmp_path / "ingest" / "index.html").exists()
 
 
@@ -54,7 +56,7 @@ def test_background_gate_failure_names_the_column():
         BackgroundGate() as gate,
         pytest.raises(
             GateFailed,
-            match=r"1 of 18 expectations failed:\n  - questions\.question_id: "
+            match=r"1 of 20 expectations failed:\n  - questions\.question_id: "
             r"expect_column_values_to_be_unique failed \(2 unexpected",
         ),
     ):
@@ -95,6 +97,7 @@ def test_ingest_frames_flag_broken_cross_references():
             "question_id": qid,
             "dataset": "hotpotqa",
             "split": "train",
+            "official_split": "train",
             "route": "chain",
             "question": "q?",
             "question_norm": "q",
@@ -152,23 +155,44 @@ def test_ingest_gate_catches_a_dataset_the_registry_lacks():
         gate.result()
 
 
-def test_ingest_gate_catches_a_train_question_with_an_evaluation_questions_text():
-    from validators.leakage import train_text_of_eval_question
+def test_ingest_gate_catches_a_train_question_with_a_held_out_questions_text():
+    from validators.leakage import train_text_of_heldout_question
 
     questions = [
         {"question_id": "a", "split": "train", "question_norm": "who wrote it"},
         {"question_id": "b", "split": "heldout", "question_norm": "who wrote it"},
         {"question_id": "c", "split": "train", "question_norm": "where is it"},
-        {"question_id": "d", "split": "test", "question_norm": "when was it"},
+        {"question_id": "d", "split": "test", "question_norm": "where is it"},  # decontamination's to remove
     ]
-    assert train_text_of_eval_question(questions) == [True, False, False, False]
+    assert train_text_of_heldout_question(questions) == [True, False, False, False]
     frames = _frames(["a", "b", "c"])
-    frames["questions"]["train_text_of_eval_question"] = [True, False, False]
+    frames["questions"]["train_text_of_heldout_question"] = [True, False, False]
     with (
         BackgroundGate() as gate,
         pytest.raises(
-            GateFailed, match=r"questions\.train_text_of_eval_question: expect_column_values_to_be_in_set"
+            GateFailed, match=r"questions\.train_text_of_heldout_question: expect_column_values_to_be_in_set"
         ),
+    ):
+        gate.submit("ingest", EXPECTATIONS, frames, docs_dir=None)
+        gate.result()
+
+
+def test_ingest_gate_catches_an_official_dev_question_outside_the_test_split():
+    from validators.leakage import split_follows_official
+
+    questions = [
+        {"split": "train", "official_split": "train"},
+        {"split": "heldout", "official_split": "train"},
+        {"split": "test", "official_split": "dev"},
+        {"split": "train", "official_split": "dev"},
+        {"split": "test", "official_split": "train"},
+    ]
+    assert split_follows_official(questions) == [True, True, True, False, False]
+    frames = _frames(["a", "b"])
+    frames["questions"]["split_follows_official"] = [True, False]
+    with (
+        BackgroundGate() as gate,
+        pytest.raises(GateFailed, match=r"questions\.split_follows_official: expect_column_values_to_be_in_set"),
     ):
         gate.submit("ingest", EXPECTATIONS, frames, docs_dir=None)
         gate.result()

@@ -141,7 +141,7 @@ class Ingest:
                 if len(rows) == ROW_GROUP_SIZE:
                     yield chunk()
                     pool, rows, quarantine = PassagePool(), [], []
-            tally.sources[source]["read"] = tally.read[dataset] - before
+            tally.read_whole(source, tally.read[dataset] - before)
             if tally.read[dataset] == before:
                 tally.empty_file(dataset, source)
         if rows or quarantine:
@@ -236,13 +236,12 @@ class _Tally:
         self.sources: dict[str, dict] = {}  # source -> its dataset, official split and counts
 
     def source(self, dataset: str, source: str, official_split: str) -> None:
-        self.sources[source] = {
-            "dataset": dataset,
-            "official_split": official_split,
-            "read": 0,
-            "ingested": 0,
-            "sha256": None if source.startswith("hf:") else file_sha256(source),
-        }
+        self.sources[source] = {"dataset": dataset, "official_split": official_split, "read": 0, "ingested": 0}
+
+    def read_whole(self, source: str, read: int) -> None:
+        """A source read to its end: its record count and (a file) the sha256 of its bytes."""
+        self.sources[source]["read"] = read
+        self.sources[source]["sha256"] = None if source.startswith("hf:") else file_sha256(source)
 
     def empty_file(self, dataset: str, source: str) -> None:
         why = self.empty_files[dataset][source] = empty_reason(source)

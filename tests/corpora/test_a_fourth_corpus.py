@@ -18,6 +18,7 @@ from factory.utils.io import write_json
 from schemas import read_rows
 from tests.corpora import toy_corpus
 from tests.stages.test_s10_train import example, write_set
+from tests.variants.publishable import make_publishable
 
 LAKES = ["Arno", "Bessel", "Corra", "Dunmere", "Elsk", "Fallow", "Garrow", "Hollin", "Ister", "Jarn"]
 RIVERS = ["Vell", "Wend", "Yarl", "Zorn", "Quill", "Rusk", "Skerry", "Tolt", "Umber", "Oxley"]
@@ -52,7 +53,8 @@ def toy_project(tmp_path, monkeypatch):
     source = tmp_path / "toy" / "trails.jsonl"
     source.parent.mkdir()
     source.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return ["--set", f"corpora={{{toy_corpus.DATASET}: [{source}]}}"]
+    corpus = f"corpora={{{toy_corpus.DATASET}: [{source}]}}"
+    return ["--set", corpus, "--set", f"splits.official={{{source}: train}}"]  # its name tells no split
 
 
 def test_a_registered_fourth_corpus_is_ingested_indexed_and_published(toy_project):
@@ -70,8 +72,10 @@ def test_a_registered_fourth_corpus_is_ingested_indexed_and_published(toy_projec
     assert (metrics["read"], metrics["ingested"], metrics["quarantined"]) == (12, 10, 2)
     assert metrics["by_type"]["fork"]["read"] == 6  # the corpus's own question type (its `kind` field)
     gate = json.loads((paths.METRICS / "ingest.json").read_text())["expectations_passed"]
-    assert gate >= 18  # the ingest gate ran, dataset_known included
+    assert gate >= 20  # the ingest gate ran, dataset_known and the official splits included
 
+    assert main(["decontaminate", *corpus_set]) == 0  # no evaluation set: every question clean
+    assert json.loads((paths.METRICS / "decontamination.json").read_text())["total"]["contaminated"] == 0
     assert main(["index", *corpus_set]) == 0
     assert (paths.INDEX_DIR / "bm25" / "toytrails").is_dir()
     recall = json.loads((paths.METRICS / "retrieval.json").read_text())["recall"]["question"]
@@ -88,7 +92,7 @@ def test_a_registered_fourth_corpus_is_ingested_indexed_and_published(toy_projec
     variant = "backtrace"
     rows = [
         {**example(variant, 0, i, "base"), "question_id": q["question_id"], "dataset": q["dataset"]}
-        for i, q in enumerate(questions[:3])
+        for i, q in enumerate([q for q in questions if q["split"] == "train"][:3])
     ]
     write_set(variant, 0, rows)
     write_json(paths.supervision_dir(variant, 0, 0) / "stats.json", {"status": "built"})
@@ -117,6 +121,7 @@ def _published_set(dataset: str) -> list[str]:
     write_set(variant, 0, [{**example(variant, 0, 1, "base"), "dataset": dataset}])
     write_json(paths.supervision_dir(variant, 0, 0) / "stats.json", {"status": "built"})
     write_json(paths.METRICS / "summary.json", {"variants": {variant: {"selected": {"0": {"round": 0}}}}})
+    make_publishable()
     return ["publish", "--set", f"bootstrap.variants=[{variant}]", "--set", "bootstrap.seeds=[0]"]
 
 

@@ -83,7 +83,7 @@ def test_the_stage_publishes_the_good_records_of_a_file_with_records_the_gate_wo
     total = metrics["total"]
     assert (total["read"], total["ingested"], total["quarantined"], total["capped"]) == (20, 19, 1, 0)
     assert num_rows(tmp_path / "data/interim/questions.parquet") == 19
-    assert metrics["expectations_passed"] == 18
+    assert metrics["expectations_passed"] == 20
     [entry] = [json.loads(x) for x in (tmp_path / "data/interim/quarantine.jsonl").read_text().splitlines()]
     assert entry["where"] == "m.jsonl:6" and entry["field"] == "paragraphs[0].paragraph_text"
 

@@ -11,8 +11,14 @@ from schemas import QUESTION
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def params_for(files: dict, **ingest) -> Params:
-    return Params(corpora={k: [str(f) for f in v] for k, v in files.items()}, ingest=ingest)
+def params_for(files: dict, official: str = "dev", **ingest) -> Params:
+    """Params reading ``files`` (dataset -> paths); a file whose name tells no official split (the tests'
+    own ``h.json``) is stated as ``official``."""
+    from factory.corpora.official import split_of_name
+
+    corpora = {k: [str(f) for f in v] for k, v in files.items()}
+    stated = {f: official for fs in corpora.values() for f in fs if split_of_name(Path(f).name) is None}
+    return Params(corpora=corpora, ingest=ingest, splits={"official": stated})
 
 
 # ---------------------------------------------------------------- loaders on the shared corpora

@@ -127,9 +127,9 @@ def test_factory_ingest_reads_the_hub_layouts_offline_as_the_official_files(tmp_
     official = tmp_path / "official"
     official.mkdir()
     files = {
-        "hotpotqa": official / "hotpot.json",
-        "2wikimultihopqa": official / "2wiki.json",
-        "musique": official / "musique.jsonl",
+        "hotpotqa": official / "hotpot_dev.json",
+        "2wikimultihopqa": official / "2wiki_dev.json",
+        "musique": official / "musique_dev.jsonl",
     }
     files["hotpotqa"].write_text(json.dumps(records["hotpotqa"]))
     files["2wikimultihopqa"].write_text(json.dumps(records["2wikimultihopqa"]))

@@ -29,8 +29,11 @@ def test_question_sample_is_seeded_even_and_split_pure(ingested):
     qs = ingested.questions
     a = sample_questions(qs, 24, seed=7, split="train")
     assert a == sample_questions(list(reversed(qs)), 24, seed=7, split="train")  # file order does not matter
-    assert Counter(q["dataset"] for q in a) == {"hotpotqa": 8, "2wikimultihopqa": 8, "musique": 8}
+    # 2WikiMultihopQA's shared sample is its dev file alone: no train question, its quota goes to the others
+    assert Counter(q["dataset"] for q in a) == {"hotpotqa": 12, "musique": 12}
     assert all(q["split"] == "train" for q in a)
+    test = sample_questions(qs, 24, seed=7, split="test")
+    assert Counter(q["dataset"] for q in test) == {"hotpotqa": 8, "2wikimultihopqa": 8, "musique": 8}
     assert [q["question_id"] for q in a] != [
         q["question_id"] for q in sample_questions(qs, 24, seed=8, split="train")
     ]

@@ -63,7 +63,7 @@ def _trajectory_for(q: dict, variant: str, round_: int) -> tuple[dict, list[str]
 def corpus_sample(ingested):
     questions = []
     for d in DATASETS:
-        questions += [q for q in ingested.questions if q["dataset"] == d and q["split"] == "train"][:12]
+        questions += [q for q in ingested.questions if q["dataset"] == d][:12]
     pids = {p["pid"] for q in questions for p in q["passages"]}
     return questions, [p for p in ingested.passages if p["pid"] in pids]
 
@@ -150,7 +150,7 @@ def scripted_round(ingested):
 
     questions = []
     for d in DATASETS:
-        questions += [q for q in ingested.questions if q["dataset"] == d and q["split"] == "train"][:10]
+        questions += [q for q in ingested.questions if q["dataset"] == d][:10]
     passages = own_passages(questions)
     trajectories = scripted_trajectories(
         questions, passages, llm_passages=ingested.passages, run_id="backtrace/seed_0/round_0"

@@ -15,6 +15,7 @@ from factory.cli import main
 from factory.utils import paths
 from factory.utils.io import write_json
 from tests.stages.test_s10_train import example, write_set
+from tests.variants.publishable import make_publishable
 
 V = "backtrace"
 TOKEN = "hf_standin_secret_0123456789"
@@ -59,6 +60,7 @@ def project(tmp_path, monkeypatch):
         paths.METRICS / "summary.json",
         {"variants": {V: {"selected": {"0": {"round": 1}, "1": {"round": -1}}, "fa_ratio_by_round": [0.4]}}},
     )
+    make_publishable()
     return tmp_path
 
 
@@ -101,6 +103,7 @@ def test_push_hands_folder_repo_and_token_to_the_hub_client(project, monkeypatch
         "README.md",
         "data/seed_0/train-00000-of-00001.parquet",
         "data/seed_1/train-00000-of-00001.parquet",
+        "fingerprint.json",
     ]
     written = [p for p in Path(project).rglob("*") if p.is_file()]
     assert written and not any(TOKEN.encode() in p.read_bytes() for p in written)  # never written

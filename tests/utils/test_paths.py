@@ -17,6 +17,8 @@ ARTIFACT_FILES = [
     paths.QUESTIONS,
     paths.PASSAGES,
     paths.QUARANTINE,
+    paths.CONTAMINATION,
+    paths.EVAL_QUESTIONS,
     paths.ROUTES_PREDICTED,
     paths.trajectories(V, R, S),
     paths.labels(V, R, S),

@@ -1,50 +1,127 @@
 import copy
 import json
 
+import pytest
+
 from factory.corpora.ingest import ingest_sources
+from factory.corpora.official import official_splits, split_of_name
+from factory.utils.errors import FactoryError
 from factory.utils.splits import assign_splits, split_of
 from tests.corpora.test_corpora import params_for
 
 
-def test_splits_are_deterministic_disjoint_and_duplicate_safe(ingested, corpora_params):
+def _with(params, **sections):
+    """``params`` with whole sections replaced, validated."""
+    return type(params).model_validate({**params.model_dump(), **sections})
+
+
+def test_official_dev_questions_are_test_and_only_official_train_is_trained_or_held_out(ingested):
+    by_official = {}
+    for q in ingested.questions:
+        by_official.setdefault(q["official_split"], set()).add(q["split"])
+    assert by_official == {"dev": {"test"}, "train": {"train", "heldout"}}
+    files = {q["source_file"]: q["official_split"] for q in ingested.questions}
+    assert files == {
+        "dev_sample.json": "dev",
+        "train_sample.json": "train",
+        "dev_sample.jsonl": "dev",
+        "train_sample.jsonl": "train",
+    }
+
+
+def test_the_held_out_part_of_official_train_is_seeded_and_its_size_is_the_setting(ingested, corpora_params):
     again = ingest_sources(corpora_params)
     assert [q["split"] for q in again.questions] == [q["split"] for q in ingested.questions]
-    by_text = {}
-    for q in ingested.questions:
-        by_text.setdefault(q["question_norm"], set()).add(q["split"])
-    assert all(len(s) == 1 for s in by_text.values())
-    counts = {s: sum(q["split"] == s for q in ingested.questions) for s in ("train", "heldout", "test")}
-    n = len(ingested.questions)
-    assert (
-        abs(counts["train"] / n - 0.8) < 0.05 and counts["heldout"] > 0.05 * n and counts["test"] > 0.05 * n
-    )
+    pool = [q for q in ingested.questions if q["official_split"] == "train"]
+    heldout = sum(q["split"] == "heldout" for q in pool) / len(pool)
+    assert abs(heldout - corpora_params.splits.heldout) < 0.05
+    other_seed = ingest_sources(_with(corpora_params, splits={"seed": 14}))
+    assert [q["split"] for q in other_seed.questions] != [q["split"] for q in ingested.questions]
 
 
-def test_split_of_a_question_does_not_depend_on_other_records(corpora):
-    one = ingest_sources(params_for({"hotpotqa": [corpora / "hotpotqa" / "dev_sample.json"]}))
-    both = ingest_sources(
-        params_for(
-            {
-                "hotpotqa": [
-                    corpora / "hotpotqa" / "train_sample.json",
-                    corpora / "hotpotqa" / "dev_sample.json",
-                ]
-            }
-        )
+def test_a_dataset_given_with_dev_files_only_gives_test_questions_only(ingested, caplog):
+    c = ingested.counts["datasets"]["2wikimultihopqa"]
+    assert c["test_only"] and c["by_split"] == {"train": 0, "heldout": 0, "test": c["ingested"]}
+    assert not ingested.counts["datasets"]["hotpotqa"]["test_only"]
+
+
+@pytest.mark.parametrize(
+    ("name", "split"),
+    [
+        ("hotpot_train_v1.1.json", "train"),
+        ("hotpot_dev_distractor_v1.json", "dev"),
+        ("hotpot_dev_fullwiki_v1.json", "dev"),
+        ("musique_ans_v1.0_train.jsonl", "train"),
+        ("musique_ans_v1.0_dev.jsonl", "dev"),
+        ("train.json", "train"),
+        ("dev.json", "dev"),
+        ("dev_sample.json", "dev"),
+        ("train_sample.jsonl.gz", "train"),
+        ("validation-00000-of-00001.parquet", "dev"),
+        ("test.json", "dev"),
+        ("HotpotQA_500_benchmark.json", None),
+        ("hotpot.json", None),
+        ("train_dev_merged.json", None),
+        ("trainer_notes.json", None),
+    ],
+)
+def test_a_file_name_tells_its_official_split_or_nothing(name, split):
+    assert split_of_name(name) == split
+
+
+def test_a_file_whose_split_cannot_be_told_is_refused_before_any_read_naming_it_and_how_to_state_it(tmp_path):
+    untold = tmp_path / "HotpotQA_500_benchmark.json"  # never created: nothing is read
+    params = _with(params_for({"hotpotqa": [untold]}), splits={})
+    with pytest.raises(FactoryError) as exc:
+        ingest_sources(params)
+    message = str(exc.value)
+    assert f"cannot tell the official split of {untold} (corpora.hotpotqa)" in message
+    assert f"--set 'splits.official={{{untold}: dev}}'" in message and "Nothing was read" in message
+
+
+def test_a_stated_split_wins_and_a_statement_naming_no_file_is_refused(tmp_path, corpora):
+    f = tmp_path / "benchmark.json"
+    f.write_text((corpora / "hotpotqa" / "train_sample.json").read_text())
+    params = params_for({"hotpotqa": [f]}, official="train")
+    assert official_splits(params) == {str(f): "train"}
+    assert {q["split"] for q in ingest_sources(params).questions} == {"train", "heldout"}
+    typo = _with(params, splits={"official": {str(tmp_path / "benchmrk.json"): "dev"}})
+    with pytest.raises(FactoryError, match="splits.official names .*benchmrk.json.*, which corpora.* does not"):
+        official_splits(typo)
+
+
+def test_a_hugging_face_split_is_told_by_its_name_or_stated():
+    from factory.config import Params
+
+    params = Params(
+        corpora={},
+        ingest={
+            "hf": [
+                {"dataset": "hotpotqa", "path": "hotpotqa/hotpot_qa", "split": "train"},
+                {"dataset": "hotpotqa", "path": "hotpotqa/hotpot_qa", "split": "validation"},
+                {"dataset": "musique", "path": "x/y", "split": "custom", "official_split": "dev"},
+            ]
+        },
     )
-    split = {q["question_id"]: q["split"] for q in both.questions}
-    assert all(split[q["question_id"]] == q["split"] for q in one.questions)
+    assert official_splits(params) == {
+        "hf:hotpotqa/hotpot_qa[train]": "train",
+        "hf:hotpotqa/hotpot_qa[validation]": "dev",
+        "hf:x/y[custom]": "dev",
+    }
+    untold = _with(params, ingest={"hf": [{"dataset": "musique", "path": "x/y", "split": "s"}]})
+    with pytest.raises(FactoryError, match=r"hf:x/y\[s\] \(ingest.hf\[0\]: state it with official_split"):
+        official_splits(untold)
 
 
 def test_equal_question_text_lands_in_one_split(tmp_path, corpora):
-    recs = json.loads((corpora / "hotpotqa" / "dev_sample.json").read_text())[:40]
+    recs = json.loads((corpora / "hotpotqa" / "train_sample.json").read_text())[:40]
     dupes = []
     for i, r in enumerate(recs):
         d = copy.deepcopy(r)
         d["_id"] = f"dup{i}"
         d["question"] = "  " + r["question"].upper() + " "  # same normalised text
         dupes.append(d)
-    f = tmp_path / "h.json"
+    f = tmp_path / "train.json"
     f.write_text(json.dumps(recs + dupes))
     res = ingest_sources(params_for({"hotpotqa": [f]}))
     split = {q["source_id"]: q["split"] for q in res.questions}
@@ -52,10 +129,9 @@ def test_equal_question_text_lands_in_one_split(tmp_path, corpora):
 
 
 def test_a_duplicate_with_a_smaller_id_moves_no_existing_question(tmp_path, corpora):
-    """The old rule took the split of the smallest (dataset, source id) of a text group: a newcomer
-    sorting first moved the question already there. Keyed by the text, nothing moves."""
-    recs = json.loads((corpora / "hotpotqa" / "dev_sample.json").read_text())[:60]
-    alone = tmp_path / "alone.json"
+    """Keyed by the text, the held-out part never moves when records are added."""
+    recs = json.loads((corpora / "hotpotqa" / "train_sample.json").read_text())[:60]
+    alone = tmp_path / "alone_train.json"
     alone.write_text(json.dumps(recs))
     before = {q["source_id"]: q["split"] for q in ingest_sources(params_for({"hotpotqa": [alone]})).questions}
     dupes = []
@@ -63,25 +139,23 @@ def test_a_duplicate_with_a_smaller_id_moves_no_existing_question(tmp_path, corp
         d = copy.deepcopy(r)
         d["_id"] = f"0000{i:03d}"  # sorts before every real id
         dupes.append(d)
-    grown = tmp_path / "grown.json"
+    grown = tmp_path / "grown_train.json"
     grown.write_text(json.dumps(dupes + recs))
     after = {q["source_id"]: q["split"] for q in ingest_sources(params_for({"hotpotqa": [grown]})).questions}
     assert all(after[sid] == split for sid, split in before.items())
     assert all(after[f"0000{i:03d}"] == before[r["_id"]] for i, r in enumerate(recs))
-    assert len(set(before.values())) == 3  # the sample spans all three splits
+    assert set(before.values()) == {"train", "heldout"}
 
 
 def test_equal_texts_share_a_split_across_datasets():
     questions = [
-        {"dataset": "hotpotqa", "source_id": "z9", "question_norm": "who directed the film"},
-        {"dataset": "musique", "source_id": "a1", "question_norm": "who directed the film"},
-        *(
-            {"dataset": "2wikimultihopqa", "source_id": f"x{i}", "question_norm": f"question {i}"}
-            for i in range(50)
-        ),
+        {"official_split": "train", "question_norm": "who directed the film"},
+        {"official_split": "train", "question_norm": "who directed the film"},
+        *({"official_split": "train", "question_norm": f"question {i}"} for i in range(50)),
+        {"official_split": "dev", "question_norm": "who directed the film"},
     ]
-    assign_splits(questions, seed=13, train=0.8, heldout=0.1, test=0.1)
-    assert questions[0]["split"] == questions[1]["split"] == split_of(13, "who directed the film", 0.8, 0.1)
-    # the split is the text's (and the seed's), whatever else is ingested
-    assert [q["split"] for q in questions[2:]] == [split_of(13, f"question {i}", 0.8, 0.1) for i in range(50)]
-    assert {split_of(s, "who directed the film", 0.8, 0.1) for s in range(40)} == {"train", "heldout", "test"}
+    assign_splits(questions, seed=13, heldout=0.1)
+    assert questions[0]["split"] == questions[1]["split"] == split_of(13, "who directed the film", "train", 0.1)
+    assert [q["split"] for q in questions[2:-1]] == [split_of(13, f"question {i}", "train", 0.1) for i in range(50)]
+    assert {split_of(s, "who directed the film", "train", 0.1) for s in range(60)} == {"train", "heldout"}
+    assert questions[-1]["split"] == "test"  # the same text in official dev: decontamination removes the pair

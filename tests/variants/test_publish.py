@@ -19,6 +19,7 @@ from factory.variants.publish import data_fingerprint
 from schemas import write_parquet
 from tests.stages.test_s08_variants import _cli, _traj, _write_round, question_pool  # noqa: F401
 from tests.stages.test_s10_train import example, write_set
+from tests.variants.publishable import make_publishable
 
 ROLES = {"system", "user", "assistant"}
 
@@ -63,6 +64,7 @@ def published(tmp_path, monkeypatch, question_pool):  # noqa: F811
     _write_round("backtrace", 0, [_traj(q, "backtrace", 0) for q in question_pool["train"][:4]])
     assert _cli("backtrace", 0) == 0
     write_json(paths.METRICS / "summary.json", {"variants": {"backtrace": {"selected": {"0": {"round": 0}}}}})
+    make_publishable(questions=False)
     assert main(["publish", "--set", "bootstrap.variants=[backtrace]", "--set", "bootstrap.seeds=[0]"]) == 0
     return tmp_path
 
@@ -160,6 +162,7 @@ def _publish_set(project: Path, monkeypatch, dataset: str, ids: range) -> Path:
     write_set("backtrace", 0, rows)
     write_json(paths.supervision_dir("backtrace", 0) / "stats.json", {"status": "built"})
     write_json(paths.METRICS / "summary.json", {"variants": {"backtrace": {"selected": {"0": {"round": 0}}}}})
+    make_publishable()
     assert main(["publish", "--set", "bootstrap.variants=[backtrace]", "--set", "bootstrap.seeds=[0]"]) == 0
     return project / paths.PUBLISHED / "backtrace"
 
