@@ -31,6 +31,9 @@ from factory.utils.text import content_tokens, normalize_answer
 
 _HOP_REF = re.compile(r"#(\d+)")
 _SUPPORT_WORDS = 12  # fallback object: the first words of a supporting sentence
+# ... without the characters the triplet format reserves: the cut may fall inside a bracket, and a ';'
+# would split the triplet ("King Roger (Polish: "Król Roger" , Op." has an opening bracket that never closes)
+_RESERVED = re.compile(r"[()\[\]{}<>;]")
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,8 @@ def _supporting_hops(q: Mapping, supporting: list, support: dict[str, list[str]]
         elif others:
             hops.append(Hop(title, "mentions", others[0], (title,)))
         elif text:
-            hops.append(Hop(title, "described as", " ".join(text.split()[:_SUPPORT_WORDS]), (title,)))
+            words = " ".join(_RESERVED.sub(" ", text).split()[:_SUPPORT_WORDS])
+            hops.append(Hop(title, "described as", words, (title,)))
     return hops
 
 

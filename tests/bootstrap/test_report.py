@@ -243,3 +243,38 @@ def test_the_headline_holds_each_variants_selected_round_and_its_em_and_the_labe
     calibration = {"all": {"sq": {"f1": 0.83}, "authors_rule": {"f1": 0.46}}}
     labels = headline(summary, relevance, calibration)["labels"]
     assert (labels["real_graphs_sq_f1"], labels["real_graphs_authors_rule_f1"]) == (0.83, 0.46)
+
+
+def test_the_report_states_the_test_protocol_and_sets_published_figures_apart(project):
+    from factory.bootstrap.protocol import PUBLISHED, test_protocol
+
+    s = summary()
+    for variant in VARIANTS:  # each chain's test breakdown by dataset, as select writes it
+        for sel in s["variants"][variant]["selected"].values():
+            sel["test"]["by_dataset"] = {
+                "hotpotqa": {"trajectories": 6, "em": 0.5},
+                "musique": {"trajectories": 4, "em": 0.25},
+            }
+    ingest = {
+        "sources": {
+            "/d/hotpot_dev_distractor_v1.json": {"dataset": "hotpotqa", "official_split": "dev"},
+            "/d/hotpot_train_v1.1.json": {"dataset": "hotpotqa", "official_split": "train"},
+            "/d/musique_ans_v1.0_dev.jsonl": {"dataset": "musique", "official_split": "dev"},
+        },
+        "datasets": {
+            "hotpotqa": {"by_split": {"test": 7405}, "test_only": False},
+            "musique": {"by_split": {"test": 2417}, "test_only": True},
+        },
+    }
+    s["test_protocol"] = test_protocol(s, ingest, n_questions=10, seed=11)
+    md = render_markdown(s, None, SEEDS)
+    assert "Test EM is on 10 seeded random questions of the official dev sets" in md
+    assert "- hotpotqa: 6 of its 7405 official dev questions (hotpot_dev_distractor_v1.json)" in md
+    assert "- musique was given with dev files only: it gives test questions only" in md
+    assert "| variant | hotpotqa test EM | musique test EM |" in md and "| backtrace | 0.500 | 0.250 |" in md
+    # published figures: other systems, other models and settings, in a table of their own
+    assert "**other systems, other models and other settings**" in md
+    search_r1 = next(f for f in PUBLISHED if f.system == "Search-R1")
+    assert f"| Search-R1 | {search_r1.model} |" in md and "| 0.433 | 0.196 |" in md
+    own_rows = md.split("## Test protocol")[0]
+    assert "Search-R1" not in own_rows  # never mixed into the factory's own table

@@ -40,7 +40,9 @@ def make_publishable(
                     "sha256": "0" * 64,
                 }
             },
-            "datasets": {d: {"test_only": False, "by_split": {"train": 1, "heldout": 0, "test": 0}} for d in datasets},
+            "datasets": {
+                d: {"test_only": False, "by_split": {"train": 1, "heldout": 0, "test": 0}} for d in datasets
+            },
         },
     )
     write_json(
