@@ -192,7 +192,9 @@ def test_ingest_gate_catches_an_official_dev_question_outside_the_test_split():
     frames["questions"]["split_follows_official"] = [True, False]
     with (
         BackgroundGate() as gate,
-        pytest.raises(GateFailed, match=r"questions\.split_follows_official: expect_column_values_to_be_in_set"),
+        pytest.raises(
+            GateFailed, match=r"questions\.split_follows_official: expect_column_values_to_be_in_set"
+        ),
     ):
         gate.submit("ingest", EXPECTATIONS, frames, docs_dir=None)
         gate.result()

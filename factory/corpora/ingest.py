@@ -52,7 +52,6 @@ def _sources(params: Params) -> Iterable[tuple[Corpus, str, Iterable[tuple[str, 
         yield c, hf_label(src.path, src.split), read_hf(src.path, src.name, src.split, c)
 
 
-
 @dataclass
 class Chunk:
     """What ingest yields for every ``ROW_GROUP_SIZE`` questions kept (the last chunk may be smaller):
@@ -236,7 +235,12 @@ class _Tally:
         self.sources: dict[str, dict] = {}  # source -> its dataset, official split and counts
 
     def source(self, dataset: str, source: str, official_split: str) -> None:
-        self.sources[source] = {"dataset": dataset, "official_split": official_split, "read": 0, "ingested": 0}
+        self.sources[source] = {
+            "dataset": dataset,
+            "official_split": official_split,
+            "read": 0,
+            "ingested": 0,
+        }
 
     def read_whole(self, source: str, read: int) -> None:
         """A source read to its end: its record count and (a file) the sha256 of its bytes."""

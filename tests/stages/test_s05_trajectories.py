@@ -96,7 +96,14 @@ def test_a_question_decontamination_flagged_is_never_drawn(project, monkeypatch)
     train = [q["question_id"] for q in project if q["split"] == "train"]
     flagged = {"question_id": train[0], "rule": "near_duplicate", "eval_set": "hotpotqa/dev_sample.json"}
     paths.CONTAMINATION.write_text(json.dumps(flagged) + "\n")
-    argv = ["trajectories", "--variant", "backtrace", "--round", "0", *sets(trajectories__n_questions=len(train))]
+    argv = [
+        "trajectories",
+        "--variant",
+        "backtrace",
+        "--round",
+        "0",
+        *sets(trajectories__n_questions=len(train)),
+    ]
     assert main(argv) == 0
     drawn = {r["question_id"] for r in read_rows(paths.trajectories("backtrace", 0))}
     assert drawn == set(train) - {train[0]}  # every other training question, the flagged one never

@@ -86,7 +86,9 @@ def test_a_stated_split_wins_and_a_statement_naming_no_file_is_refused(tmp_path,
     assert official_splits(params) == {str(f): "train"}
     assert {q["split"] for q in ingest_sources(params).questions} == {"train", "heldout"}
     typo = _with(params, splits={"official": {str(tmp_path / "benchmrk.json"): "dev"}})
-    with pytest.raises(FactoryError, match="splits.official names .*benchmrk.json.*, which corpora.* does not"):
+    with pytest.raises(
+        FactoryError, match="splits.official names .*benchmrk.json.*, which corpora.* does not"
+    ):
         official_splits(typo)
 
 
@@ -155,7 +157,11 @@ def test_equal_texts_share_a_split_across_datasets():
         {"official_split": "dev", "question_norm": "who directed the film"},
     ]
     assign_splits(questions, seed=13, heldout=0.1)
-    assert questions[0]["split"] == questions[1]["split"] == split_of(13, "who directed the film", "train", 0.1)
-    assert [q["split"] for q in questions[2:-1]] == [split_of(13, f"question {i}", "train", 0.1) for i in range(50)]
+    assert (
+        questions[0]["split"] == questions[1]["split"] == split_of(13, "who directed the film", "train", 0.1)
+    )
+    assert [q["split"] for q in questions[2:-1]] == [
+        split_of(13, f"question {i}", "train", 0.1) for i in range(50)
+    ]
     assert {split_of(s, "who directed the film", "train", 0.1) for s in range(60)} == {"train", "heldout"}
     assert questions[-1]["split"] == "test"  # the same text in official dev: decontamination removes the pair
