@@ -15,6 +15,7 @@ import re
 from pathlib import Path
 
 from factory.config import Params
+from factory.corpora.files import check_file
 from factory.utils.errors import FactoryError
 
 TRAIN_WORDS = frozenset({"train", "training"})
@@ -52,6 +53,7 @@ def official_splits(params: Params) -> dict[str, str]:
         )
     found, untold = {}, []
     for f, dataset in files.items():
+        check_file(Path(f))  # a missing file or a folder is named as such first
         key = next((k for k in stated if _configured(k, {f: dataset}) == f), None)
         found[f] = stated[key] if key is not None else split_of_name(Path(f).name)
         if found[f] is None:
