@@ -130,6 +130,87 @@ class SplitParams(Section):
     )
 
 
+class DecontaminationParams(Section):
+    eval_sets: dict[Dataset, list[str]] = Field(
+        default_factory=dict,
+        description="Extra evaluation files per dataset, in that dataset's official format, that the "
+        "training pool is decontaminated against beside the run's own dev files (e.g. the full official dev "
+        "sets the field reports on).",
+    )
+    rules: list[Literal["exact", "near_duplicate", "same_chain"]] = Field(
+        ["exact", "near_duplicate", "same_chain"],
+        description="Rules that flag a pool question: 'exact' (equal normalised text), 'near_duplicate' "
+        "(surface edits and light rewording, near_duplicate_threshold), 'same_chain' (the same normalised "
+        "answer over the same set of supporting titles). factory/decontamination/__init__.py describes them.",
+    )
+    near_duplicate_threshold: float = Field(
+        0.9,
+        ge=0,
+        le=1,
+        description="Least near-duplicate score (IDF-weighted word Dice with typos paired, "
+        "factory/decontamination/similarity.py) of two questions over different supporting titles. Chosen on "
+        "data: the lowest whose false positives on templated questions about other entities stay within 1% "
+        "(bench/decontamination_rules.py).",
+    )
+    near_duplicate_same_titles: float = Field(
+        0.85,
+        ge=0,
+        le=1,
+        description="The same, for two questions over the same set of supporting titles (the same entities, "
+        "so only the wording can differ). Chosen on data: the lowest whose false positives on other "
+        "comparisons of the same two entities stay within 1% (bench/decontamination_rules.py).",
+    )
+    typo_ratio: float = Field(
+        75.0,
+        ge=0,
+        le=100,
+        description="Least rapidfuzz ratio for two unequal words (4+ letters) to pair as a typo in the "
+        "near-duplicate score. Chosen on data: bench/decontamination_rules.py.",
+    )
+    same_chain_guard: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="same_chain with a yes/no answer, or an answer among the question's own words (a "
+        "comparison's option): least Dice of the two questions' words outside the titles and the answer. 0 "
+        "turns the guard off. Chosen on data: bench/decontamination_rules.py (yes/no and option questions "
+        "over the same titles asking different things).",
+    )
+    candidate_min: float = Field(
+        0.4,
+        ge=0,
+        le=1,
+        description="Index: an evaluation question is scored as a near duplicate only when its weighted "
+        "Dice over the indexed words alone reaches this (a bound the typo pairing can only raise). Chosen on "
+        "data: bench/decontamination.py (recall of built cases at full size against time).",
+    )
+    max_df: float = Field(
+        0.005,
+        gt=0,
+        le=1,
+        description="Index: words in more than this fraction of the evaluation questions (and more than "
+        "min_df_cap) are not indexed, so that template words do not make every question a candidate; they "
+        "still count in the score. Chosen on data: bench/decontamination.py.",
+    )
+    min_df_cap: int = Field(
+        20,
+        ge=1,
+        description="Index: a word in at most this many evaluation questions is always indexed (small "
+        "evaluation sets).",
+    )
+    max_candidates: int = Field(
+        50,
+        ge=1,
+        description="Index: most evaluation questions scored per pool question (those with the highest "
+        "indexed Dice; ties by eval_set, eval_id).",
+    )
+    batch_size: int = Field(
+        10_000,
+        ge=1,
+        description="Pool questions matched per call; memory follows one batch, results do not depend on it.",
+    )
+
+
 class IndexParams(Section):
     retriever: Literal["bm25", "dense", "hybrid"] = Field("bm25", description="Retriever used by the agent.")
     scope: Literal["pooled", "question"] = Field(
@@ -739,6 +820,9 @@ class Params(Section):
     ingest: IngestParams = section(IngestParams, "Reading the corpora.")
     splits: SplitParams = section(
         SplitParams, "Train / held-out / test from the official splits (docs/design.md#5)."
+    )
+    decontamination: DecontaminationParams = section(
+        DecontaminationParams, "Flagging training questions that an evaluation set holds (three rules)."
     )
     index: IndexParams = section(IndexParams, "Passage index.")
     retrieval: RetrievalParams = section(RetrievalParams, "Retrieval inside the agent.")

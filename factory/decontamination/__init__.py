@@ -1,0 +1,38 @@
+"""Decontamination of a training pool against evaluation sets, made for multi-hop QA.
+
+A pool question is contaminated by an evaluation question when one of three rules (``params.rules``,
+``DecontaminationParams`` in factory/config.py) holds:
+
+1. ``exact``: equal normalised question text (``factory.utils.text.normalize_question``). Score 1.0.
+2. ``near_duplicate``: surface edits (typos, punctuation, a dropped, added or changed word) or light
+   rewording (question words swapped, clauses reordered, template words changed): the IDF-weighted word
+   Dice with typos paired (``similarity.soft_dice``) reaches ``near_duplicate_threshold``. Template words
+   weigh little, entity words a lot, so a 2WikiMultihopQA template about other entities is not a match.
+3. ``same_chain``: the same reasoning chain asked in other words: the same normalised answer over the same
+   set of supporting titles (``chain``), with a guard for yes/no and option answers, which many different
+   questions over the same titles share.
+
+``EvalIndex(eval_rows, params)`` indexes the evaluation side once; ``.match(pool_rows)`` gives each pool row
+its strongest ``Match`` (exact > near_duplicate > same_chain, then the higher score, then (eval_set,
+eval_id)) or None; ``.matches`` gives all of them. The caller streams the pool in batches. Rows are plain
+dicts (``rows``): ``eval_row``/``pool_row`` make them from Question rows, ``read_eval_file`` from an
+evaluation file in its dataset's official format. bench/decontamination_rules.py measures the rules
+(recall per kind of built contamination, false positives among real questions) and chose the thresholds;
+bench/decontamination.py measures the index at full size.
+"""
+
+from factory.decontamination.index import RULES, EvalIndex, Match, best_first
+from factory.decontamination.rows import EvalFile, eval_row, eval_set_label, pool_row, read_eval_file, titles_of
+
+__all__ = [
+    "RULES",
+    "EvalFile",
+    "EvalIndex",
+    "Match",
+    "best_first",
+    "eval_row",
+    "eval_set_label",
+    "pool_row",
+    "read_eval_file",
+    "titles_of",
+]
