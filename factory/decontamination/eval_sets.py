@@ -22,6 +22,7 @@ from factory.corpora.corpus import field_of
 from factory.corpora.files import Unreadable, check_file, read_json_records
 from factory.corpora.official import official_splits
 from factory.corpora.pool import PassagePool
+from factory.decontamination.rows import titles_of
 from factory.utils.errors import BadRecord, FactoryError
 from factory.utils.text import normalize_question
 
@@ -90,7 +91,7 @@ def file_rows(eval_set: EvalSet) -> Iterator[dict]:
             if isinstance(record, Unreadable):
                 raise BadRecord(c.name, record.record_id, record.field, record.reason, where)
             row = c.build(record, where, name, pool)
-            titles = [s["title"] for s in row["supporting"]]
+            titles = titles_of(row)
         except BadRecord as bad:
             row, titles = _text_of(record, c.id_field, bad.record_id), []
             if row is None:

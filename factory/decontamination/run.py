@@ -106,9 +106,8 @@ def _metrics(params: Params, sets: list[EvalSet], tally: _Tally) -> dict:
             "clean": tally.checked[dataset] - contaminated,
             "contaminated": contaminated,
             "by_rule": {rule: tally.by_rule[dataset][rule] for rule in rules},
-            "by_eval_set": {
-                label: {rule: counts[rule] for rule in rules}
-                for label, counts in sorted(tally.by_set[dataset].items())
+            "by_eval_set": {  # every evaluation set, a zero count included: what it was checked against
+                s.label: {rule: tally.by_set[dataset][s.label][rule] for rule in rules} for s in sets
             },
         }
     keys = ("checked", "clean", "contaminated")
