@@ -107,7 +107,10 @@ class IngestParams(Section):
         description="Extra sources read with Hugging Face datasets (local folder or hub id).",
     )
     max_per_dataset: int | None = Field(
-        None, ge=1, description="Keep at most this many questions per dataset (None: all)."
+        None,
+        ge=1,
+        description="Keep at most this many questions per dataset and official split, the first read "
+        "(None: all).",
     )
 
 

@@ -141,6 +141,7 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
             paths.GX_DOCS / "ingest",
             m / "ingest.json",
         },
+        "decontaminate": {paths.CONTAMINATION, paths.EVAL_QUESTIONS, m / "decontamination.json"},
         "index": {paths.INDEX_DIR, m / "retrieval.json"},
         "classify_routes": {paths.ROUTES_PREDICTED, m / "routes.json"},
         "evaluate_base": {paths.base_eval_data("heldout"), paths.base_eval_metrics("heldout")},
@@ -190,3 +191,8 @@ def test_the_checks_see_every_stage_command():
     commands = {stage["cmd"].split()[1] for _, stage in _stages()}
     assert commands == set(stage_names())  # every stage module is a DVC stage, so every one is checked
     assert all(stage["cmd"].startswith("factory ") for _, stage in _stages())
+
+
+def test_publish_names_every_params_section():
+    """The settings fingerprint on every card hashes every param: publish re-runs when any changes."""
+    assert set(DVC["publish"]["params"]) == set(Params.model_fields)

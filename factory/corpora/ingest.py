@@ -127,12 +127,13 @@ class Ingest:
                     quarantine.append(entry)
                     tally.bad(entry)
                     continue
-                if cap is not None and tally.kept_by_dataset[dataset] >= cap:
+                if cap is not None and tally.kept_by_official[dataset, official[source]] >= cap:
                     tally.capped[dataset] += 1
                     continue
                 seen_ids.add(row["question_id"])
                 row["official_split"] = official[source]
                 tally.kept_by_dataset[dataset] += 1
+                tally.kept_by_official[dataset, official[source]] += 1
                 tally.sources[source]["ingested"] += 1
                 rows.append(row)
                 if progress:
@@ -223,6 +224,7 @@ class _Tally:
         self.read_by_type: dict[str, Counter] = defaultdict(Counter)
         self.capped: Counter = Counter()
         self.kept_by_dataset: Counter = Counter()
+        self.kept_by_official: Counter = Counter()  # (dataset, official split): what ingest.max_per_dataset caps
         self.ingested_by_type: dict[str, Counter] = defaultdict(Counter)
         self.by_split: dict[str, Counter] = defaultdict(Counter)
         self.by_route: dict[str, Counter] = defaultdict(Counter)

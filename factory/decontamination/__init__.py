@@ -12,34 +12,16 @@ A pool question is contaminated by an evaluation question when one of three rule
    set of supporting titles (``chain``), with a guard for yes/no and option answers, which many different
    questions over the same titles share.
 
-``EvalIndex(eval_rows, params)`` indexes the evaluation side once; ``.match(pool_rows)`` gives each pool row
+``index.EvalIndex(eval_rows, params)`` indexes the evaluation side once; ``.match(pool_rows)`` gives each pool row
 its strongest ``Match`` (exact > near_duplicate > same_chain, then the higher score, then (eval_set,
 eval_id)) or None; ``.matches`` gives all of them. The caller streams the pool in batches. Rows are plain
 dicts (``rows``): ``eval_row``/``pool_row`` make them from Question rows, ``read_eval_file`` from an
 evaluation file in its dataset's official format. bench/decontamination_rules.py measures the rules
 (recall per kind of built contamination, false positives among real questions) and chose the thresholds;
 bench/decontamination.py measures the index at full size.
+
+Modules: ``rows`` (evaluation and pool rows), ``similarity`` and ``typos`` (the near-duplicate score),
+``chain`` (the same-chain keys), ``index`` (``EvalIndex``), ``eval_sets`` (the run's evaluation files),
+``run`` (the stage's work), ``flagged`` (what the generation stages read). This file imports none of
+them: ``flagged`` is imported by every stage that draws questions, which need nothing else here.
 """
-
-from factory.decontamination.index import RULES, EvalIndex, Match, best_first
-from factory.decontamination.rows import (
-    EvalFile,
-    eval_row,
-    eval_set_label,
-    pool_row,
-    read_eval_file,
-    titles_of,
-)
-
-__all__ = [
-    "RULES",
-    "EvalFile",
-    "EvalIndex",
-    "Match",
-    "best_first",
-    "eval_row",
-    "eval_set_label",
-    "pool_row",
-    "read_eval_file",
-    "titles_of",
-]

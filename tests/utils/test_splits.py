@@ -70,7 +70,8 @@ def test_a_file_name_tells_its_official_split_or_nothing(name, split):
 
 
 def test_a_file_whose_split_cannot_be_told_is_refused_before_any_read_naming_it_and_how_to_state_it(tmp_path):
-    untold = tmp_path / "HotpotQA_500_benchmark.json"  # never created: nothing is read
+    untold = tmp_path / "HotpotQA_500_benchmark.json"
+    untold.write_text("[]")  # an empty list: were it read, ingest would say "no file holds a record"
     params = _with(params_for({"hotpotqa": [untold]}), splits={})
     with pytest.raises(FactoryError) as exc:
         ingest_sources(params)
