@@ -166,3 +166,16 @@ def test_equal_texts_share_a_split_across_datasets():
     ]
     assert {split_of(s, "who directed the film", "train", 0.1) for s in range(60)} == {"train", "heldout"}
     assert questions[-1]["split"] == "test"  # the same text in official dev: decontamination removes the pair
+
+
+def test_the_demo_pool_the_docs_state_is_what_ingest_gives(ingested):
+    """docs/pipeline.md#profiles states the demo's pool under the official splits: kept true here."""
+    from pathlib import Path
+
+    counts = {s: sum(q["split"] == s for q in ingested.questions) for s in ("train", "heldout", "test")}
+    text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "pipeline.md").read_text().split())
+    assert (
+        f"draws its training questions from {counts['train']} official train questions, holds out "
+        f"{counts['heldout']} (`splits.heldout` 0.1) and tests on a seeded sample of {counts['test']} official "
+        "dev questions"
+    ) in text
