@@ -48,26 +48,67 @@ from factory.decontamination import pool_row, titles_of
 from factory.utils.text import normalize_answer, normalize_question
 
 ADDED_WORDS = ("also", "actually", "exactly", "really", "originally", "ever", "still")
-CHANGED_WORDS = {"was": "is", "is": "was", "did": "does", "does": "did", "were": "are", "are": "were",
-                 "in": "at", "at": "in", "film": "movie", "movie": "film", "city": "town", "who": "whom",
-                 "first": "earliest", "country": "nation", "of": "from", "has": "had", "had": "has"}  # fmt: skip
+CHANGED_WORDS = {
+    "was": "is",
+    "is": "was",
+    "did": "does",
+    "does": "did",
+    "were": "are",
+    "are": "were",
+    "in": "at",
+    "at": "in",
+    "film": "movie",
+    "movie": "film",
+    "city": "town",
+    "who": "whom",
+    "first": "earliest",
+    "country": "nation",
+    "of": "from",
+    "has": "had",
+    "had": "has",
+}
 QUESTION_WORDS = [  # (pattern at the start, replacement)
-    (r"what year", "In which year"), (r"in what year", "What year"), (r"in which year", "What year"),
-    (r"who is", "Who's"), (r"what is", "What's"), (r"where is", "Where's"), (r"who was", "Which person was"),
-    (r"where was", "In which place was"), (r"where did", "In which place did"), (r"when was", "At what time was"),
-    (r"when did", "At what time did"), (r"how many", "What number of"), (r"which", "What"),
-    (r"what (?!is\b|was\b|year\b)", "Which "), (r"who", "Which person"),
-]  # fmt: skip
+    (r"what year", "In which year"),
+    (r"in what year", "What year"),
+    (r"in which year", "What year"),
+    (r"who is", "Who's"),
+    (r"what is", "What's"),
+    (r"where is", "Where's"),
+    (r"who was", "Which person was"),
+    (r"where was", "In which place was"),
+    (r"where did", "In which place did"),
+    (r"when was", "At what time was"),
+    (r"when did", "At what time did"),
+    (r"how many", "What number of"),
+    (r"which", "What"),
+    (r"what (?!is\b|was\b|year\b)", "Which "),
+    (r"who", "Which person"),
+]
 TEMPLATE_SYNONYMS = [
-    (r"\bfilm\b", "movie"), (r"\bmovie\b", "film"), (r"\bcame out\b", "was released"),
-    (r"\bwas released\b", "came out"), (r"\bdied\b", "passed away"), (r"\bnationality\b", "citizenship"),
-    (r"\bplace of birth\b", "birthplace"), (r"\bplace of death\b", "place where they died"),
-    (r"\bdate of birth\b", "birth date"), (r"\bdate of death\b", "death date"), (r"\blocated\b", "situated"),
-    (r"\bfounded\b", "established"), (r"\bstarred\b", "appeared"), (r"\bwrote\b", "authored"),
-    (r"\bthe same country\b", "one country"), (r"\bdirected\b", "made"), (r"\bearlier\b", "sooner"),
-    (r"\bolder\b", "born earlier"), (r"\bwhich is\b", "that is"), (r"\bthat\b", "which"),
-    (r"\bthe name of\b", "the title of"), (r"\bborn first\b", "born earlier"), (r"\bknown as\b", "called"),
-]  # fmt: skip
+    (r"\bfilm\b", "movie"),
+    (r"\bmovie\b", "film"),
+    (r"\bcame out\b", "was released"),
+    (r"\bwas released\b", "came out"),
+    (r"\bdied\b", "passed away"),
+    (r"\bnationality\b", "citizenship"),
+    (r"\bplace of birth\b", "birthplace"),
+    (r"\bplace of death\b", "place where they died"),
+    (r"\bdate of birth\b", "birth date"),
+    (r"\bdate of death\b", "death date"),
+    (r"\blocated\b", "situated"),
+    (r"\bfounded\b", "established"),
+    (r"\bstarred\b", "appeared"),
+    (r"\bwrote\b", "authored"),
+    (r"\bthe same country\b", "one country"),
+    (r"\bdirected\b", "made"),
+    (r"\bearlier\b", "sooner"),
+    (r"\bolder\b", "born earlier"),
+    (r"\bwhich is\b", "that is"),
+    (r"\bthat\b", "which"),
+    (r"\bthe name of\b", "the title of"),
+    (r"\bborn first\b", "born earlier"),
+    (r"\bknown as\b", "called"),
+]
 RESTATEMENTS = (
     "Which answer connects {titles}?",
     "Going from {titles}, what is the answer?",
@@ -221,7 +262,9 @@ def clause_reorder(row: dict, rng: random.Random) -> str | None:
         a, b = (_name(t) for t in named)
         ia, ib = q.lower().find(a.lower()), q.lower().find(b.lower())
         if 0 <= ia and ia + len(a) <= ib:
-            options.append(f"{q[:ia]}{q[ib:ib + len(b)]}{q[ia + len(a):ib]}{q[ia:ia + len(a)]}{q[ib + len(b):]}?")
+            options.append(
+                f"{q[:ia]}{q[ib : ib + len(b)]}{q[ia + len(a) : ib]}{q[ia : ia + len(a)]}{q[ib + len(b) :]}?"
+            )
     if q.count(",") == 1:
         left, right = q.split(",")
         options.append(f"{right.strip()[:1].upper()}{right.strip()[1:]}, {_lower_first(left)}?")
@@ -261,7 +304,7 @@ def from_decomposition(row: dict, rng: random.Random) -> str | None:
     phrase = ""
     for step in steps:
         text = step["question"].strip().rstrip("?")
-        text = re.sub(r"#\d+", lambda _: phrase or "it", text)
+        text = re.sub(r"#\d+", lambda _, before=phrase: before or "it", text)
         if ">>" in text:
             subject, relation = (part.strip() for part in text.split(">>", 1))
             phrase = f"the {relation} of {subject}"
@@ -288,7 +331,9 @@ def from_evidences(row: dict, rng: random.Random) -> str | None:
 
 # Question types whose text is a template filled with entities: every 2WikiMultihopQA type, HotpotQA's
 # comparisons. The negatives are built from these (the case of a template asked about other entities).
-TEMPLATED = {("2wikimultihopqa", t) for t in ("comparison", "bridge_comparison", "compositional", "inference")}
+TEMPLATED = {
+    ("2wikimultihopqa", t) for t in ("comparison", "bridge_comparison", "compositional", "inference")
+}
 TEMPLATED.add(("hotpotqa", "comparison"))
 
 
@@ -327,12 +372,14 @@ def comparison_template(row: dict) -> str | None:
     """The question with its two named titles as {0} and {1}, for a comparison whose answer is yes/no or
     one of the two; None otherwise."""
     named = named_titles(row)
-    if len(named) != 2 or (answer_kind(row) == "option" and normalize_answer(row["answers"][0]) not in
-                           {normalize_answer(_name(t)) for t in named}):  # fmt: skip
+    if len(named) != 2 or (
+        answer_kind(row) == "option"
+        and normalize_answer(row["answers"][0]) not in {normalize_answer(_name(t)) for t in named}
+    ):
         return None
     q = row["question"].replace("{", "(").replace("}", ")")
     for i, t in enumerate(named):
-        q = re.sub(re.escape(_name(t)), "{%d}" % i, q, count=1, flags=re.I)
+        q = re.sub(re.escape(_name(t)), f"{{{i}}}", q, count=1, flags=re.I)
     return q if "{0}" in q and "{1}" in q else None
 
 
@@ -355,8 +402,11 @@ class Donors:
             if template:
                 templates[row["dataset"], answer_kind(row)].add((template, relations(row)))
         supporting = {normalize_answer(_name(t)) for row in rows for t in titles_of(row)}
-        return cls({k: sorted(v) for k, v in named.items()}, supporting,
-                   {k: sorted(v, key=lambda tr: (tr[0], sorted(tr[1]))) for k, v in templates.items()})  # fmt: skip
+        return cls(
+            {k: sorted(v) for k, v in named.items()},
+            supporting,
+            {k: sorted(v, key=lambda tr: (tr[0], sorted(tr[1]))) for k, v in templates.items()},
+        )
 
     def distractors(self, row: dict) -> list[str]:
         return [t for t in distractor_titles(row) if normalize_answer(_name(t)) not in self.supporting]
@@ -379,8 +429,11 @@ def _swap(row: dict, rng: random.Random, donors: Donors, every: bool) -> Negativ
     well be the donor's own question reworded."""
     named = named_titles(row)
     own = {normalize_answer(_name(t)) for t in titles_of(row)}
-    pool = [(t, qid) for t, qid in donors.named.get((row["dataset"], row["qtype"]), [])
-            if normalize_answer(_name(t)) not in own]  # fmt: skip
+    pool = [
+        (t, qid)
+        for t, qid in donors.named.get((row["dataset"], row["qtype"]), [])
+        if normalize_answer(_name(t)) not in own
+    ]
     olds = named if every else [rng.choice(named)] if named else []
     if not olds or len(pool) < len(olds) or (every and len(named) < 2):
         return None
@@ -415,8 +468,11 @@ def other_question_same_chain(row: dict, rng: random.Random, donors: Donors) -> 
     if own is None:
         return None
     same, rel = normalize_question(own), relations(row)
-    others = [t for t, r in donors.templates.get((row["dataset"], answer_kind(row)), [])
-              if normalize_question(t) != same and not (r and r == rel)]  # fmt: skip
+    others = [
+        t
+        for t, r in donors.templates.get((row["dataset"], answer_kind(row)), [])
+        if normalize_question(t) != same and not (r and r == rel)
+    ]
     if not others:
         return None
     names = [_name(t) for t in named_titles(row)]

@@ -44,7 +44,7 @@ FP_BUDGET = 0.01
 RECALL_TOLERANCE = 0.005  # recall differences below this are noise: the stricter setting is kept
 GRID = [round(0.5 + 0.025 * i, 3) for i in range(21)]  # 0.5 .. 1.0
 ENTITY_NEGATIVES = ("other_entity", "other_entities")  # choose near_duplicate_threshold
-# Look-alike names (a distractor "Gerard II" for "Gerard I") read as a typo of the name: reported, not chosen on
+# Look-alike names (a distractor "Gerard II" for "Gerard I") read as a typo of the name: reported only
 LOOK_ALIKE = ("similar_entity",)
 
 
@@ -88,8 +88,13 @@ class Setup:
         out = []
         for row, found in zip(rows, index.matches(rows), strict=True):
             own = titles_key(row["titles"])
-            out.append([(m.rule, m.score, q, self.titles[q] == own) for m in found
-                        for q in [self.qid[m.eval_set, m.eval_id]]])  # fmt: skip
+            out.append(
+                [
+                    (m.rule, m.score, q, self.titles[q] == own)
+                    for m in found
+                    for q in [self.qid[m.eval_set, m.eval_id]]
+                ]
+            )
         return out
 
 
@@ -110,14 +115,23 @@ class NearScores:
     other evaluation question, over the same titles and over other titles (negatives, real questions)."""
 
     def __init__(self, setup: Setup, typo_ratio: float):
-        index = setup.index(rules=["near_duplicate"], near_duplicate_threshold=0.0,
-                            near_duplicate_same_titles=0.0, candidate_min=0.2, max_candidates=10_000,
-                            typo_ratio=typo_ratio)  # fmt: skip
+        index = setup.index(
+            rules=["near_duplicate"],
+            near_duplicate_threshold=0.0,
+            near_duplicate_same_titles=0.0,
+            candidate_min=0.2,
+            max_candidates=10_000,
+            typo_ratio=typo_ratio,
+        )
         cases = setup.cases
         self.cases = cases
         found = setup.matched(index, [c.row for c in cases])
-        self.origin = np.array([max([s for _, s, q, _ in f if q == c.origin["question_id"]], default=0.0)
-                                for c, f in zip(cases, found)])  # fmt: skip
+        self.origin = np.array(
+            [
+                max([s for _, s, q, _ in f if q == c.origin["question_id"]], default=0.0)
+                for c, f in zip(cases, found)
+            ]
+        )
         # a positive's other matches are no false positives; a negative's match with its record is one
         excludes = [c.exclude | ({c.origin["question_id"]} if c.expected else set()) for c in cases]
         self.same, self.other = _best(found, excludes)
@@ -125,21 +139,26 @@ class NearScores:
         self.real_same, self.real_other = _best(real_found, [{q["question_id"]} for q in setup.real])
 
     def mask(self, kinds: tuple[str, ...], part: str | None = None) -> np.ndarray:
-        return np.array([c.kind in kinds and (part is None or part_of(c.origin["dataset"]) == part)
-                         for c in self.cases])  # fmt: skip
+        return np.array(
+            [c.kind in kinds and (part is None or part_of(c.origin["dataset"]) == part) for c in self.cases]
+        )
 
     def negatives_flagged(self, same_t: float, other_t: float) -> np.ndarray:
         return (self.same >= same_t) | (self.other >= other_t)
 
 
 def _best(found: list[list[tuple]], excludes: list[set]) -> tuple[np.ndarray, np.ndarray]:
-    same = [max([s for _, s, q, st in f if q not in ex and st], default=0.0) for f, ex in zip(found, excludes)]
-    other = [max([s for _, s, q, st in f if q not in ex and not st], default=0.0) for f, ex in zip(found, excludes)]
+    same = [
+        max([s for _, s, q, st in f if q not in ex and st], default=0.0) for f, ex in zip(found, excludes)
+    ]
+    other = [
+        max([s for _, s, q, st in f if q not in ex and not st], default=0.0) for f, ex in zip(found, excludes)
+    ]
     return np.array(same), np.array(other)
 
 
 def lowest_within_budget(false_positive_rate) -> float:
-    """The lowest threshold of GRID whose false-positive rate (a function of the threshold) is within budget."""
+    """The lowest threshold of GRID whose false-positive rate (a function of it) is within budget."""
     return next((t for t in GRID if false_positive_rate(t) <= FP_BUDGET), GRID[-1])
 
 
@@ -149,25 +168,40 @@ def choose_near_duplicate(setup: Setup, typo_ratios=(60, 70, 75, 80, 90)) -> dic
     over the same set of supporting titles) the lowest whose FP on its other-question-same-entities
     negatives is. The typo ratio kept is the strictest (highest) whose recall of the choosing part's edits
     is within RECALL_TOLERANCE of the best: a laxer ratio pairs more unrelated words for nothing."""
-    print(f"\nnear_duplicate: thresholds chosen on {' + '.join(CHOOSE)} (FP budget {FP_BUDGET:.0%}; grid "
-          f"{GRID[0]}..{GRID[-1]} by {GRID[1] - GRID[0]:.3f})")  # fmt: skip
-    print(f"  {'typo_ratio':>10}  {'other titles':>12}  {'same titles':>11}  {'recall (choose, same titles)':>28}")
+    print(
+        f"\nnear_duplicate: thresholds chosen on {' + '.join(CHOOSE)} (FP budget {FP_BUDGET:.0%}; grid "
+        f"{GRID[0]}..{GRID[-1]} by {GRID[1] - GRID[0]:.3f})"
+    )
+    print(
+        f"  {'typo_ratio':>10}  {'other titles':>12}  {'same titles':>11}  "
+        f"{'recall (choose, same titles)':>28}"
+    )
     results = []
     for ratio in typo_ratios:
         s = NearScores(setup, ratio)
-        entity, chain_neg = s.mask(ENTITY_NEGATIVES, "choose"), s.mask(("other_question_same_chain",), "choose")
-        other_t = lowest_within_budget(lambda t: np.mean(s.other[entity] >= t))
-        same_t = lowest_within_budget(lambda t: np.mean(s.same[chain_neg] >= t))
+        entity, chain_neg = (
+            s.mask(ENTITY_NEGATIVES, "choose"),
+            s.mask(("other_question_same_chain",), "choose"),
+        )
+        other_t = lowest_within_budget(lambda t, s=s, m=entity: np.mean(s.other[m] >= t))
+        same_t = lowest_within_budget(lambda t, s=s, m=chain_neg: np.mean(s.same[m] >= t))
         positives = s.mask(SURFACE + REWORDING, "choose")
         recall = np.mean(s.origin[positives] >= same_t)
         print(f"  {ratio:>10}  {other_t:>12.3f}  {same_t:>11.3f}  {recall:>28.2%}")
         results.append((recall, ratio, other_t, same_t, s))
     top = max(r[0] for r in results)
-    _, ratio, other_t, same_t, scores = max((r for r in results if r[0] >= top - RECALL_TOLERANCE),
-                                            key=lambda r: r[1])  # fmt: skip
-    print(f"  kept: typo_ratio {ratio}, near_duplicate_threshold {other_t}, near_duplicate_same_titles {same_t}")
-    return {"typo_ratio": float(ratio), "near_duplicate_threshold": other_t,
-            "near_duplicate_same_titles": same_t, "scores": scores}  # fmt: skip
+    _, ratio, other_t, same_t, scores = max(
+        (r for r in results if r[0] >= top - RECALL_TOLERANCE), key=lambda r: r[1]
+    )
+    print(
+        f"  kept: typo_ratio {ratio}, near_duplicate_threshold {other_t}, near_duplicate_same_titles {same_t}"
+    )
+    return {
+        "typo_ratio": float(ratio),
+        "near_duplicate_threshold": other_t,
+        "near_duplicate_same_titles": same_t,
+        "scores": scores,
+    }
 
 
 # -- the field's tools beside the chosen rule --------------------------------------------------------
@@ -203,8 +237,10 @@ def rapidfuzz_method(setup: Setup, name: str, scorer) -> Method:
     rows = [c.row for c in cases] + [pool_row(q) for q in setup.real]
     excludes = [c.exclude | ({c.origin["question_id"]} if c.expected else set()) for c in cases]
     excludes += [{q["question_id"]} for q in setup.real]
-    matrix = process.cdist([r["question_norm"] for r in rows], evals, scorer=scorer, workers=-1,
-                           dtype=np.float32) / 100  # fmt: skip
+    matrix = (
+        process.cdist([r["question_norm"] for r in rows], evals, scorer=scorer, workers=-1, dtype=np.float32)
+        / 100
+    )
     same, other = _split_best(setup, rows, matrix, qids, excludes)
     n = len(cases)
     return Method(name, origin, same[:n], other[:n], same[n:], other[n:])
@@ -219,8 +255,9 @@ def ngram_method(setup: Setup, name: str, n: int) -> Method:
         for g in ngrams(e["question_norm"], n):
             postings[g].add(j)
     cases = setup.cases
-    origin = np.array([float(bool(ngrams(c.row["question_norm"], n) & ngrams(c.origin["question_norm"], n)))
-                       for c in cases])  # fmt: skip
+    origin = np.array(
+        [float(bool(ngrams(c.row["question_norm"], n) & ngrams(c.origin["question_norm"], n))) for c in cases]
+    )
     rows = [c.row for c in cases] + [pool_row(q) for q in setup.real]
     excludes = [c.exclude | ({c.origin["question_id"]} if c.expected else set()) for c in cases]
     excludes += [{q["question_id"]} for q in setup.real]
@@ -261,24 +298,42 @@ def compare_methods(setup: Setup, chosen: dict) -> None:
         rapidfuzz_method(setup, "rapidfuzz ratio", fuzz.ratio),
         rapidfuzz_method(setup, "rapidfuzz token_sort_ratio", fuzz.token_sort_ratio),
         rapidfuzz_method(setup, "rapidfuzz token_set_ratio", fuzz.token_set_ratio),
-        Method("IDF-weighted Dice, one threshold", ours.origin, ours.same, ours.other, ours.real_same,
-               ours.real_other),  # fmt: skip
+        Method(
+            "IDF-weighted Dice, one threshold",
+            ours.origin,
+            ours.same,
+            ours.other,
+            ours.real_same,
+            ours.real_other,
+        ),
     ]
     methods.insert(2, replace(methods[2], name="rapidfuzz ratio >= 95 (OpenThoughts)", fixed=0.95))
-    print("\nnear_duplicate methods: recall of edits (surface | rewording) and false positives; one threshold "
-          f"chosen on {' + '.join(CHOOSE)} as above unless fixed by the tool")  # fmt: skip
-    header = (f"  {'method':38} {'threshold':>14}  {'recall choose':>15} {'recall held':>15}  "
-              f"{'FP choose':>9} {'FP held':>9} {'look-alike':>10} {'real FP':>7}")  # fmt: skip
+    print(
+        "\nnear_duplicate methods: recall of edits (surface | rewording) and false positives; one threshold "
+        f"chosen on {' + '.join(CHOOSE)} as above unless fixed by the tool"
+    )
+    header = (
+        f"  {'method':38} {'threshold':>14}  {'recall choose':>15} {'recall held':>15}  "
+        f"{'FP choose':>9} {'FP held':>9} {'look-alike':>10} {'real FP':>7}"
+    )
     print(header)
     for m in methods:
         thresholds = (m.fixed, m.fixed) if m.fixed else _one_threshold(ours, m)
         _method_row(ours, m, *thresholds)
-    m = Method("IDF-weighted Dice, title-aware (chosen)", ours.origin, ours.same, ours.other, ours.real_same,
-               ours.real_other)  # fmt: skip
+    m = Method(
+        "IDF-weighted Dice, title-aware (chosen)",
+        ours.origin,
+        ours.same,
+        ours.other,
+        ours.real_same,
+        ours.real_other,
+    )
     _method_row(ours, m, chosen["near_duplicate_same_titles"], chosen["near_duplicate_threshold"])
-    print("  recall: of surface edits | of rewordings; FP: templated other-entity and same-entities-other-"
-          "question negatives flagged; look-alike: similar_entity negatives (both parts); real FP: real "
-          "questions flagged against another real dev question (true duplicates included)")  # fmt: skip
+    print(
+        "  recall: of surface edits | of rewordings; FP: templated other-entity and same-entities-other-"
+        "question negatives flagged; look-alike: similar_entity negatives (both parts); real FP: real "
+        "questions flagged against another real dev question (true duplicates included)"
+    )
 
 
 def _one_threshold(ours: NearScores, m: Method) -> tuple[float, float]:
@@ -291,10 +346,14 @@ def _method_row(ours: NearScores, m: Method, same_t: float, other_t: float) -> N
     cells = []
     for part in ("choose", "held"):
         surface, rewording = ours.mask(SURFACE, part), ours.mask(REWORDING, part)
-        cells.append(f"{np.mean(m.origin[surface] >= same_t):6.1%} | {np.mean(m.origin[rewording] >= same_t):6.1%}")
+        cells.append(
+            f"{np.mean(m.origin[surface] >= same_t):6.1%} | {np.mean(m.origin[rewording] >= same_t):6.1%}"
+        )
     flagged = (m.same >= same_t) | (m.other >= other_t)
-    fps = [f"{np.mean(flagged[ours.mask(ENTITY_NEGATIVES + ('other_question_same_chain',), part)]):9.1%}"
-           for part in ("choose", "held")]  # fmt: skip
+    fps = [
+        f"{np.mean(flagged[ours.mask(ENTITY_NEGATIVES + ('other_question_same_chain',), part)]):9.1%}"
+        for part in ("choose", "held")
+    ]
     look_alike = f"{np.mean(flagged[ours.mask(LOOK_ALIKE)]):10.1%}"
     real = f"{np.mean((m.real_same >= same_t) | (m.real_other >= other_t)):7.1%}"
     shown = f"{other_t:.3f}" if same_t == other_t else f"{same_t:.3f}/{other_t:.3f}"
@@ -317,13 +376,17 @@ def recall_per_rule(setup: Setup, settings: dict) -> None:
         cells = []
         for found in runs.values():
             hit = [_hit(setup.cases[i], found[i]) for i in idx]
-            by_part = [[h for h, i in zip(hit, idx) if part_of(setup.cases[i].origin["dataset"]) == p]
-                       for p in ("choose", "held")]  # fmt: skip
+            by_part = [
+                [h for h, i in zip(hit, idx) if part_of(setup.cases[i].origin["dataset"]) == p]
+                for p in ("choose", "held")
+            ]
             cells.append(" | ".join(_pct(x) for x in (*by_part, hit)))
         expected = setup.cases[idx[0]].expected or "none (negative)"
         print(f"  {kind:27} {expected:15}" + "".join(f"{cell:>28}" for cell in cells) + f"   n={len(idx)}")
-    print("  (a negative's cell is its false-positive rate: matched with anything but the records it took an "
-          "entity from)")
+    print(
+        "  (a negative's cell is its false-positive rate: matched with anything but the records it took an "
+        "entity from)"
+    )
 
 
 def _hit(case: Case, found: list[tuple]) -> bool:
@@ -343,22 +406,44 @@ def choose_guard(setup: Setup, settings: dict, grid=(0.0, 0.25, 0.5, 0.75, 1.0))
     rows = [c.row for c in setup.cases]
     chain = [i for i, c in enumerate(setup.cases) if c.kind in CHAIN]
     negatives = [i for i, c in enumerate(setup.cases) if c.kind == "other_question_same_chain"]
-    print("\nsame_chain guard (yes/no or option answers need the questions' other words to agree): same_chain "
-          "alone, choose | held")  # fmt: skip
-    print(f"  {'guard':>5}  {'recall of chain kinds':>24}  {'FP other question':>20}  {'real questions flagged':>22}")
+    print(
+        "\nsame_chain guard (yes/no or option answers need the questions' other words to agree): same_chain "
+        "alone, choose | held"
+    )
+    print(
+        f"  {'guard':>5}  {'recall of chain kinds':>24}  {'FP other question':>20}  "
+        f"{'real questions flagged':>22}"
+    )
     kept = None
     for guard in grid:
         index = setup.index(**settings, rules=["same_chain"], same_chain_guard=guard)
         found = setup.matched(index, rows)
         real = setup.matched(index, [pool_row(q) for q in setup.real])
-        recall = [[_hit(setup.cases[i], found[i]) for i in chain if part_of(setup.cases[i].origin["dataset"]) == p]
-                  for p in ("choose", "held")]  # fmt: skip
-        fp = [[_hit(setup.cases[i], found[i]) for i in negatives
-               if part_of(setup.cases[i].origin["dataset"]) == p] for p in ("choose", "held")]  # fmt: skip
-        flagged = [[any(q != own["question_id"] for _, _, q, _ in f) for f, own in zip(real, setup.real)
-                    if part_of(own["dataset"]) == p] for p in ("choose", "held")]  # fmt: skip
-        print(f"  {guard:5.2f}  {_pct(recall[0]):>11} | {_pct(recall[1]):>10}  {_pct(fp[0]):>9} | {_pct(fp[1]):>8}"
-              f"  {_pct(flagged[0]):>10} | {_pct(flagged[1]):>9}")  # fmt: skip
+        recall = [
+            [_hit(setup.cases[i], found[i]) for i in chain if part_of(setup.cases[i].origin["dataset"]) == p]
+            for p in ("choose", "held")
+        ]
+        fp = [
+            [
+                _hit(setup.cases[i], found[i])
+                for i in negatives
+                if part_of(setup.cases[i].origin["dataset"]) == p
+            ]
+            for p in ("choose", "held")
+        ]
+        flagged = [
+            [
+                any(q != own["question_id"] for _, _, q, _ in f)
+                for f, own in zip(real, setup.real)
+                if part_of(own["dataset"]) == p
+            ]
+            for p in ("choose", "held")
+        ]
+        print(
+            f"  {guard:5.2f}  {_pct(recall[0]):>11} | {_pct(recall[1]):>10}  "
+            f"{_pct(fp[0]):>9} | {_pct(fp[1]):>8}"
+            f"  {_pct(flagged[0]):>10} | {_pct(flagged[1]):>9}"
+        )
         if kept is None and sum(fp[0]) <= FP_BUDGET * len(fp[0]):
             kept = guard
     kept = grid[-1] if kept is None else kept
@@ -380,8 +465,10 @@ def real_false_positives(setup: Setup, settings: dict, show_pairs: bool) -> None
         for rule in RULES:
             flagged[q["dataset"], rule].append(any(m.rule == rule for m in others))
         pairs += [(q, by_id[setup.qid[m.eval_set, m.eval_id]], m) for m in others]
-    print("\nreal questions flagged against another real dev question (all rules on; true duplicates "
-          "included, see the pairs)")  # fmt: skip
+    print(
+        "\nreal questions flagged against another real dev question (all rules on; true duplicates "
+        "included, see the pairs)"
+    )
     print(f"  {'dataset':16} {'part':6}" + "".join(f"{name:>18}" for name in ("any", *RULES)))
     for dataset in ("hotpotqa", "musique", "2wikimultihopqa"):
         cells = "".join(f"{rate(flagged[dataset, name]):>18}" for name in ("any", *RULES))
@@ -399,8 +486,11 @@ def real_false_positives(setup: Setup, settings: dict, show_pairs: bool) -> None
     if show_pairs:
         for a, b, m in sorted(unique, key=lambda x: (x[2].rule, -x[2].score, x[0]["question_id"])):
             same_answer = a["answers"][0].lower() == b["answers"][0].lower()
-            print(f"  [{m.rule} {m.score:.3f}] {a['question_id']} <-> {b['question_id']}"
-                  f" (answers {'equal' if same_answer else 'differ'}: {a['answers'][0]!r} / {b['answers'][0]!r})")
+            print(
+                f"  [{m.rule} {m.score:.3f}] {a['question_id']} <-> {b['question_id']}"
+                f" (answers {'equal' if same_answer else 'differ'}: "
+                f"{a['answers'][0]!r} / {b['answers'][0]!r})"
+            )
             print(f"      {a['question'].strip()}\n      {b['question'].strip()}")
 
 
@@ -408,11 +498,16 @@ def print_cases(setup: Setup) -> None:
     counts = defaultdict(lambda: defaultdict(int))
     for c in setup.cases:
         counts[c.kind][c.origin["dataset"]] += 1
-    print(f"\ncases built from {len(setup.dev)} real dev records (index) and real questions checked: "
-          f"{len(setup.real)} (dev + train samples)")  # fmt: skip
+    print(
+        f"\ncases built from {len(setup.dev)} real dev records (index) and real questions checked: "
+        f"{len(setup.real)} (dev + train samples)"
+    )
     print(f"  {'kind':27}" + "".join(f"{d:>17}" for d in ("hotpotqa", "musique", "2wikimultihopqa")))
     for kind in EXACT + SURFACE + REWORDING + CHAIN + NEGATIVES:
-        print(f"  {kind:27}" + "".join(f"{counts[kind][d]:>17}" for d in ("hotpotqa", "musique", "2wikimultihopqa")))
+        print(
+            f"  {kind:27}"
+            + "".join(f"{counts[kind][d]:>17}" for d in ("hotpotqa", "musique", "2wikimultihopqa"))
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -161,7 +161,7 @@ class DecontaminationParams(Section):
         "near-duplicate score. Chosen on data: bench/decontamination_rules.py.",
     )
     same_chain_guard: float = Field(
-        0.5,
+        0.75,
         ge=0,
         le=1,
         description="same_chain with a yes/no answer, or an answer among the question's own words (a "
@@ -170,26 +170,28 @@ class DecontaminationParams(Section):
         "over the same titles asking different things).",
     )
     candidate_min: float = Field(
-        0.4,
+        0.6,
         ge=0,
         le=1,
-        description="Index: an evaluation question is scored as a near duplicate only when its weighted "
-        "Dice over the indexed words alone reaches this (a bound the typo pairing can only raise). Chosen on "
-        "data: bench/decontamination.py (recall of built cases at full size against time).",
+        description="Index: an evaluation question is scored as a near duplicate only when its candidate "
+        "Dice (the weight shared over indexed words, typo neighbours included, template words assumed shared) "
+        "reaches this. Chosen on data: the fastest setting within 0.1 point of the best near-duplicate recall "
+        "at full size (bench/decontamination.py --tune).",
     )
     max_df: float = Field(
-        0.005,
+        0.01,
         gt=0,
         le=1,
-        description="Index: words in more than this fraction of the evaluation questions (and more than "
-        "min_df_cap) are not indexed, so that template words do not make every question a candidate; they "
-        "still count in the score. Chosen on data: bench/decontamination.py.",
+        description="Index: words in more than this fraction of the evaluation questions (and in more than "
+        "min_df_cap) are not indexed, so that template words do not make every templated question a candidate "
+        "of every other; they still count in the score. Chosen on data with candidate_min "
+        "(bench/decontamination.py --tune).",
     )
     min_df_cap: int = Field(
         20,
         ge=1,
-        description="Index: a word in at most this many evaluation questions is always indexed (small "
-        "evaluation sets).",
+        description="Index: a word in at most this many evaluation questions is always indexed (a small "
+        "evaluation set has no template words to leave out).",
     )
     max_candidates: int = Field(
         50,

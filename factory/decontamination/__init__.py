@@ -22,7 +22,14 @@ bench/decontamination.py measures the index at full size.
 """
 
 from factory.decontamination.index import RULES, EvalIndex, Match, best_first
-from factory.decontamination.rows import EvalFile, eval_row, eval_set_label, pool_row, read_eval_file, titles_of
+from factory.decontamination.rows import (
+    EvalFile,
+    eval_row,
+    eval_set_label,
+    pool_row,
+    read_eval_file,
+    titles_of,
+)
 
 __all__ = [
     "RULES",

@@ -38,7 +38,7 @@ def residual_words(question_norm: str, titles: tuple[str, ...], answer_norm: str
 
 
 def guard_similarity(a: set[str], b: set[str]) -> float:
-    """Dice coefficient of two residual word sets (1.0 when both are empty: nothing is asked beyond the names)."""
+    """Dice coefficient of two residual word sets (1.0 when both are empty: nothing asked beyond names)."""
     if not a and not b:
         return 1.0
     return 2 * len(a & b) / (len(a) + len(b))

@@ -1,11 +1,11 @@
-"""The rows decontamination compares: evaluation rows and pool rows, from Question rows or from an evaluation
-file in its dataset's official format.
+"""The rows decontamination compares: evaluation rows and pool rows, from Question rows or from an
+evaluation file in its dataset's official format.
 
-An evaluation row is ``{"eval_set", "eval_id", "dataset", "question_norm", "answers", "titles"}``: ``eval_set``
-labels the file (``"hotpotqa/dev_sample.json"``), ``eval_id`` is the record's id in that file. A pool row is
-``{"question_id", "source_id", "dataset", "question_norm", "answers", "titles"}``. ``answers`` hold the gold
-answer first, then its aliases; ``titles`` are the supporting titles (HotpotQA and 2WikiMultihopQA: the titles
-of the supporting facts; MuSiQue: the titles of the supporting paragraphs).
+An evaluation row is ``{"eval_set", "eval_id", "dataset", "question_norm", "answers", "titles"}``:
+``eval_set`` labels the file (``"hotpotqa/dev_sample.json"``), ``eval_id`` is the record's id in that file.
+A pool row is ``{"question_id", "source_id", "dataset", "question_norm", "answers", "titles"}``. ``answers``
+hold the gold answer first, then its aliases; ``titles`` are the supporting titles (HotpotQA and
+2WikiMultihopQA: the titles of the supporting facts; MuSiQue: the titles of the supporting paragraphs).
 """
 
 from __future__ import annotations
