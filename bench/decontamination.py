@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.decontamination_cases import CHAIN, EXACT, NEGATIVES, REWORDING, SURFACE, build_cases  # noqa: E402
-from bench.decontamination_rules import is_dev, machine, real_questions  # noqa: E402
+from bench.decontamination_setup import is_dev, machine, real_questions  # noqa: E402
 from bench.decontamination_synth import TRAIN_SIZES, Synthesiser  # noqa: E402
 from factory.config import DecontaminationParams  # noqa: E402
 from factory.decontamination import EvalIndex, eval_row, eval_set_label  # noqa: E402
