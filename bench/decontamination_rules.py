@@ -115,7 +115,8 @@ def recall_per_rule(setup: Setup, settings: dict) -> None:
         print(f"  {kind:27} {expected:15}" + "".join(f"{cell:>28}" for cell in cells) + f"   n={len(idx)}")
     print(
         "  (a negative's cell is its false-positive rate: matched with anything but the records it took an "
-        "entity from)"
+        "entity from. same_chain alone also catches every edit of the other kinds, since a built case keeps "
+        "its record's answer and titles; a copy from elsewhere may not)"
     )
 
 

@@ -157,47 +157,50 @@ class DecontaminationParams(Section):
         75.0,
         ge=0,
         le=100,
-        description="Least rapidfuzz ratio for two unequal words (4+ letters) to pair as a typo in the "
-        "near-duplicate score. Chosen on data: bench/decontamination_rules.py.",
+        description="Least rapidfuzz ratio for two unequal words (4+ letters, one of them in at most one "
+        "evaluation question) to pair as a typo in the near-duplicate score. Chosen on data: the strictest "
+        "whose recall of built edits is within 0.5 point of the best (bench/decontamination_rules.py).",
     )
     same_chain_guard: float = Field(
         0.75,
         ge=0,
         le=1,
         description="same_chain with a yes/no answer, or an answer among the question's own words (a "
-        "comparison's option): least Dice of the two questions' words outside the titles and the answer. 0 "
-        "turns the guard off. Chosen on data: bench/decontamination_rules.py (yes/no and option questions "
-        "over the same titles asking different things).",
+        "comparison's option): least Dice of the two questions' words outside the titles and the answer; 0 "
+        "turns the guard off. Chosen on data: the lowest whose false positives on other comparisons of the "
+        "same entities with the same answer stay within 1% (bench/decontamination_rules.py).",
     )
     candidate_min: float = Field(
         0.6,
         ge=0,
         le=1,
         description="Index: an evaluation question is scored as a near duplicate only when its candidate "
-        "Dice (the weight shared over indexed words, typo neighbours included, template words assumed shared) "
-        "reaches this. Chosen on data: the fastest setting within 0.1 point of the best near-duplicate recall "
-        "at full size (bench/decontamination.py --tune).",
+        "Dice (the weight shared over indexed words, typo neighbours included, template words assumed "
+        "shared) reaches this. Chosen on data: the fastest setting within 0.1 point of the best "
+        "near-duplicate recall at full size (bench/decontamination.py --tune).",
     )
     max_df: float = Field(
         0.01,
         gt=0,
         le=1,
         description="Index: words in more than this fraction of the evaluation questions (and in more than "
-        "min_df_cap) are not indexed, so that template words do not make every templated question a candidate "
-        "of every other; they still count in the score. Chosen on data with candidate_min "
+        "min_df_cap) are not indexed, so that template words do not make every templated question a "
+        "candidate of every other; they still count in the score. Chosen on data with candidate_min "
         "(bench/decontamination.py --tune).",
     )
     min_df_cap: int = Field(
         20,
         ge=1,
-        description="Index: a word in at most this many evaluation questions is always indexed (a small "
-        "evaluation set has no template words to leave out).",
+        description="Index: a word in at most this many evaluation questions is always indexed, whatever "
+        "max_df says (a small evaluation set has no template words to leave out). Not tuned: it only acts "
+        "below 2,000 evaluation questions.",
     )
     max_candidates: int = Field(
         50,
         ge=1,
-        description="Index: most evaluation questions scored per pool question (those with the highest "
-        "indexed Dice; ties by eval_set, eval_id).",
+        description="Index: most evaluation questions scored per pool question (the highest candidate Dice "
+        "first; ties by eval_set, eval_id). A bound on the worst case, not tuned: 3.6 candidates per pool "
+        "question on average at full size (bench/decontamination.py --tune).",
     )
     batch_size: int = Field(
         10_000,
