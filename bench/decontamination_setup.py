@@ -78,6 +78,9 @@ class Setup:
 
 
 def part_of(dataset: str) -> str:
+    """'choose' (its data chose the thresholds) or 'held' (held back, reported)."""
+    if dataset not in CHOOSE + HELD:
+        raise ValueError(f"{dataset} is in neither part: add it to CHOOSE or HELD")
     return "choose" if dataset in CHOOSE else "held"
 
 

@@ -132,6 +132,7 @@ class DecontaminationParams(Section):
     )
     rules: list[Literal["exact", "near_duplicate", "same_chain"]] = Field(
         ["exact", "near_duplicate", "same_chain"],
+        min_length=1,
         description="Rules that flag a pool question: 'exact' (equal normalised text), 'near_duplicate' "
         "(surface edits and light rewording, near_duplicate_threshold), 'same_chain' (the same normalised "
         "answer over the same set of supporting titles). factory/decontamination/__init__.py describes them.",

@@ -133,7 +133,8 @@ def test_pool_rows_keep_what_the_rules_read(dev):
 def test_the_params_section_sits_after_splits_and_refuses_an_unknown_rule():
     assert list(Params.model_fields).index("decontamination") == list(Params.model_fields).index("splits") + 1
     assert Params().decontamination.rules == ["exact", "near_duplicate", "same_chain"]
-    with pytest.raises(FactoryError, match="decontamination.rules"):
-        validate_params({"decontamination": {"rules": ["fuzzy"]}})
+    for rules in (["fuzzy"], []):
+        with pytest.raises(FactoryError, match="decontamination.rules"):
+            validate_params({"decontamination": {"rules": rules}})
     with pytest.raises(FactoryError, match="decontamination.eval_sets"):
         validate_params({"decontamination": {"eval_sets": {"squad": ["dev.json"]}}})
