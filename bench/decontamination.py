@@ -7,11 +7,11 @@ other real titles and rare words filled in, at the sizes of the official files: 
 cases bench/decontamination_cases.py builds from them planted in the pool (30k at full size), so that the
 recall of each kind of case is measured at full size too, where the IDF weights differ from the small
 bench's. Each size runs in its own child process, so its peak RSS is its own; the pool is streamed in
-batches of ``batch_size`` and never held. The baseline is all-pairs rapidfuzz ``ratio`` (the fuzzy rule of
-OpenThoughts) between a sample of pool questions and every evaluation question, on the same two cores
-(``process.cdist``, all workers), extrapolated to the whole pool.
+batches of ``batch_size`` and never held. The baselines, on samples of the pool extrapolated to all of it
+on the same cores: all-pairs rapidfuzz ``ratio`` >= 95 (the fuzzy rule of OpenThoughts; ``process.cdist``,
+every core) and all pairs of our own near-duplicate score (what the index spares).
 
-    .venv/bin/python bench/decontamination.py          # 1/10 size and full size
+    .venv/bin/python bench/decontamination.py          # 1/10 size and full size (about two minutes)
     .venv/bin/python bench/decontamination.py --tune   # first, the sweep that chose the index settings
 """
 

@@ -10,9 +10,11 @@ judge, since the datasets hold some true duplicates (MuSiQue asks several chains
 
 Thresholds are chosen on HotpotQA + MuSiQue (cases built from their dev records, their negatives) and
 reported on 2WikiMultihopQA, held back, as well as on all. The rule: the lowest threshold of the grid whose
-false-positive rate on the choosing part's negatives is at most FP_BUDGET (recall is highest there).
+false-positive rate on the choosing part's negatives is at most FP_BUDGET (recall is highest there); the
+typo ratio, the strictest within RECALL_TOLERANCE of the best recall. The script prints whether the
+defaults in factory/config.py are what it chose.
 
-    .venv/bin/python bench/decontamination_rules.py            # everything (about two minutes on 2 cores)
+    .venv/bin/python bench/decontamination_rules.py            # everything (about three minutes on 2 cores)
     .venv/bin/python bench/decontamination_rules.py --pairs    # also every flagged real pair
 """
 
