@@ -26,7 +26,8 @@ The kinds, by the rule that should catch them:
   "What is the capital of the located in the administrative territorial entity of Van Hook Township?"),
   ``from_evidences`` (2WikiMultihopQA: rebuilt from its evidence triplets, "What is the place of birth of
   the director of A Day of Roses in August?").
-- negatives (None), built from templated questions only (every 2WikiMultihopQA type, HotpotQA comparisons):
+- negatives (None), built by bench/decontamination_negatives.py from templated questions only (every
+  2WikiMultihopQA type, HotpotQA comparisons):
   ``other_entity`` (one supporting title named in the question replaced by a title that another record of
   the same type names: the template about another entity), ``other_entities`` (every named title replaced
   so), ``similar_entity`` (one replaced by the title of one of the record's own distractor paragraphs that
@@ -40,34 +41,84 @@ from __future__ import annotations
 
 import random
 import re
-from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from factory.decontamination import pool_row, titles_of
+from bench.decontamination_negatives import (
+    TEMPLATED,
+    Donors,
+    name_of,
+    named_titles,
+    other_entities,
+    other_entity,
+    other_question_same_chain,
+    similar_entity,
+)
+from factory.decontamination.rows import pool_row, titles_of
 from factory.utils.text import normalize_answer, normalize_question
 
 ADDED_WORDS = ("also", "actually", "exactly", "really", "originally", "ever", "still")
-CHANGED_WORDS = {"was": "is", "is": "was", "did": "does", "does": "did", "were": "are", "are": "were",
-                 "in": "at", "at": "in", "film": "movie", "movie": "film", "city": "town", "who": "whom",
-                 "first": "earliest", "country": "nation", "of": "from", "has": "had", "had": "has"}  # fmt: skip
+CHANGED_WORDS = {
+    "was": "is",
+    "is": "was",
+    "did": "does",
+    "does": "did",
+    "were": "are",
+    "are": "were",
+    "in": "at",
+    "at": "in",
+    "film": "movie",
+    "movie": "film",
+    "city": "town",
+    "who": "whom",
+    "first": "earliest",
+    "country": "nation",
+    "of": "from",
+    "has": "had",
+    "had": "has",
+}
 QUESTION_WORDS = [  # (pattern at the start, replacement)
-    (r"what year", "In which year"), (r"in what year", "What year"), (r"in which year", "What year"),
-    (r"who is", "Who's"), (r"what is", "What's"), (r"where is", "Where's"), (r"who was", "Which person was"),
-    (r"where was", "In which place was"), (r"where did", "In which place did"), (r"when was", "At what time was"),
-    (r"when did", "At what time did"), (r"how many", "What number of"), (r"which", "What"),
-    (r"what (?!is\b|was\b|year\b)", "Which "), (r"who", "Which person"),
-]  # fmt: skip
+    (r"what year", "In which year"),
+    (r"in what year", "What year"),
+    (r"in which year", "What year"),
+    (r"who is", "Who's"),
+    (r"what is", "What's"),
+    (r"where is", "Where's"),
+    (r"who was", "Which person was"),
+    (r"where was", "In which place was"),
+    (r"where did", "In which place did"),
+    (r"when was", "At what time was"),
+    (r"when did", "At what time did"),
+    (r"how many", "What number of"),
+    (r"which", "What"),
+    (r"what (?!is\b|was\b|year\b)", "Which "),
+    (r"who", "Which person"),
+]
 TEMPLATE_SYNONYMS = [
-    (r"\bfilm\b", "movie"), (r"\bmovie\b", "film"), (r"\bcame out\b", "was released"),
-    (r"\bwas released\b", "came out"), (r"\bdied\b", "passed away"), (r"\bnationality\b", "citizenship"),
-    (r"\bplace of birth\b", "birthplace"), (r"\bplace of death\b", "place where they died"),
-    (r"\bdate of birth\b", "birth date"), (r"\bdate of death\b", "death date"), (r"\blocated\b", "situated"),
-    (r"\bfounded\b", "established"), (r"\bstarred\b", "appeared"), (r"\bwrote\b", "authored"),
-    (r"\bthe same country\b", "one country"), (r"\bdirected\b", "made"), (r"\bearlier\b", "sooner"),
-    (r"\bolder\b", "born earlier"), (r"\bwhich is\b", "that is"), (r"\bthat\b", "which"),
-    (r"\bthe name of\b", "the title of"), (r"\bborn first\b", "born earlier"), (r"\bknown as\b", "called"),
-]  # fmt: skip
+    (r"\bfilm\b", "movie"),
+    (r"\bmovie\b", "film"),
+    (r"\bcame out\b", "was released"),
+    (r"\bwas released\b", "came out"),
+    (r"\bdied\b", "passed away"),
+    (r"\bnationality\b", "citizenship"),
+    (r"\bplace of birth\b", "birthplace"),
+    (r"\bplace of death\b", "place where they died"),
+    (r"\bdate of birth\b", "birth date"),
+    (r"\bdate of death\b", "death date"),
+    (r"\blocated\b", "situated"),
+    (r"\bfounded\b", "established"),
+    (r"\bstarred\b", "appeared"),
+    (r"\bwrote\b", "authored"),
+    (r"\bthe same country\b", "one country"),
+    (r"\bdirected\b", "made"),
+    (r"\bearlier\b", "sooner"),
+    (r"\bolder\b", "born earlier"),
+    (r"\bwhich is\b", "that is"),
+    (r"\bthat\b", "which"),
+    (r"\bthe name of\b", "the title of"),
+    (r"\bborn first\b", "born earlier"),
+    (r"\bknown as\b", "called"),
+]
 RESTATEMENTS = (
     "Which answer connects {titles}?",
     "Going from {titles}, what is the answer?",
@@ -218,10 +269,12 @@ def clause_reorder(row: dict, rng: random.Random) -> str | None:
     options = []
     named = named_titles(row)
     if len(named) == 2:  # the two entities swapped: "A or B" -> "B or A", "A and B" -> "B and A"
-        a, b = (_name(t) for t in named)
+        a, b = (name_of(t) for t in named)
         ia, ib = q.lower().find(a.lower()), q.lower().find(b.lower())
         if 0 <= ia and ia + len(a) <= ib:
-            options.append(f"{q[:ia]}{q[ib:ib + len(b)]}{q[ia + len(a):ib]}{q[ia:ia + len(a)]}{q[ib + len(b):]}?")
+            options.append(
+                f"{q[:ia]}{q[ib : ib + len(b)]}{q[ia + len(a) : ib]}{q[ia : ia + len(a)]}{q[ib + len(b) :]}?"
+            )
     if q.count(",") == 1:
         left, right = q.split(",")
         options.append(f"{right.strip()[:1].upper()}{right.strip()[1:]}, {_lower_first(left)}?")
@@ -261,7 +314,7 @@ def from_decomposition(row: dict, rng: random.Random) -> str | None:
     phrase = ""
     for step in steps:
         text = step["question"].strip().rstrip("?")
-        text = re.sub(r"#\d+", lambda _: phrase or "it", text)
+        text = re.sub(r"#\d+", lambda _, before=phrase: before or "it", text)
         if ">>" in text:
             subject, relation = (part.strip() for part in text.split(">>", 1))
             phrase = f"the {relation} of {subject}"
@@ -282,145 +335,6 @@ def from_evidences(row: dict, rng: random.Random) -> str | None:
     subjects = list(dict.fromkeys(f["subject"] for f in facts))
     relations = list(dict.fromkeys(f["relation"] for f in facts))
     return f"Comparing the {' and '.join(relations)} of {_and(subjects)}, what is the answer?"
-
-
-# -- negatives ----------------------------------------------------------------------------------------
-
-# Question types whose text is a template filled with entities: every 2WikiMultihopQA type, HotpotQA's
-# comparisons. The negatives are built from these (the case of a template asked about other entities).
-TEMPLATED = {("2wikimultihopqa", t) for t in ("comparison", "bridge_comparison", "compositional", "inference")}
-TEMPLATED.add(("hotpotqa", "comparison"))
-
-
-def _name(title: str) -> str:
-    """A title as questions name it: without its disambiguation ("Nick Carter (musician)")."""
-    return re.sub(r"\s*\([^)]*\)$", "", title).strip()
-
-
-def named_titles(row: dict) -> list[str]:
-    """The supporting titles whose name the question holds (case-insensitive), in question order."""
-    q = row["question"].lower()
-    found = [t for t in titles_of(row) if _name(t) and _name(t).lower() in q]
-    return sorted(found, key=lambda t: q.index(_name(t).lower()))
-
-
-def _replace_name(question: str, old: str, new: str) -> str:
-    return re.sub(re.escape(_name(old)), lambda _: _name(new), question, count=1, flags=re.I)
-
-
-def distractor_titles(row: dict) -> list[str]:
-    """The titles of the record's own non-supporting paragraphs (empty for a row without ``passages``)."""
-    supporting = set(titles_of(row))
-    return sorted({p["title"] for p in row.get("passages") or [] if p["title"] not in supporting})
-
-
-def answer_kind(row: dict) -> str:
-    return "yes/no" if normalize_answer(row["answers"][0]) in ("yes", "no") else "option"
-
-
-def relations(row: dict) -> frozenset[str]:
-    """What a 2WikiMultihopQA question compares (its evidence relations); empty for other datasets."""
-    return frozenset(fact["relation"] for fact in row.get("evidences") or [])
-
-
-def comparison_template(row: dict) -> str | None:
-    """The question with its two named titles as {0} and {1}, for a comparison whose answer is yes/no or
-    one of the two; None otherwise."""
-    named = named_titles(row)
-    if len(named) != 2 or (answer_kind(row) == "option" and normalize_answer(row["answers"][0]) not in
-                           {normalize_answer(_name(t)) for t in named}):  # fmt: skip
-        return None
-    q = row["question"].replace("{", "(").replace("}", ")")
-    for i, t in enumerate(named):
-        q = re.sub(re.escape(_name(t)), "{%d}" % i, q, count=1, flags=re.I)
-    return q if "{0}" in q and "{1}" in q else None
-
-
-@dataclass
-class Donors:
-    """What negatives swap in: named titles of other records by (dataset, qtype), with their record's id;
-    the supporting titles of the whole set (a distractor swapped in must not be one); comparison templates
-    by (dataset, answer kind), with their relations."""
-
-    named: dict[tuple[str, str], list[tuple[str, str]]]
-    supporting: set[str]
-    templates: dict[tuple[str, str], list[tuple[str, frozenset[str]]]]
-
-    @classmethod
-    def of(cls, rows: list[dict]) -> Donors:
-        named, templates = defaultdict(set), defaultdict(set)
-        for row in rows:
-            named[row["dataset"], row["qtype"]].update((t, row["question_id"]) for t in named_titles(row))
-            template = comparison_template(row)
-            if template:
-                templates[row["dataset"], answer_kind(row)].add((template, relations(row)))
-        supporting = {normalize_answer(_name(t)) for row in rows for t in titles_of(row)}
-        return cls({k: sorted(v) for k, v in named.items()}, supporting,
-                   {k: sorted(v, key=lambda tr: (tr[0], sorted(tr[1]))) for k, v in templates.items()})  # fmt: skip
-
-    def distractors(self, row: dict) -> list[str]:
-        return [t for t in distractor_titles(row) if normalize_answer(_name(t)) not in self.supporting]
-
-
-Negative = tuple[str, dict, set[str]]  # (question, changed pool-row fields, records whose match is no FP)
-
-
-def other_entity(row: dict, rng: random.Random, donors: Donors) -> Negative | None:
-    return _swap(row, rng, donors, every=False)
-
-
-def other_entities(row: dict, rng: random.Random, donors: Donors) -> Negative | None:
-    return _swap(row, rng, donors, every=True)
-
-
-def _swap(row: dict, rng: random.Random, donors: Donors, every: bool) -> Negative | None:
-    """Named titles replaced by titles another record of the same dataset and type names. A match with that
-    record is no false positive: the new question asks its template about that record's entity, which may
-    well be the donor's own question reworded."""
-    named = named_titles(row)
-    own = {normalize_answer(_name(t)) for t in titles_of(row)}
-    pool = [(t, qid) for t, qid in donors.named.get((row["dataset"], row["qtype"]), [])
-            if normalize_answer(_name(t)) not in own]  # fmt: skip
-    olds = named if every else [rng.choice(named)] if named else []
-    if not olds or len(pool) < len(olds) or (every and len(named) < 2):
-        return None
-    news = rng.sample(pool, len(olds))
-    return (*_replaced(row, olds, [t for t, _ in news]), {qid for _, qid in news})
-
-
-def similar_entity(row: dict, rng: random.Random, donors: Donors) -> Negative | None:
-    """A named title replaced by one of the record's own distractor titles that no record of the set has as
-    a supporting title: the dataset's retrieval chose them to look alike (other films of similar names,
-    "Gerard I" / "Gerard II"), so this is the hardest negative."""
-    named, pool = named_titles(row), donors.distractors(row)
-    if not named or not pool:
-        return None
-    return (*_replaced(row, [rng.choice(named)], [rng.choice(pool)]), set())
-
-
-def _replaced(row: dict, olds: list[str], news: list[str]) -> tuple[str, dict]:
-    q, titles, answers = row["question"], titles_of(row), list(row["answers"])
-    for old, new in zip(olds, news, strict=True):
-        q = _replace_name(q, old, new)
-        titles = [new if t == old else t for t in titles]
-        answers = [_name(new) if normalize_answer(a) == normalize_answer(_name(old)) else a for a in answers]
-    return q, {"titles": titles, "answers": answers}
-
-
-def other_question_same_chain(row: dict, rng: random.Random, donors: Donors) -> Negative | None:
-    """Another record's comparison template (of another relation, where 2WikiMultihopQA states them) over
-    this record's two entities, with this record's answer and titles: a different question that shares the
-    chain key."""
-    own = comparison_template(row)
-    if own is None:
-        return None
-    same, rel = normalize_question(own), relations(row)
-    others = [t for t, r in donors.templates.get((row["dataset"], answer_kind(row)), [])
-              if normalize_question(t) != same and not (r and r == rel)]  # fmt: skip
-    if not others:
-        return None
-    names = [_name(t) for t in named_titles(row)]
-    return rng.choice(others).format(*names), {}, set()
 
 
 # -- cases --------------------------------------------------------------------------------------------

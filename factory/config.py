@@ -142,6 +142,7 @@ class DecontaminationParams(Section):
     )
     rules: list[Literal["exact", "near_duplicate", "same_chain"]] = Field(
         ["exact", "near_duplicate", "same_chain"],
+        min_length=1,
         description="Rules that flag a pool question: 'exact' (equal normalised text), 'near_duplicate' "
         "(surface edits and light rewording, near_duplicate_threshold), 'same_chain' (the same normalised "
         "answer over the same set of supporting titles). factory/decontamination/__init__.py describes them.",
@@ -167,45 +168,50 @@ class DecontaminationParams(Section):
         75.0,
         ge=0,
         le=100,
-        description="Least rapidfuzz ratio for two unequal words (4+ letters) to pair as a typo in the "
-        "near-duplicate score. Chosen on data: bench/decontamination_rules.py.",
+        description="Least rapidfuzz ratio for two unequal words (4+ letters, one of them in at most one "
+        "evaluation question) to pair as a typo in the near-duplicate score. Chosen on data: the strictest "
+        "whose recall of built edits is within 0.5 point of the best (bench/decontamination_rules.py).",
     )
     same_chain_guard: float = Field(
-        0.5,
+        0.75,
         ge=0,
         le=1,
         description="same_chain with a yes/no answer, or an answer among the question's own words (a "
-        "comparison's option): least Dice of the two questions' words outside the titles and the answer. 0 "
-        "turns the guard off. Chosen on data: bench/decontamination_rules.py (yes/no and option questions "
-        "over the same titles asking different things).",
+        "comparison's option): least Dice of the two questions' words outside the titles and the answer; 0 "
+        "turns the guard off. Chosen on data: the lowest whose false positives on other comparisons of the "
+        "same entities with the same answer stay within 1% (bench/decontamination_rules.py).",
     )
     candidate_min: float = Field(
-        0.4,
+        0.6,
         ge=0,
         le=1,
-        description="Index: an evaluation question is scored as a near duplicate only when its weighted "
-        "Dice over the indexed words alone reaches this (a bound the typo pairing can only raise). Chosen on "
-        "data: bench/decontamination.py (recall of built cases at full size against time).",
+        description="Index: an evaluation question is scored as a near duplicate only when its candidate "
+        "Dice (the weight shared over indexed words, typo neighbours included, template words assumed "
+        "shared) reaches this. Chosen on data: the fastest setting within 0.1 point of the best "
+        "near-duplicate recall at full size (bench/decontamination.py --tune).",
     )
     max_df: float = Field(
-        0.005,
+        0.01,
         gt=0,
         le=1,
-        description="Index: words in more than this fraction of the evaluation questions (and more than "
-        "min_df_cap) are not indexed, so that template words do not make every question a candidate; they "
-        "still count in the score. Chosen on data: bench/decontamination.py.",
+        description="Index: words in more than this fraction of the evaluation questions (and in more than "
+        "min_df_cap) are not indexed, so that template words do not make every templated question a "
+        "candidate of every other; they still count in the score. Chosen on data with candidate_min "
+        "(bench/decontamination.py --tune).",
     )
     min_df_cap: int = Field(
         20,
         ge=1,
-        description="Index: a word in at most this many evaluation questions is always indexed (small "
-        "evaluation sets).",
+        description="Index: a word in at most this many evaluation questions is always indexed, whatever "
+        "max_df says (a small evaluation set has no template words to leave out). Not tuned: it only acts "
+        "below 2,000 evaluation questions.",
     )
     max_candidates: int = Field(
         50,
         ge=1,
-        description="Index: most evaluation questions scored per pool question (those with the highest "
-        "indexed Dice; ties by eval_set, eval_id).",
+        description="Index: most evaluation questions scored per pool question (the highest candidate Dice "
+        "first; ties by eval_set, eval_id). A bound on the worst case, not tuned: 3.6 candidates per pool "
+        "question on average at full size (bench/decontamination.py --tune).",
     )
     batch_size: int = Field(
         10_000,

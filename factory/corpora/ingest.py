@@ -224,7 +224,8 @@ class _Tally:
         self.read_by_type: dict[str, Counter] = defaultdict(Counter)
         self.capped: Counter = Counter()
         self.kept_by_dataset: Counter = Counter()
-        self.kept_by_official: Counter = Counter()  # (dataset, official split): what ingest.max_per_dataset caps
+        # (dataset, official split): what ingest.max_per_dataset caps
+        self.kept_by_official: Counter = Counter()
         self.ingested_by_type: dict[str, Counter] = defaultdict(Counter)
         self.by_split: dict[str, Counter] = defaultdict(Counter)
         self.by_route: dict[str, Counter] = defaultdict(Counter)

@@ -123,5 +123,5 @@ def _text_of(record: object, id_field: str, record_id: str) -> dict | None:
     return {
         "source_id": str(source_id if source_id is not None else record_id),
         "question": question,
-        "answers": [a for a in answers if isinstance(a, str)],
+        "answers": [a for a in answers if isinstance(a, str) and a.strip()],
     }

@@ -2,11 +2,12 @@
 
 Exact and same-chain matches are dictionary look-ups. Near duplicates go through an inverted index of
 words: a pool batch and the evaluation questions are sparse word matrices, and one sparse product (scipy)
-gives, for every pair sharing an indexed word, the IDF weight they share; pairs whose weighted Dice over the
-indexed words reaches ``candidate_min`` are then scored exactly (``similarity.soft_dice``, typos paired with
-rapidfuzz). Words in more than ``max_df`` of the evaluation questions are left out of the index (they still
-count in the score): 2WikiMultihopQA's template words ("who was born first") are in thousands of questions,
-and indexing them would make every templated question a candidate of every other. An inverted index is
+gives, for every pair sharing an indexed word, the IDF weight they share; a pool word that no evaluation
+question has stands for its typo neighbours (``typos``). Pairs whose candidate Dice reaches
+``candidate_min`` are then scored exactly (``similarity.soft_dice``, typos paired with rapidfuzz). Words in
+more than ``max_df`` of the evaluation questions are left out of the index (they still count in the score):
+2WikiMultihopQA's template words ("who was born first") are in thousands of questions, and indexing them
+would make every templated question a candidate of every other. An inverted index is
 written here rather than taken from a search library because what is needed is the candidate's shared
 weight for a whole batch at once, which a sparse product gives directly; MinHash-LSH (datasketch, not a
 dependency) estimates unweighted Jaccard, which the template words dominate in questions this short.
@@ -64,15 +65,17 @@ class EvalIndex:
         self.chains: dict[tuple[tuple[str, ...], str], list[int]] = {}
         for i, row in enumerate(rows):
             self.exact.setdefault(row["question_norm"], []).append(i)
-            for answer in chain.answer_keys(row["answers"]):
+            for answer in chain.answer_keys(row["answers"]) if self.titles[i] else ():
                 self.chains.setdefault((self.titles[i], answer), []).append(i)
         self.indexed = self.vocab.df <= max(params.min_df_cap, params.max_df * self.vocab.n)
         self.postings = self._postings()
         self.typos = TypoNeighbours((token, t) for token, t in self.vocab.ids.items() if self.indexed[t])
         # each evaluation question's weight in unindexed words (see _near_candidates)
         self.templated = np.array(
-            [sum(w for token, w in weighed.items() if not self.indexed[self.vocab.ids[token]])
-             for weighed in self.weighed]
+            [
+                sum(w for token, w in weighed.items() if not self.indexed[self.vocab.ids[token]])
+                for weighed in self.weighed
+            ]
         )
 
     def __len__(self) -> int:
@@ -180,6 +183,8 @@ class EvalIndex:
 
     def _same_chain(self, row: dict, w: dict, found: dict[int, Match]) -> None:
         titles = chain.titles_key(row["titles"])
+        if not titles:
+            return  # no supporting titles, no chain to compare
         norm = row["question_norm"]
         for answer in chain.answer_keys(row["answers"]):
             for i in self.chains.get((titles, answer), ()):

@@ -1,13 +1,14 @@
-"""How alike two normalised questions are, for the near-duplicate rule: the IDF-weighted Dice coefficient of
-their word sets, where a word without an equal partner may pair with a typo of itself.
+"""How alike two normalised questions are, for the near-duplicate rule: the IDF-weighted Dice coefficient
+of their word sets, where a rare word without an equal partner may pair with a typo of itself.
 
 Why this and not the field's tools (bench/decontamination_rules.py measures them side by side): multi-hop
-questions are 10-25 words, so one typo or changed word breaks most 13-grams or 8-grams; a character ratio
-(rapidfuzz ``ratio``) drops under rewording and clause reordering, and stays high for a 2WikiMultihopQA template
-about other entities ("Who was born first, A or B?"), whose template words are most of the text. Weighting
-each word by its inverse document frequency over the evaluation questions makes the template words weigh
-little and the entity words a lot, so a different entity costs most of the score while a reordered clause
-or a swapped question word costs little.
+questions are 10-25 words, so one typo or changed word breaks most of their 13-grams or 8-grams; a
+character ratio (rapidfuzz ``ratio``) drops under rewording and clause reordering, and stays high for a
+2WikiMultihopQA template about other entities ("Who was born first, A or B?"), whose template words are most
+of the text. Weighting each word by its inverse document frequency over the evaluation questions makes the
+template words weigh little and the entity words a lot, so a different entity costs most of the score while
+a reordered clause or a swapped question word costs little. The weights come from the evaluation side: a
+tiny evaluation set (tens of questions) has no template words to learn, and every word weighs as rare.
 """
 
 from __future__ import annotations

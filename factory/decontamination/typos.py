@@ -31,7 +31,7 @@ class TypoNeighbours:
                     self.by_form.setdefault(form, []).append(i)
 
     def of(self, word: str) -> set[int]:
-        """Ids of the indexed words one edit away from ``word`` (none for a word shorter than four letters)."""
+        """Ids of the indexed words one edit away from ``word`` (none for a word under four letters)."""
         if len(word) < MIN_TYPO_LENGTH:
             return set()
         return {i for form in forms(word) for i in self.by_form.get(form, ())}

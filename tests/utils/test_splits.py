@@ -176,6 +176,6 @@ def test_the_demo_pool_the_docs_state_is_what_ingest_gives(ingested):
     text = " ".join((Path(__file__).resolve().parents[2] / "docs" / "pipeline.md").read_text().split())
     assert (
         f"draws its training questions from {counts['train']} official train questions, holds out "
-        f"{counts['heldout']} (`splits.heldout` 0.1) and tests on a seeded sample of {counts['test']} official "
-        "dev questions"
+        f"{counts['heldout']} (`splits.heldout` 0.1) and tests on a seeded sample of {counts['test']} "
+        "official dev questions"
     ) in text
