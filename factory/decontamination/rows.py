@@ -11,7 +11,6 @@ hold the gold answer first, then its aliases; ``titles`` are the supporting titl
 from __future__ import annotations
 
 
-
 def titles_of(question_row: dict) -> list[str]:
     """The supporting titles of a Question row, in the order they are first named, each once."""
     return list(dict.fromkeys(fact["title"] for fact in question_row["supporting"]))

@@ -9,8 +9,8 @@ import random
 import pytest
 
 from factory.config import DecontaminationParams, Params, validate_params
-from factory.decontamination.index import EvalIndex, Match
 from factory.decontamination.eval_sets import EvalSet, file_rows
+from factory.decontamination.index import EvalIndex, Match
 from factory.decontamination.rows import eval_row, pool_row, titles_of
 from factory.utils.errors import FactoryError
 from factory.utils.text import normalize_question
