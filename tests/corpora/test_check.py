@@ -112,3 +112,18 @@ def test_make_demo_checks_the_corpora_before_dvc_repro():
     check = next(i for i, line in enumerate(lines) if "factory check-corpora" in line)
     repro = next(i for i, line in enumerate(lines) if "dvc repro" in line)
     assert check < repro
+
+
+def test_a_file_whose_official_split_cannot_be_told_stops_the_check(tmp_path, corpora):
+    """make demo's first step refuses it before any work, naming the file and how to state its split."""
+    project = tmp_path / "project"
+    project.mkdir()
+    bench = tmp_path / "HotpotQA_500_benchmark.json"
+    shutil.copy(corpora / "hotpotqa" / "dev_sample.json", bench)
+    run = _check(project, f"corpora={{hotpotqa: [{bench}]}}")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert f"cannot tell the official split of {bench} (corpora.hotpotqa)" in run.stderr
+    assert (
+        _check(project, f"corpora={{hotpotqa: [{bench}]}}", f"splits.official={{{bench}: dev}}").returncode
+        == 0
+    )
