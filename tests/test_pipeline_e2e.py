@@ -35,7 +35,8 @@ def _params(tiny_model_dir: Path) -> Params:
     p = Params()
     overrides = {
         "model": {"base": str(tiny_model_dir)},
-        "ingest": {"max_per_dataset": 40},
+        "ingest": {"max_per_dataset": 20},  # per dataset and official split: 20 train, 20 dev
+        "splits": {"heldout": 0.2},  # about 8 of the 40 official train questions: 3 are evaluated
         "llm": {"max_new_tokens": 16, "batch_size": 16},
         "agent": {"max_iterations": 2, "repair_attempts": 0},
         "trajectories": {"n_questions": 6, "shard_size": 6},
