@@ -82,6 +82,8 @@ test-integration: setup $(LLAMA_STAMP)
 	FACTORY_LLAMA_PYTHON=$(abspath $(LLAMA_VENV))/bin/python $(BIN)/python -m pytest -p no:cacheprovider -s -rA tests/integration
 
 # bench/trajectories.py (b) and bench/constrained.py run the local model: models/base first (the DVC stage).
+# bench/decontamination_rules.py scores the rules on cases built from the shared records (~3 minutes);
+# bench/decontamination.py runs the index at a tenth and at the full size of the corpora (~2.5 minutes).
 # bench/scale.py runs a round at 2% and 8% of the full corpora (`python bench/scale.py --full`: 25% and
 # 100%, about half an hour); bench/cache.py fills a response cache of 5.4M entries (~1.6 GB of disk);
 # bench/fleet.py runs the trajectories driver against three mock endpoints, one killed and restarted, under
@@ -89,6 +91,8 @@ test-integration: setup $(LLAMA_STAMP)
 bench: setup
 	$(BIN)/dvc repro prepare_model
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/decontamination_rules.py
+	$(BIN)/python bench/decontamination.py
 	$(BIN)/python bench/backtrace.py
 	$(BIN)/python bench/real_graphs.py
 	$(BIN)/python bench/trajectories.py
