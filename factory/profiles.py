@@ -64,9 +64,10 @@ PROFILES: dict[str, Profile] = {
                 "agent.max_pairs": Setting(2, "see agent.max_iterations"),
                 "agent.passage_chars": Setting(300, "passages cut to 300 characters: short prompts"),
                 "trajectories.n_questions": Setting(
-                    12,
-                    "12 training questions a round: with 8, round 0 had no correct trajectory to label or "
-                    "train on",
+                    16,
+                    "16 training questions a round, drawn from official train: with 12, neither round had a "
+                    "correct trajectory to label or train on (with 8 before the official splits, neither did "
+                    "round 0)",
                 ),
                 "trajectories.rationalize": Setting(
                     True,
