@@ -171,6 +171,7 @@ def _header(variant: str, chains: list[dict], corpora: list[Corpus]) -> dict:
     second would load the first's rows. So each config's ``description`` (a BuilderConfig field, hashed
     with the config) carries the fingerprint of its shards' bytes, and ``dataset_info`` its sizes."""
     examples = sum(len(c["examples"]) for c in chains)
+    loadable = [c for c in chains if c["examples"]]
     return {
         "license": sorted({c.license for c in corpora}) or "other",
         "language": ["en"],
@@ -186,9 +187,9 @@ def _header(variant: str, chains: list[dict], corpora: list[Corpus]) -> dict:
                 "description": _described(c["fingerprint"]),
                 **({"default": True} if i == 0 else {}),
             }
-            for i, c in enumerate(chains)
+            for i, c in enumerate(loadable)
         ],
-        "dataset_info": _dataset_info(chains),
+        **({"dataset_info": _dataset_info(loadable)} if loadable else {}),
     }
 
 
@@ -250,7 +251,9 @@ def _write_seeds(variant: str, out: Path, selected: dict[int, int]) -> tuple[lis
         folder = out / "data" / f"seed_{seed}"
         folder.mkdir(parents=True)
         table = to_table(examples, SUPERVISION, "supervision") if examples else SUPERVISION.empty_table()
-        shards = max(1, -(-table.num_rows // SHARD_ROWS))
+        # a chain that kept no example gets no shard and no config: datasets refuses a split without rows
+        # ("corresponds to no data"), so the card says it is empty instead of offering a config that fails
+        shards = -(-table.num_rows // SHARD_ROWS)
         for i in range(shards):
             part = table.slice(i * SHARD_ROWS, SHARD_ROWS)
             pq.write_table(part, folder / f"train-{i:05d}-of-{shards:05d}.parquet", compression="zstd")

@@ -195,3 +195,27 @@ def test_the_card_gives_relevance_and_causal_results_as_a_table_with_a_verdict_p
         "| musique | n/a | n/a | n/a | n/a | cannot tell (nothing to score) | n/a | n/a | cannot tell |",
     ]
     assert "```json" not in card and "null" not in section
+
+
+def test_a_seed_that_kept_no_example_gets_no_config_and_the_card_says_so(tmp_path, monkeypatch):
+    """datasets refuses a split without rows: an empty chain is stated, never offered as a config."""
+    monkeypatch.chdir(tmp_path)
+    write_set(V, 0, [example(V, 0, i, "base") for i in range(2)], seed=0)
+    write_set(V, 0, [], seed=1)
+    for seed in (0, 1):
+        write_json(paths.supervision_dir(V, 0, seed) / "stats.json", {"status": "built"})
+    write_json(
+        paths.METRICS / "summary.json",
+        {"variants": {V: {"selected": {"0": {"round": 0}, "1": {"round": 0}}}}},
+    )
+    make_publishable()
+    assert main(ARGS) == 0
+    out = paths.PUBLISHED / V
+    card = (out / "README.md").read_text()
+    header = yaml.safe_load(card.split("---")[1])
+    assert [c["config_name"] for c in header["configs"]] == ["seed_0"]
+    assert "| none (empty) | 1 | round 0 | 0 | 0 |" in card and "cannot load a split without rows" in card
+    assert not list((out / "data" / "seed_1").glob("*.parquet"))
+    from datasets import load_dataset
+
+    assert len(load_dataset(str(out), "seed_0", split="train", cache_dir=str(tmp_path / "cache"))) == 2
