@@ -62,3 +62,13 @@ def ingested(corpora_params):
 @pytest.fixture(scope="session")
 def questions_by_id(ingested) -> dict:
     return {q["question_id"]: q for q in ingested.questions}
+
+
+# The slowest tests first: with two xdist workers, the end-to-end `dvc repro` (~7 minutes) then runs on
+# one worker while the other takes the rest; collected last, it started after the rest and the suite took
+# ~10.5 minutes instead of ~8.
+SLOWEST_FIRST = ("tests/test_pipeline_e2e.py",)
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: not item.nodeid.startswith(SLOWEST_FIRST))

@@ -71,11 +71,27 @@ def _load(base: str):
 
 def prepare_base_model(base: str, out_dir: str | Path, dtype: str = "bfloat16") -> dict:
     """Write ``out_dir`` (config, tokenizer, safetensors) from ``base``; returns provenance info."""
-    import torch
+    from factory.utils.io import progress
 
     out = Path(out_dir)
-    model, tokenizer = _load(base)
-    model = model.to(getattr(torch, dtype))
+    # four steps; importing torch and dequantising the GGUF take ~20 s on 2 cores: the bar's heartbeat
+    # shows the stage working meanwhile
+    with progress(total=4, desc="prepare-model", unit="steps") as steps:
+        steps.set_postfix_str("loading and dequantising the weights")
+        import torch
+
+        model, tokenizer = _load(base)
+        steps.update(1)
+        steps.set_postfix_str(f"casting to {dtype}")
+        model = model.to(getattr(torch, dtype))
+        steps.update(1)
+        steps.set_postfix_str("writing safetensors and tokenizer")
+        info = _write(base, model, tokenizer, out, dtype)
+        steps.update(2)
+    return info
+
+
+def _write(base: str, model, tokenizer, out: Path, dtype: str) -> dict:
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if model.generation_config.pad_token_id is None:
