@@ -78,7 +78,9 @@ class ModelParams(Section):
         "models/base", description="Where prepare-model writes the normal transformers model folder."
     )
     dtype: Literal["bfloat16", "float16", "float32"] = Field(
-        "bfloat16", description="dtype of the saved weights."
+        "bfloat16",
+        description="dtype of the converted embedded model's weights; a folder or hub model is linked in "
+        "its own dtype (its weights are never loaded).",
     )
 
 

@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -18,9 +19,39 @@ def test_a_local_model_folder_becomes_the_base_folder(tmp_path, tiny_model_dir):
     assert (out / "model.safetensors").exists() and (out / "factory_model.json").exists()
     tok = AutoTokenizer.from_pretrained(out, local_files_only=True)
     model = AutoModelForCausalLM.from_pretrained(out, local_files_only=True)
-    assert tok.chat_template and str(model.dtype) == "torch.bfloat16"
+    source = AutoModelForCausalLM.from_pretrained(tiny_model_dir, local_files_only=True)
+    # the folder's own dtype, and the parameter count read from the headers
+    assert tok.chat_template and model.dtype == source.dtype and str(model.dtype) == f"torch.{info['dtype']}"
+    assert info["parameters"] == source.num_parameters()
     again = prepare_base_model(str(tiny_model_dir), tmp_path / "again", dtype="bfloat16")
     assert again["weights_sha256"] == info["weights_sha256"]  # same source -> byte-identical weights
+
+
+def test_a_served_models_weights_are_linked_never_loaded(tmp_path, tiny_model_dir, monkeypatch):
+    """An 8B model's 16 GB: hard links, no load (which took ~32 GB of RAM in fp32), and the source's
+    own files are never written through a link."""
+    import transformers
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("prepare-model loaded the weights")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
+    source = tmp_path / "served"
+    shutil.copytree(tiny_model_dir, source)
+    before = {f.name: f.read_bytes() for f in source.iterdir() if f.is_file()}
+    out = tmp_path / "models" / "base"
+    prepare_base_model(str(source), out)
+    assert (out / "model.safetensors").stat().st_ino == (source / "model.safetensors").stat().st_ino
+    assert {f.name: f.read_bytes() for f in source.iterdir() if f.is_file()} == before
+
+
+def test_a_folder_without_safetensors_is_refused_by_name(tmp_path, tiny_model_dir):
+    source = tmp_path / "bin-only"
+    shutil.copytree(tiny_model_dir, source)
+    for f in source.glob("*.safetensors"):
+        f.unlink()
+    with pytest.raises(FactoryError, match=r"no \*\.safetensors file.*safe_serialization=True"):
+        prepare_base_model(str(source), tmp_path / "out")
 
 
 def test_the_base_folder_does_not_record_how_it_was_fetched(tmp_path, tiny_model_dir):
