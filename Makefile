@@ -85,7 +85,7 @@ test-integration: setup $(LLAMA_STAMP)
 # bench/decontamination_rules.py scores the rules on cases built from the shared records (~3 minutes);
 # bench/decontamination.py runs the index at a tenth and at the full size of the corpora (~2.5 minutes).
 # bench/scale.py runs a round at 2% and 8% of the full corpora (`python bench/scale.py --full`: 25% and
-# 100%, about half an hour); bench/cache.py fills a response cache of 5.4M entries (~1.6 GB of disk);
+# 100%, about half an hour); bench/cache.py fills a response cache with one entry per call of the full protocol (params --cost);
 # bench/fleet.py runs the trajectories driver against three mock endpoints, one killed and restarted, under
 # both llm.routing values (~2 minutes).
 bench: setup

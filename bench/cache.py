@@ -1,8 +1,9 @@
 """Response cache benchmark: the SQLite cache at the size of the full protocol.
 
-The full protocol (docs/full-scale.md, *The full protocol*) makes about 5.4M calls (`factory params --cost`),
-every one a cache entry. This fills a cache with that many entries of a realistic size (an explore
-reply of ~160 characters, the protocol's model identity), then measures what a run pays:
+The full protocol (docs/full-scale.md, *The full protocol*) makes at most the calls that
+`factory params --profile full --cost` prints for the whole run, every one a cache entry. This fills
+a cache with that many entries of a realistic size (an explore reply of ~160 characters, the
+protocol's model identity), then measures what a run pays:
 
 - size on disk (bytes per entry);
 - opening it, as a resumed run starts;
@@ -12,7 +13,7 @@ reply of ~160 characters, the protocol's model identity), then measures what a r
 - inserts through ``ResponseCache.put_many`` as the backend makes them (one reply each, committed
   by the writer thread in group commits), in the caller's CPU per insert.
 
-    python bench/cache.py                    # 5.4M entries (a few minutes, ~2.5 GB of disk)
+    python bench/cache.py                    # the full protocol's calls (a few minutes, a few GB of disk)
     python bench/cache.py --entries 500000
 """
 
@@ -68,11 +69,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--entries", type=int, default=5_400_000)
+    parser.add_argument(
+        "--entries", type=int, default=None, help="default: the full profile's calls (params --cost)"
+    )
     parser.add_argument(
         "--dir", type=Path, default=None, help="where the cache file goes (default: a temp dir)"
     )
     args = parser.parse_args()
+    if args.entries is None:
+        from factory.bootstrap.cost import protocol_cost
+        from factory.profiles import profile_params
+
+        args.entries = protocol_cost(profile_params("full"))["total"]
     from factory.llm.base import ChatResponse
     from factory.llm.responses import ResponseCache
 

@@ -1,4 +1,5 @@
-"""What a bootstrapping protocol costs in LLM calls, from the params alone (``factory params --cost``).
+"""What a bootstrapping protocol costs in LLM calls, from the params alone (``factory params --cost``);
+its tokens, LoRA training memory and GPU-hours are estimated in factory.bootstrap.cost_gpu.
 
 Upper bounds: a trajectory makes at most ``c = (L x (1 + P) + 1) x (1 + A)`` calls (L =
 agent.max_iterations explore steps, each with at most P = agent.max_pairs complete calls, one forced
@@ -13,6 +14,7 @@ call free, so a re-run after an interruption costs only what was not done yet.
 
 from __future__ import annotations
 
+from factory.bootstrap.cost_gpu import render_gpu_cost
 from factory.config import Params
 
 
@@ -86,6 +88,7 @@ def render_cost(params: Params) -> str:
         f"{cost['per_chain']:,} + {e.n_questions} x {c} + {params.routes.n_questions} x {len(params.corpora)}"
         f" = {cost['total']:,}   (+ the base model's held-out evaluation and the route classifier)",
     ]
+    lines += render_gpu_cost(params, cost["total"], cost["chains"] * b.max_rounds)
     return "\n".join(lines) + "\n"
 
 

@@ -4,6 +4,7 @@ exactly by a worst-case policy (never sufficient, every reply repaired once)."""
 from __future__ import annotations
 
 import itertools
+import json
 
 from factory.agent.format import render_complete, render_explore, render_final
 from factory.bootstrap.cost import (
@@ -12,8 +13,17 @@ from factory.bootstrap.cost import (
     protocol_cost,
     render_cost,
 )
+from factory.bootstrap.cost_gpu import (
+    H100_TOKENS_PER_S,
+    model_shape,
+    n_parameters,
+    token_estimate,
+    training_memory,
+    worst_case_prompts,
+)
 from factory.cli import main
 from factory.config import Params
+from factory.profiles import profile_params
 from factory.retrieval.bm25 import BM25Retriever
 from tests.agent.test_loop import FakeLLM, run
 
@@ -78,3 +88,54 @@ def test_the_per_trajectory_bound_is_met_by_a_worst_case_policy(ingested):
     records = run(questions, FakeLLM(reply), retriever, params)
     assert calls_per_trajectory(params) == (3 * (1 + 2) + 1) * 2 == 20
     assert [r["llm_calls"] for r in records] == [20, 20]
+
+
+def test_one_prompt_per_call_of_the_bound_and_prompts_grow_with_the_passages():
+    p = Params()
+    assert len(worst_case_prompts(p)) == calls_per_trajectory(p)  # repairs included
+    more = Params(retrieval={"top_n": 6}, agent={"passage_chars": 1200})
+    assert sum(worst_case_prompts(more)) > sum(worst_case_prompts(p)) + 4 * 3 * 2 * 600  # 4 lookups x 2 tries
+    tokens = token_estimate(p, 1000)
+    assert tokens["completion_tokens"] == 1000 * p.llm.max_new_tokens
+    assert tokens["prompt_tokens"] == 1000 * sum(worst_case_prompts(p)) / len(worst_case_prompts(p)) / 4
+    assert tokens["gpu_hours"] == 1000 * p.llm.max_new_tokens / H100_TOKENS_PER_S / 3600
+
+
+def test_lora_training_memory_of_an_8b_model_by_hand():
+    mem = training_memory(profile_params("full"))  # model.base not set: Llama-3.1-8B's shape assumed
+    assert mem["parameters"] == 8_030_261_248  # Llama-3.1-8B's published count
+    assert mem["lora_parameters"] == 32 * 16 * ((4096 + 4096) * 2 + (4096 + 1024) * 2)
+    assert mem["weights"] == 2 * 8_030_261_248
+    sbh = 8 * 1024 * 4096  # train.batch_size x train.max_length x hidden
+    assert mem["activations"] == 34 * sbh * 32
+    assert mem["activations_checkpointed"] == 2 * sbh * 32 + 34 * sbh
+    assert mem["total"] == mem["weights"] + 16 * mem["lora_parameters"] + mem["activations"]
+    assert 45 * 2**30 < mem["total"] < 55 * 2**30 and mem["total_checkpointed"] < 20 * 2**30
+
+
+def test_the_shape_is_read_from_model_base_when_it_is_a_folder(tmp_path):
+    config = {
+        "vocab_size": 1000,
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "tie_word_embeddings": True,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    source, shape = model_shape(Params(model={"base": str(tmp_path)}))
+    assert source.endswith("config.json") and shape["head_dim"] == 16
+    assert n_parameters(shape) == 1000 * 64 + 2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64) + 64
+    assert model_shape(Params())[0].startswith("SmolLM2-135M")  # the demo's embedded model
+
+
+def test_pilot_cost_prints_tokens_memory_and_gpu_hours(capsys):
+    assert main(["params", "--profile", "pilot", "--cost"]) == 0
+    out = capsys.readouterr().out
+    calls = protocol_cost(profile_params("pilot"))["total"]
+    assert "whole run       V S x per chain + H c + Q D = 3 x 1 x" in out and f"= {calls:,}" in out
+    assert f"completion      whole run x llm.max_new_tokens = {calls:,} x 160 = {calls * 160:,}" in out
+    assert "H100-hours of generation" in out and "MLPerf Inference v5.1" in out
+    assert "model           Llama-3.1-8B (assumed: model.base is not set yet): 8.03B parameters" in out
+    assert "total           49.2 GiB as factory train runs (no checkpointing); 18.2 GiB with it" in out
