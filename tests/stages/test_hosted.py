@@ -81,6 +81,7 @@ def test_the_hosted_profile_publishes_sets_with_no_weights_and_training_asks_for
         "counterfactual.max_trajectories": 6,  # every correct trajectory: the sample is not per chain
         "relevance.bootstrap_samples": 20,
         "bootstrap.variants": VARIANTS,
+        "calibration.graphs": [str(corpora.parent / "external" / "musique_openie_dev.jsonl")],
     }
     with MockOpenAIServer(script=agent_script(tmp_path), base_model="hosted-model") as server:
         sets = [f"llm.base_urls=[{server.base_url}]", "llm.model=hosted-model"]
@@ -107,6 +108,7 @@ def test_the_hosted_profile_publishes_sets_with_no_weights_and_training_asks_for
             for stage in ("trajectories", "backtrace", "counterfactual", "variants", "export-trace"):
                 factory(stage, *chain, "--round", "0")
             calls[variant] = server.state.completions - before
+        factory("calibrate-labels")
         factory("validate-labels")
         factory("publish", "--round", "0")
         headers = {r["headers"].get("authorization") for r in server.chat_records()}
@@ -128,7 +130,11 @@ def test_the_hosted_profile_publishes_sets_with_no_weights_and_training_asks_for
     assert "No policy was trained on it" in card and "round 0 (given by --round, not selected)" in card
     assert "openai:hosted-model (hosted, no local weights)" in card
     relevance = read_json(paths.METRICS / "relevance.json")
-    assert relevance["causal"]["verdicts"]  # the causal check was scored against gold
+    assert relevance["verdicts"] and relevance["causal"]["verdicts"]  # labels and causal check vs gold
+    assert read_json(paths.CALIBRATION)["status"] == "ok" and (paths.REPORTS / "relevance.md").exists()
+    labelled = read_json(paths.stage_metrics("backtrace", "backtrace", 0))
+    assert labelled["tokenizer"] == "whitespace"  # no local tokenizer: FA ratios in whitespace tokens, said
+    assert "hosted-model: not a local folder" in labelled["tokenizer_fallback_reason"]
 
     capsys.readouterr()
     for argv in (["train", "--variant", "backtrace", "--round", "0"], ["prepare-model"]):
