@@ -41,13 +41,24 @@ def stage_names() -> dict[str, str]:
 
 def _stage_help(module_name: str) -> str:
     """A stage's HELP string read without importing it (imports of torch & co. are slow)."""
+    return _stage_constant(module_name, "HELP", "")
+
+
+def _stage_constant(module_name: str, name: str, default):
+    """A stage module's constant ``name`` (a literal) read without importing it, else ``default``."""
     import factory.stages as pkg
 
     tree = ast.parse((Path(pkg.__path__[0]) / f"{module_name}.py").read_text())
     for node in tree.body:
-        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "HELP" for t in node.targets):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == name for t in node.targets):
             return ast.literal_eval(node.value)
-    return ""
+    return default
+
+
+def weight_stages() -> list[str]:
+    """The stages that load the model's weights (``NEEDS_WEIGHTS = True`` in their module): on the openai
+    backend only they need ``model.base``; the others run on a hosted API with no weights on disk."""
+    return [c for c, m in stage_names().items() if _stage_constant(m, "NEEDS_WEIGHTS", False)]
 
 
 def load_stage(command: str) -> ModuleType:
@@ -207,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 raise FactoryError(no_calibration_message(missing))
             return 0
-        require_served_model(params)
+        require_served_model(params, weights=getattr(args._module, "NEEDS_WEIGHTS", False))
         options = {
             k: v for k, v in vars(args).items() if k not in {"params", "sets", "debug", "command", "_module"}
         }
@@ -265,11 +276,13 @@ def _params_command(args: argparse.Namespace) -> int:
         print(f"factory params: wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    missing = served_model_missing(params)
-    if missing:
+    keys = [m.split(" ", 1)[0] for m in served_model_missing(params, weights=False)]
+    weights = [m.split(" ", 1)[0] for m in served_model_missing(params) if m.split(" ", 1)[0] not in keys]
+    if keys or weights:
         print(
             "factory params: before a stage runs on these params, set "
-            + ", ".join(m.split(" ", 1)[0] for m in missing)
+            + ", ".join(keys + weights)
+            + (f" ({', '.join(weights)}: only for {', '.join(weight_stages())})" if weights else "")
             + " (--set key=value; docs/full-scale.md)",
             file=sys.stderr,
         )

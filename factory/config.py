@@ -955,9 +955,10 @@ def _without_null_sections(model: type[BaseModel], data: dict[str, Any]) -> dict
     return out
 
 
-def served_model_missing(params: Params) -> list[str]:
+def served_model_missing(params: Params, weights: bool = True) -> list[str]:
     """What a run on the openai backend lacks to start: the servers, the served model's name, the served
-    weights on local disk (training trains LoRA adapters on them). Empty for the local backend."""
+    weights on local disk (training trains LoRA adapters on them; ``weights=False``: a stage that loads no
+    weights, which a hosted API runs without them). Empty for the local backend."""
     llm, model = params.llm, params.model
     if llm.backend != "openai":
         return []
@@ -969,7 +970,7 @@ def served_model_missing(params: Params) -> list[str]:
             f"llm.model (the name the servers serve the model under; it is {llm.model!r}, the local folder "
             "prepare-model writes)"
         )
-    if model.base.startswith("embedded:") or not Path(model.base).is_dir():
+    if weights and (model.base.startswith("embedded:") or not Path(model.base).is_dir()):
         missing.append(
             f"model.base (a local folder holding the served model's weights, which training trains LoRA "
             f"adapters on; it is {model.base!r})"
@@ -977,9 +978,9 @@ def served_model_missing(params: Params) -> list[str]:
     return missing
 
 
-def require_served_model(params: Params) -> None:
+def require_served_model(params: Params, weights: bool = True) -> None:
     """Stop before any work when the openai backend lacks what it needs (``served_model_missing``)."""
-    missing = served_model_missing(params)
+    missing = served_model_missing(params, weights)
     if missing:
         raise FactoryError(
             "llm.backend is openai, but these are not set: "

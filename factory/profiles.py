@@ -1,13 +1,14 @@
-"""Named parameter profiles: the demo, a one-GPU pilot and the full protocol.
+"""Named parameter profiles: the demo, a one-GPU pilot, the full protocol and a hosted API's model.
 
 A profile is the typed defaults (factory/config.py) plus the keys it sets, each with the reason it
 sets it. ``factory params --profile NAME`` prints the params file it gives (``--output params.yaml``
 writes it, ``--cost`` prints its LLM calls, ``--explain`` its settings as a table); the committed
 params.yaml is the demo's. Because a profile starts from the typed defaults, nothing the demo shrinks
 for a CPU reaches another profile (tests/test_profiles.py checks it key by key). A profile that runs
-on the openai backend needs the servers, the served name and the weights (``llm.base_urls``,
-``llm.model``, ``model.base``): the user's own, given with ``--set``; a stage started without them
-stops when its params load (``factory.config.require_served_model``).
+on the openai backend needs the servers and the served name (``llm.base_urls``, ``llm.model``), and
+for the stages that load weights (prepare-model, train) the weights (``model.base``): the user's own,
+given with ``--set``; a stage started without them stops when its params load
+(``factory.config.require_served_model``). The hosted profile runs no stage that loads weights.
 """
 
 from __future__ import annotations
@@ -41,6 +42,14 @@ SERVED = Setting(
     "openai",
     "a real model behind OpenAI-compatible servers (vLLM): the embedded 135M model is not a reasoner. "
     "Give llm.base_urls, llm.model and model.base with --set.",
+)
+
+HOSTED = Setting(
+    "openai",
+    "a hosted OpenAI-compatible API (OpenAI, a provider, a colleague's vLLM) with no weights on disk: give "
+    "llm.base_urls and llm.model with --set, the API key in the environment variable llm.api_key_env "
+    "names (never in params). No stage this profile runs loads weights, so model.base is not needed; "
+    "prepare-model and train stop and ask for it.",
 )
 
 PROFILES: dict[str, Profile] = {
@@ -137,6 +146,28 @@ PROFILES: dict[str, Profile] = {
                     list(registry.NAMES),
                     "every registered variant, the KnowTrace authors' rule included: the report asks "
                     "whether our labelling beats theirs in training, at equal compute",
+                ),
+            },
+        ),
+        Profile(
+            "hosted",
+            "generation, backtracing, the variants, the labels against gold, the causal check and "
+            "publishing on a hosted API's model (no weights on disk, no training): round 0 of every chain, "
+            "100 training questions x 4 samples, published with `factory publish --round 0` "
+            "(docs/full-scale.md#a-hosted-api-no-weights-no-training).",
+            {
+                "llm.backend": HOSTED,
+                "trajectories.n_questions": Setting(100, "100 training questions a round, as the pilot"),
+                "trajectories.samples": Setting(4, "4 trajectories per question, as in the full protocol"),
+                "evaluate.n_questions": Setting(
+                    100,
+                    "100 held-out questions: the API model's held-out EM, which each chain's start "
+                    "decision reads; no round is trained, so no round is evaluated or selected after it",
+                ),
+                "bootstrap.max_rounds": Setting(
+                    1,
+                    "round 0 only: the API's model generates it and nothing is trained (there are no "
+                    "weights to train), so `factory params --cost` counts one round",
                 ),
             },
         ),

@@ -1,5 +1,6 @@
 """Named profiles: nothing the demo shrinks reaches another profile, each prints a params file that loads
-back to itself, and a run on a served model without its servers, name or weights stops before any work."""
+back to itself, and a run on a served model without its servers or name stops before any work (without
+its weights, only the stages that load them: prepare-model, train)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from factory.cli import main
+from factory.cli import main, weight_stages
 from factory.config import Params, load_params, served_model_missing
 from factory.params_file import changed_keys, flat
 from factory.profiles import PROFILES, explain, profile_params, render_profile
@@ -22,7 +23,7 @@ def test_the_demo_is_params_yaml_and_every_key_it_shrinks_comes_back_in_the_othe
     assert "agent.passage_chars" in shrunk and "trajectories.rationalize" in shrunk  # the list is real
     assert set(shrunk) == set(PROFILES["demo"].settings)  # every demo value is a profile setting with a why
     typed = flat(dict(Params()))
-    for name in ("pilot", "full"):
+    for name in ("pilot", "full", "hosted"):
         mine = flat(dict(profile_params(name)))
         survivors = [
             key for key in shrunk if mine[key] != typed[key] and not PROFILES[name].settings.get(key, None)
@@ -75,14 +76,36 @@ def test_a_stage_on_a_served_profile_without_its_model_stops_before_reading_anyt
     monkeypatch.chdir(tmp_path)
     assert main(["params", "--profile", "full", "--output", "params.yaml"]) == 0
     capsys.readouterr()
-    for argv in (["prepare-model"], ["ingest"], ["trajectories", "--variant", "backtrace", "--round", "0"]):
+    stages = (["prepare-model"], ["ingest"], ["trajectories", "--variant", "backtrace", "--round", "0"])
+    stages += (["train", "--variant", "backtrace", "--round", "0"],)
+    for argv in stages:
         assert main(argv) == 1
         err = capsys.readouterr().err
         assert "llm.backend is openai, but these are not set: llm.base_urls" in err
-        assert "llm.model (the name the servers serve" in err and "model.base (a local folder" in err
+        assert "llm.model (the name the servers serve" in err
+        # the weights: only for the stages that load them
+        assert ("model.base (a local folder" in err) == (argv[0] in ("prepare-model", "train"))
         assert "vllm serve" in err and "factory params --profile full" in err
         assert "\n" not in err.strip()  # one paragraph
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]  # nothing read or written
+
+
+def test_the_hosted_profile_needs_a_url_and_a_name_and_no_weights_but_to_train(tmp_path, monkeypatch, capsys):
+    hosted = profile_params("hosted", SERVED)
+    assert hosted.llm.backend == "openai" and hosted.bootstrap.max_rounds == 1
+    assert hosted.model.base == Params().model.base  # not set: a hosted API has no weights on disk
+    assert served_model_missing(hosted, weights=False) == []
+    assert [m.split(" ", 1)[0] for m in served_model_missing(hosted)] == ["model.base"]
+    assert weight_stages() == ["prepare-model", "train"]
+    monkeypatch.chdir(tmp_path)
+    assert main(["params", "--profile", "hosted", "--output", "params.yaml"]) == 0
+    err = capsys.readouterr().err
+    assert "set llm.base_urls, llm.model, model.base (model.base: only for prepare-model, train)" in err
+    assert main(["ingest"]) == 1  # no URL, no served name: stops before reading anything
+    err = capsys.readouterr().err
+    assert "llm.base_urls (the servers" in err and "llm.model (the name" in err
+    assert "model.base (a local folder" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]
 
 
 def test_servers_a_served_name_and_local_weights_are_all_a_served_model_needs(tmp_path):

@@ -10,6 +10,8 @@ from factory.utils.io import outputs_together
 
 COMMAND = "prepare-model"
 HELP = "convert the embedded SmolLM2 GGUF (or model.base) into a transformers model folder"
+# it converts the weights model.base names (on the openai backend: the served model's folder; factory.cli)
+NEEDS_WEIGHTS = True
 log = logging.getLogger(__name__)
 
 

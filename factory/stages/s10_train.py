@@ -27,6 +27,8 @@ from factory.utils.seeds import derived_seed
 
 COMMAND = "train"
 HELP = "LoRA fine-tuning of a variant's round on its supervision set (loss on assistant tokens only)"
+# it trains LoRA adapters on the base weights: on the openai backend it needs model.base (factory.cli)
+NEEDS_WEIGHTS = True
 log = logging.getLogger(__name__)
 
 

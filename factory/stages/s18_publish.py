@@ -36,11 +36,27 @@ def add_arguments(parser) -> None:
         action="store_true",
         help="also upload each variant to the Hub as <publish.repo_id>-<variant> (token from HF_TOKEN)",
     )
+    parser.add_argument(
+        "--round",
+        dest="round_",
+        type=int,
+        metavar="R",
+        help="publish round R's set of every seed as generated, without the held-out selection (no policy "
+        "was trained: the hosted profile, docs/full-scale.md); the card says so",
+    )
 
 
 def _model_identity(params: Params) -> str:
+    """The generating model as the cards and the fingerprint name it."""
     info = Path(params.model.dir) / "factory_model.json"
-    base = read_json(info).get("base", params.model.base) if info.exists() else params.model.base
+    if info.exists():
+        base = read_json(info).get("base", params.model.base)
+    elif params.llm.backend == "openai":
+        # a hosted API: no weights were prepared here, so model.base (its typed default) says nothing
+        revision = f", revision {params.llm.model_revision}" if params.llm.model_revision else ""
+        return f"openai:{params.llm.model} (hosted, no local weights{revision})"
+    else:
+        base = params.model.base
     return f"{params.llm.backend}:{params.llm.model} (base: {base})"
 
 
@@ -56,8 +72,18 @@ def selected_rounds(summary: dict, variant: str, seeds: list[int]) -> dict[int, 
     return {s: int(selected[str(s)]["round"]) for s in seeds}
 
 
+def given_round(round_: int, params: Params) -> dict[int, int]:
+    """seed -> ``round_`` for every seed (``--round``): checked against the rounds the params run."""
+    if not 0 <= round_ < params.bootstrap.max_rounds:
+        raise FactoryError(
+            f"--round {round_}: the rounds of this run are 0..{params.bootstrap.max_rounds - 1} "
+            "(bootstrap.max_rounds); the hosted profile publishes round 0"
+        )
+    return {s: round_ for s in params.bootstrap.seeds}
+
+
 @outputs_together()
-def run(params: Params, push_to_hub: bool = False) -> list[dict]:
+def run(params: Params, push_to_hub: bool = False, round_: int | None = None) -> list[dict]:
     # A push without a token or a repo id fails here, before anything is written or uploaded.
     token = publishing.hub_token() if push_to_hub else None
     repos = (
@@ -73,7 +99,10 @@ def run(params: Params, push_to_hub: bool = False) -> list[dict]:
     decontamination = read_json(paths.METRICS / "decontamination.json")
     model = _model_identity(params)
     seeds = list(params.bootstrap.seeds)
-    selected = {v: selected_rounds(summary, v, seeds) for v in params.bootstrap.variants}
+    if round_ is None:
+        selected = {v: selected_rounds(summary, v, seeds) for v in params.bootstrap.variants}
+    else:  # no policy was trained, so nothing was selected: the round the user names, as generated
+        selected = {v: given_round(round_, params) for v in params.bootstrap.variants}
     checked = check_publishable(
         e
         for v, rounds in selected.items()
@@ -90,6 +119,7 @@ def run(params: Params, push_to_hub: bool = False) -> list[dict]:
     for variant in params.bootstrap.variants:
         info = {
             "model": model,
+            "untrained": round_ is not None,
             "prompt_version": params.agent.prompt_version,
             "fa_ratio": summary.get("variants", {}).get(variant, {}).get("fa_ratio_by_round"),
             "relevance": {k: relevance.get(k) for k in ("status", "params", "verdicts", "causal")},

@@ -209,6 +209,7 @@ def _card(variant: str, chains: list[dict], info: dict, data_id: str) -> str:
         keeps=registry.variant(variant).card,
         policies=info["policies"],
         model=info["model"],
+        untrained=info.get("untrained", False),
         prompt_version=info["prompt_version"],
         licenses=", ".join(licenses) if isinstance(licenses, list) else licenses,
         share_alike="; ".join(f"{c.title} is {c.license_name}" for c in corpora if c.share_alike),
