@@ -211,8 +211,9 @@ def render_gpu_cost(params: Params, total_calls: int, training_runs: int) -> lis
         + (f"   (not counted: {', '.join(mem['not_counted'])})" if mem["not_counted"] else ""),
         f"activations     s = train.max_length {t.max_length}, b = train.batch_size {t.batch_size}: "
         f"{g(mem['activations'])}; with gradient checkpointing {g(mem['activations_checkpointed'])}",
-        f"total           {g(mem['total'])} as factory train runs (no checkpointing); "
-        f"{g(mem['total_checkpointed'])} with it (+ CUDA context and workspace, ~1-2 GiB)",
+        f"total           {g(mem['total'])} without gradient checkpointing; {g(mem['total_checkpointed'])} "
+        f"with it (train.gradient_checkpointing is {str(t.gradient_checkpointing).lower()}; + CUDA context "
+        "and workspace, ~1-2 GiB)",
     ]
     if trained is not None:
         lines.append(

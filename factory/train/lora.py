@@ -248,6 +248,9 @@ def training_argument_values(
         "ddp_find_unused_parameters": False,  # every LoRA weight gets a gradient each step
         "include_num_input_tokens_seen": "non_padding",
         "dataloader_num_workers": 0,
+        "gradient_checkpointing": params.gradient_checkpointing,
+        # non-reentrant: works with frozen inputs (LoRA) without enable_input_require_grads
+        "gradient_checkpointing_kwargs": {"use_reentrant": False} if params.gradient_checkpointing else None,
         "disable_tqdm": not progress,
     }
 

@@ -138,4 +138,5 @@ def test_pilot_cost_prints_tokens_memory_and_gpu_hours(capsys):
     assert f"completion      whole run x llm.max_new_tokens = {calls:,} x 160 = {calls * 160:,}" in out
     assert "H100-hours of generation" in out and "MLPerf Inference v5.1" in out
     assert "model           Llama-3.1-8B (assumed: model.base is not set yet): 8.03B parameters" in out
-    assert "total           49.2 GiB as factory train runs (no checkpointing); 18.2 GiB with it" in out
+    total = "total           49.2 GiB without gradient checkpointing; 18.2 GiB with it"
+    assert f"{total} (train.gradient_checkpointing is false" in out

@@ -300,3 +300,17 @@ def test_step_budget_gives_every_set_the_same_steps(tiny_model_dir, tmp_path):
     assert (tmp_path / "again" / "adapter" / "adapter_config.json").read_bytes() == (
         tmp_path / "small" / "adapter" / "adapter_config.json"
     ).read_bytes()
+
+
+def test_gradient_checkpointing_trains_the_same_adapter(tiny_model_dir, tmp_path, trained):
+    """train.gradient_checkpointing recomputes activations (less memory on a shared GPU): the same
+    losses and weights up to float rounding."""
+    from safetensors.torch import load_file
+
+    out, _ = trained
+    fit_lora(EXAMPLES, tiny_model_dir, tmp_path, PARAMS.model_copy(update={"gradient_checkpointing": True}))
+    curve = lambda folder: [e["loss"] for e in json.loads((folder / "loss_curve.json").read_text())]  # noqa: E731
+    assert curve(tmp_path) == pytest.approx(curve(out), rel=1e-4)
+    mine, theirs = (load_file(f / "adapter" / "adapter_model.safetensors") for f in (tmp_path, out))
+    assert mine.keys() == theirs.keys()
+    assert all(torch.allclose(mine[k], theirs[k], atol=1e-5) for k in mine)
