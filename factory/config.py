@@ -404,6 +404,12 @@ class TrajectoryParams(Section):
         min_length=1,
         description="Datasets the training questions are drawn from.",
     )
+    allow_fewer: bool = Field(
+        False,
+        description="When the training split holds fewer questions than n_questions: false stops every "
+        "stage that samples them before any work, naming both numbers; true samples all there are and the "
+        "metrics and reports/bootstrap.md say so.",
+    )
 
 
 class ExecutionParams(Section):
@@ -439,6 +445,12 @@ class EvaluateParams(Section):
         16, ge=1, description="Questions of the split evaluated (greedy), sampled with the seed."
     )
     seed: int = Field(11, ge=0, description="Seed of the evaluation sample (the same questions every round).")
+    allow_fewer: bool = Field(
+        False,
+        description="When the held-out or the test split holds fewer questions than n_questions: false "
+        "stops every stage that samples them before any work, naming both numbers; true evaluates all "
+        "there are and the metrics and reports/bootstrap.md say so.",
+    )
 
 
 class BacktraceParams(Section):

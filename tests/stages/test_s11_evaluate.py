@@ -28,7 +28,8 @@ def test_base_model_heldout_evaluation_feeds_the_stopping_rule(project, monkeypa
     from factory.bootstrap.stop import heldout_scores
 
     use_policy(monkeypatch, lambda: ScriptedPolicyLLM(project))
-    assert main(["evaluate", "--variant", "base", "--split", "heldout", *sets(evaluate__n_questions=6)]) == 0
+    argv = ["evaluate", "--variant", "base", "--split", "heldout"]
+    assert main([*argv, *sets(evaluate__n_questions=6, trajectories__n_questions=8)]) == 0
     m = read_json(paths.base_eval_metrics("heldout"))
     rows = read_rows(paths.base_eval_data("heldout"))
     assert (
