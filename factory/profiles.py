@@ -196,9 +196,16 @@ def render_profile(name: str, params: Params) -> str:
     return render_params_file(params, header, notes)
 
 
-def render_current(params: Params) -> str:
-    """The params file of ``params`` as loaded (params.yaml and --set), without a profile's notes."""
-    header = ("TraceFactory parameters, written by `factory params` from params.yaml and --set.", *HEADER)
+def render_current(params: Params, started_from: str | None = None) -> str:
+    """The params file of ``params`` as loaded (params.yaml and --set), without a profile's notes;
+    ``started_from``: the profile the loaded file was written from, kept in the first line."""
+    first = (
+        f"TraceFactory parameters: the {started_from} profile, re-written by `factory params` from a params "
+        "file and --set."
+        if started_from
+        else "TraceFactory parameters, written by `factory params` from params.yaml and --set."
+    )
+    header = (first, *HEADER)
     return render_params_file(params, header)
 
 
