@@ -26,7 +26,7 @@ from factory.config import BootstrapParams, Params, Section
 
 # Always written, set or not: the sizes, seeds, model and labelling choices a protocol varies (what
 # `dvc exp show` compares), the keys dvc.yaml's templates read (corpora, bootstrap.*) and the leaves
-# stages track one by one. A key a profile sets is written anyway. tests/test_params_file.py checks
+# stages track one by one. A key a profile sets is written anyway. tests/test_dvc_yaml.py checks
 # that every key dvc.yaml names is always in the file.
 PROTOCOL: tuple[str, ...] = (
     "corpora",
