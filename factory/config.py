@@ -958,7 +958,9 @@ def _error_line(err: Any, sets: list[str], source: str | None) -> str:
         how = f"--set '{loc}={written}'" if given else f"{path[-1]}: {written} in {file}"
         return f"{where}{loc} is {kind}: write {how}"
     message = err["msg"].removeprefix("Value error, ")  # a validator's own sentence
-    return f"{where}{loc}: {message}" + (f" (got {err['input']!r})" if "input" in err and scalar else "")
+    return f"{where}{loc}: {message}" + (
+        f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
+    )
 
 
 def _names(item: str, path: list) -> bool:
