@@ -21,7 +21,8 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
-from factory.config import load_params, require_served_model, served_model_missing
+from factory.config import load_params, require_served_model, served_model_gaps
+from factory.params_file import profile_of
 from factory.profiles import PROFILES, explain, profile_params, render_current, render_profile
 from factory.utils.errors import FactoryError, os_error_message
 from factory.utils.io import write_jsonl, write_text
@@ -218,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             if missing:
                 raise FactoryError(no_calibration_message(missing))
             return 0
-        require_served_model(params, weights=getattr(args._module, "NEEDS_WEIGHTS", False))
+        weights = getattr(args._module, "NEEDS_WEIGHTS", False)
+        require_served_model(params, profile_of(args.params), args.params, weights=weights)
         options = {
             k: v for k, v in vars(args).items() if k not in {"params", "sets", "debug", "command", "_module"}
         }
@@ -254,39 +256,51 @@ def main(argv: list[str] | None = None) -> int:
 
 def _params_command(args: argparse.Namespace) -> int:
     """`factory params`: the params file (or its cost, or a profile's table), printed or written."""
+    started_from = args.profile or profile_of(args.params)
     if args.profile:
         params = profile_params(args.profile, args.sets)
         text = render_profile(args.profile, params)
     else:
         params = load_params(args.params, args.sets)
-        text = render_current(params)
+        text = render_current(params, started_from)
     if args.explain:
         if not args.profile:
             names = ", ".join(PROFILES)
             raise FactoryError(f"--explain lists what a profile sets: add --profile NAME ({names})")
-        sys.stdout.write(explain(args.profile))
-        return 0
-    if args.cost:
+        text = explain(args.profile)
+    elif args.cost:
         from factory.bootstrap.cost import render_cost
 
-        sys.stdout.write(render_cost(params))
-        return 0
-    if args.output:
+        text = render_cost(params)
+    if args.output:  # the table, the cost or the params file: whichever was asked for
         write_text(args.output, text)
         print(f"factory params: wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
-    keys = [m.split(" ", 1)[0] for m in served_model_missing(params, weights=False)]
-    weights = [m.split(" ", 1)[0] for m in served_model_missing(params) if m.split(" ", 1)[0] not in keys]
-    if keys or weights:
-        print(
-            "factory params: before a stage runs on these params, set "
-            + ", ".join(keys + weights)
-            + (f" ({', '.join(weights)}: only for {', '.join(weight_stages())})" if weights else "")
-            + " (--set key=value; docs/full-scale.md)",
-            file=sys.stderr,
-        )
+    if not (args.explain or args.cost):
+        _served_model_hint(params, started_from)
     return 0
+
+
+def _served_model_hint(params, profile: str | None) -> None:
+    """What a stage on these params would stop for (``require_served_model``), said ahead."""
+    gaps = served_model_gaps(params)
+    if not gaps:
+        return
+    unset = [key for key, kind, _ in gaps if kind == "not set"]
+    said = [f"not set: {', '.join(unset)}"] if unset else []
+    said += [
+        f"folder missing: {params.model.base} (model.base)" for _, kind, _ in gaps if kind == "folder missing"
+    ]
+    whose = f"the {profile} profile's params" if profile else "these params"
+    weights = (
+        f"; model.base only for {', '.join(weight_stages())}" if "model.base" in {g[0] for g in gaps} else ""
+    )
+    print(
+        f"factory params: before a stage runs on {whose}: {'; '.join(said)} (--set key=value here, or to "
+        f"each stage{weights}; docs/full-scale.md)",
+        file=sys.stderr,
+    )
 
 
 def _compare_sets(a: str, b: str) -> int:

@@ -8,6 +8,7 @@ a typo in ``--set`` or ``dvc exp run -S`` fails loudly instead of being ignored.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -406,6 +407,12 @@ class TrajectoryParams(Section):
         min_length=1,
         description="Datasets the training questions are drawn from.",
     )
+    allow_fewer: bool = Field(
+        False,
+        description="When the training split holds fewer questions than n_questions: false stops every "
+        "stage that samples them before any work, naming both numbers; true samples all there are and the "
+        "metrics and reports/bootstrap.md say so.",
+    )
 
 
 class ExecutionParams(Section):
@@ -441,6 +448,12 @@ class EvaluateParams(Section):
         16, ge=1, description="Questions of the split evaluated (greedy), sampled with the seed."
     )
     seed: int = Field(11, ge=0, description="Seed of the evaluation sample (the same questions every round).")
+    allow_fewer: bool = Field(
+        False,
+        description="When the held-out or the test split holds fewer questions than n_questions: false "
+        "stops every stage that samples them before any work, naming both numbers; true evaluates all "
+        "there are and the metrics and reports/bootstrap.md say so.",
+    )
 
 
 class BacktraceParams(Section):
@@ -895,7 +908,7 @@ def parse_set(item: str) -> tuple[list[str], Any]:
 
 def load_params(path: str | Path | None = "params.yaml", sets: list[str] | None = None) -> Params:
     """Read params.yaml (missing file: defaults) and apply ``--set`` overrides, validating everything."""
-    return validate_params(_read_params_file(path), sets)
+    return validate_params(_read_params_file(path), sets, source=None if path is None else str(path))
 
 
 def _read_params_file(path: str | Path | None) -> dict[str, Any]:
@@ -912,8 +925,9 @@ def _read_params_file(path: str | Path | None) -> dict[str, Any]:
     return data
 
 
-def validate_params(data: dict[str, Any], sets: list[str] | None = None) -> Params:
-    """Params from nested ``data`` (as params.yaml holds them) and ``--set`` overrides, validated."""
+def validate_params(data: dict[str, Any], sets: list[str] | None = None, source: str | None = None) -> Params:
+    """Params from nested ``data`` (as params.yaml holds them) and ``--set`` overrides, validated; ``source``:
+    the file ``data`` was read from, named in an error about one of its keys."""
     data = _without_null_sections(Params, data)
     typed = Params().model_dump(mode="json")
     for item in sets or []:
@@ -930,19 +944,76 @@ def validate_params(data: dict[str, Any], sets: list[str] | None = None) -> Para
     try:
         return Params.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = ".".join(str(p) for p in err["loc"] if p != "[key]")  # a bad mapping key: name the key
-            message = err["msg"].removeprefix("Value error, ")  # a validator's own sentence
-            lines.append(
-                f"{loc}: {message}"
-                + (
-                    f" (got {err['input']!r})"
-                    if "input" in err and not isinstance(err["input"], dict)
-                    else ""
-                )
-            )
+        lines = [_error_line(err, sets or [], source) for err in exc.errors()]
         raise FactoryError("invalid parameters:\n  " + "\n  ".join(lines)) from None
+
+
+def _error_line(err: Any, sets: list[str], source: str | None) -> str:
+    """One validation error as what to do: an unknown key with the closest known one, a list or mapping
+    given one value with how to write it, else pydantic's sentence with the value given."""
+    path = [p for p in err["loc"] if p != "[key]"]  # a bad mapping key: name the key
+    loc = ".".join(str(p) for p in path)
+    given = next((item for item in sets if _names(item, path)), None)
+    where = f"--set {given}: " if given else f"{source}: " if source else ""
+    if err["type"] == "extra_forbidden":
+        return f"{where}unknown key {loc}: {_suggestion(path)}"
+    scalar = not isinstance(err.get("input"), (dict, list))
+    if err["type"] in ("list_type", "dict_type") and scalar:
+        value = "" if err["input"] is None else str(err["input"])
+        listed = err["type"] == "list_type"
+        kind, written = ("a list", f"[{value}]") if listed else ("a mapping", "{key: value}")
+        file = source or "the params file"
+        how = f"--set '{loc}={written}'" if given else f"{path[-1]}: {written} in {file}"
+        return f"{where}{loc} is {kind}: write {how}"
+    message = err["msg"].removeprefix("Value error, ")  # a validator's own sentence
+    return f"{where}{loc}: {message}" + (
+        f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict) else ""
+    )
+
+
+def _names(item: str, path: list) -> bool:
+    """Whether the ``--set`` item sets the key at ``path`` (or a mapping holding it)."""
+    keys = item.split("=", 1)[0].strip().split(".")
+    return [str(p) for p in path[: len(keys)]] == keys
+
+
+def _suggestion(path: list) -> str:
+    """'did you mean <the closest key>?', or the keys there are (difflib over the section's keys, then the
+    same name in another section)."""
+    parent, leaf = path[:-1], str(path[-1])
+    model = _model_at(parent)
+    if model is None:
+        return "no such key (factory/config.py lists the keys)"
+    prefix = "".join(f"{p}." for p in parent)
+    close = difflib.get_close_matches(leaf, list(model.model_fields), n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {prefix}{close[0]}?"
+    elsewhere = [f"{name}.{leaf}" for name in Params.model_fields if leaf in _fields(_model_at([name]))]
+    if elsewhere:
+        return f"did you mean {elsewhere[0]}?"
+    where = f"of {prefix.rstrip('.')}" if prefix else "at the top"
+    return f"the keys {where} are {', '.join(model.model_fields)}"
+
+
+def _model_at(path: list) -> type[BaseModel] | None:
+    """The params class at ``path`` (list positions skipped: the class of the items), None past a leaf."""
+    model: type[BaseModel] | None = Params
+    for part in path:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(str(part))
+        model = None if field is None else _model_in(field.annotation)
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for m in map(_model_in, get_args(annotation)) if m is not None), None)
+
+
+def _fields(model: type[BaseModel] | None) -> dict:
+    return {} if model is None else model.model_fields
 
 
 def _without_null_sections(model: type[BaseModel], data: dict[str, Any]) -> dict[str, Any]:
@@ -961,40 +1032,98 @@ def _without_null_sections(model: type[BaseModel], data: dict[str, Any]) -> dict
     return out
 
 
-def served_model_missing(params: Params, weights: bool = True) -> list[str]:
-    """What a run on the openai backend lacks to start: the servers, the served model's name, the served
-    weights on local disk (training trains LoRA adapters on them; ``weights=False``: a stage that loads no
-    weights, which a hosted API runs without them). Empty for the local backend."""
+def served_model_gaps(params: Params, weights: bool = True) -> list[tuple[str, str, str]]:
+    """What a run on the openai backend lacks to start, as (key, 'not set' or 'folder missing', what it
+    is): the servers, the served model's name, the served weights on local disk (training trains LoRA
+    adapters on them; ``weights=False``: a stage that loads no weights, which a hosted API runs without
+    them). Empty for the local backend."""
     llm, model = params.llm, params.model
     if llm.backend != "openai":
         return []
-    missing = []
+    gaps = []
     if not llm.base_urls:
-        missing.append("llm.base_urls (the servers' OpenAI-compatible URLs, e.g. [http://gpu1:8000/v1])")
+        gaps.append(
+            ("llm.base_urls", "not set", "the servers' OpenAI-compatible URLs, e.g. [http://gpu1:8000/v1]")
+        )
     if llm.model == model.dir:
-        missing.append(
-            f"llm.model (the name the servers serve the model under; it is {llm.model!r}, the local folder "
-            "prepare-model writes)"
+        gaps.append(
+            (
+                "llm.model",
+                "not set",
+                f"the name the servers serve the model under; it is {llm.model!r}, the local folder "
+                "prepare-model writes",
+            )
         )
-    if weights and (model.base.startswith("embedded:") or not Path(model.base).is_dir()):
-        missing.append(
-            f"model.base (a local folder holding the served model's weights, which training trains LoRA "
-            f"adapters on; it is {model.base!r})"
-        )
-    return missing
+    if not weights:
+        return gaps
+    folder = "a local folder holding the served model's weights, which training trains LoRA adapters on"
+    if model.base.startswith("embedded:"):
+        gaps.append(("model.base", "not set", f"{folder}; it is {model.base!r}"))
+    elif not Path(model.base).is_dir():
+        gaps.append(("model.base", "folder missing", folder))
+    return gaps
 
 
-def require_served_model(params: Params, weights: bool = True) -> None:
-    """Stop before any work when the openai backend lacks what it needs (``served_model_missing``)."""
-    missing = served_model_missing(params, weights)
-    if missing:
-        raise FactoryError(
-            "llm.backend is openai, but these are not set: "
-            + "; ".join(missing)
-            + ". Serve the model with vLLM (`VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve "
-            "/models/Llama-3.1-8B-Instruct --served-model-name llama --enable-lora --max-lora-rank 64`), "
-            "then write them into params.yaml, e.g. `factory params --profile full --set "
-            "'llm.base_urls=[http://gpu1:8000/v1]' --set llm.model=llama --set "
-            "model.base=/models/Llama-3.1-8B-Instruct --output params.yaml` (docs/full-scale.md). Nothing "
-            "was read or written."
+def served_model_missing(params: Params, weights: bool = True) -> list[str]:
+    """``served_model_gaps`` as 'key (what it is)' lines."""
+    gaps = served_model_gaps(params, weights)
+    return [f"{key} ({_gap(params, key, kind, what)})" for key, kind, what in gaps]
+
+
+def _gap(params: Params, key: str, kind: str, what: str) -> str:
+    """'not set: <what>' or 'folder missing: <the folder>, <what>'."""
+    return f"folder missing: {params.model.base}, {what}" if kind == "folder missing" else f"{kind}: {what}"
+
+
+# What to --set for each key a served run lacks, as the message's example
+SERVED_EXAMPLE = {
+    "llm.base_urls": "'llm.base_urls=[http://gpu1:8000/v1]'",
+    "llm.model": "llm.model=llama",
+    "model.base": "model.base=/models/Llama-3.1-8B-Instruct",
+}
+
+
+VLLM_SERVE = (
+    "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True vllm serve /models/Llama-3.1-8B-Instruct "
+    "--served-model-name llama --enable-lora --max-lora-rank 64"
+)
+
+
+def require_served_model(
+    params: Params, profile: str | None = None, params_file: str = "params.yaml", weights: bool = True
+) -> None:
+    """Stop before any work when the openai backend lacks what it needs (``served_model_gaps``); ``profile``:
+    the profile ``params_file`` was written from, named in the message. The advice re-writes the file with
+    `factory params --params`, which keeps what it sets (its corpora): `--profile` would start over.
+    ``weights``: the stage loads the served weights (``NEEDS_WEIGHTS``), so model.base is checked too."""
+    gaps = served_model_gaps(params, weights)
+    if not gaps:
+        return
+    unset = [key for key, kind, _ in gaps if kind == "not set"]
+    parts = (
+        ["not set: " + ", ".join(f"{key} ({what})" for key, k, what in gaps if k == "not set")]
+        if unset
+        else []
+    )
+    parts += [
+        f"folder missing: {params.model.base} ({key}: {what})" for key, k, what in gaps if k != "not set"
+    ]
+    steps = []
+    if {"llm.base_urls", "llm.model"} & set(unset):
+        steps.append(f"serve the model with vLLM (`{VLLM_SERVE}`)")
+    if unset:
+        sets = " ".join(f"--set {SERVED_EXAMPLE[key]}" for key in unset)
+        steps.append(
+            f"add {', '.join(unset)} to {params_file}, keeping the rest of it (its corpora among them): "
+            f"`factory params --params {params_file} {sets} --output {params_file}` (or give the same --set "
+            "to every stage)"
         )
+    if len(unset) < len(gaps):
+        steps.append(
+            "put the served weights in the missing folder, or --set model.base to the folder holding them"
+        )
+    whose = f"the {profile} profile" if profile else "these params"
+    raise FactoryError(
+        f"llm.backend is openai ({whose}), but {'; '.join(parts)}. To run: {'; '.join(steps)} "
+        "(docs/full-scale.md). Nothing was read or written."
+    )

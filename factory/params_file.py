@@ -13,8 +13,10 @@ live in ``factory/config.py``, which every stage depends on.
 
 from __future__ import annotations
 
+import re
 import textwrap
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -24,7 +26,7 @@ from factory.config import BootstrapParams, Params, Section
 
 # Always written, set or not: the sizes, seeds, model and labelling choices a protocol varies (what
 # `dvc exp show` compares), the keys dvc.yaml's templates read (corpora, bootstrap.*) and the leaves
-# stages track one by one. A key a profile sets is written anyway. tests/test_params_file.py checks
+# stages track one by one. A key a profile sets is written anyway. tests/test_dvc_yaml.py checks
 # that every key dvc.yaml names is always in the file.
 PROTOCOL: tuple[str, ...] = (
     "corpora",
@@ -48,6 +50,19 @@ PROTOCOL: tuple[str, ...] = (
     *(f"bootstrap.{name}" for name in BootstrapParams.model_fields),
 )
 WIDTH = 100  # comment lines are wrapped to this many characters
+# The first line of a file `factory params --profile NAME` writes (factory.profiles), kept when
+# `factory params --params FILE --output FILE` re-writes it: how a message names the profile in use.
+PROFILE_LINE = re.compile(r"^# TraceFactory parameters: the ([\w-]+) profile\b")
+
+
+def profile_of(path: str | Path | None) -> str | None:
+    """The profile a params file was written from (its first line says), None when it does not say."""
+    try:
+        with open(path or "", encoding="utf-8") as f:
+            match = PROFILE_LINE.match(f.readline())
+    except (OSError, UnicodeDecodeError):
+        return None
+    return match.group(1) if match else None
 
 
 def flat(data: dict, prefix: str = "") -> dict[str, Any]:

@@ -79,6 +79,7 @@ PROFILES: dict[str, Profile] = {
                     "trajectory at 12 or 16 (16 costs a minute more), so the demo's sets stay empty; 24 "
                     "gave one",
                 ),
+                "trajectories.allow_fewer": Setting(True, "see evaluate.allow_fewer"),
                 "trajectories.rationalize": Setting(
                     True,
                     "the 135M model answers none of a round's questions on its own; STaR rationalization "
@@ -89,6 +90,12 @@ PROFILES: dict[str, Profile] = {
                     4,
                     "4 held-out and 4 test questions: the base model and every round of every chain are "
                     "evaluated; at this size one question is 25 EM points, no evidence",
+                ),
+                "evaluate.allow_fewer": Setting(
+                    True,
+                    "the demo shows the machinery on whatever corpora it is given (the shared samples, a "
+                    "corpus cut with ingest.max_per_dataset): a split with fewer questions than asked is "
+                    "sampled whole and reports/bootstrap.md says so, where the pilot and full profiles stop",
                 ),
                 "counterfactual.max_trajectories": Setting(
                     8, "at most 8 correct trajectories of a round re-asked (7 graphs each)"
@@ -220,9 +227,16 @@ def render_profile(name: str, params: Params) -> str:
     return render_params_file(params, header, notes)
 
 
-def render_current(params: Params) -> str:
-    """The params file of ``params`` as loaded (params.yaml and --set), without a profile's notes."""
-    header = ("TraceFactory parameters, written by `factory params` from params.yaml and --set.", *HEADER)
+def render_current(params: Params, started_from: str | None = None) -> str:
+    """The params file of ``params`` as loaded (params.yaml and --set), without a profile's notes;
+    ``started_from``: the profile the loaded file was written from, kept in the first line."""
+    first = (
+        f"TraceFactory parameters: the {started_from} profile, re-written by `factory params` from a params "
+        "file and --set."
+        if started_from
+        else "TraceFactory parameters, written by `factory params` from params.yaml and --set."
+    )
+    header = (first, *HEADER)
     return render_params_file(params, header)
 
 

@@ -30,3 +30,14 @@ def test_a_stage_runs_with_few_collections_and_the_thresholds_come_back(monkeypa
     assert seen == [cli.GC_THRESHOLDS]
     assert code == (cli.EXIT_FAILURE if fails else 0)
     assert gc.get_threshold() == before != cli.GC_THRESHOLDS
+
+
+@pytest.mark.parametrize("shown", ["--cost", "--explain"])
+def test_params_writes_the_cost_or_the_table_to_output_as_it_prints_it(tmp_path, capsys, shown):
+    argv = ["params", "--profile", "full", shown]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert cli.main([*argv, "--output", str(tmp_path / "out.txt")]) == 0
+    out = capsys.readouterr()
+    assert out.out == "" and f"wrote {tmp_path / 'out.txt'}" in out.err
+    assert (tmp_path / "out.txt").read_text() == printed and printed.strip()

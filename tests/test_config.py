@@ -168,3 +168,47 @@ def test_an_empty_corpus_list_leaves_the_dataset_out():
 def test_on_and_off_mean_what_they_say_although_yaml_reads_them_as_booleans():
     assert load_params(None, ["llm.constrained=on"]).llm.constrained == "on"
     assert validate_params(yaml.safe_load("llm: {constrained: off}")).llm.constrained == "off"
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("llm.base_url=http://gpu1:8000/v1", "unknown key llm.base_url: did you mean llm.base_urls?"),
+        (
+            "trajectories.n_question=8",
+            "unknown key trajectories.n_question: did you mean trajectories.n_questions?",
+        ),
+        (
+            "evaluate.samples=4",
+            "unknown key evaluate.samples: did you mean trajectories.samples?",
+        ),  # other section
+        ("llm.xyz=1", "unknown key llm.xyz: the keys of llm are backend, model, base_urls,"),
+    ],
+)
+def test_an_unknown_key_suggests_the_closest_known_one(setting, message):
+    with pytest.raises(FactoryError) as exc:
+        load_params(None, [setting])
+    assert f"--set {setting}: {message}" in str(exc.value)
+
+
+def test_an_unknown_key_in_the_params_file_names_the_file(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("llm:\n  base_url: [http://gpu1:8000/v1]\n")
+    with pytest.raises(FactoryError) as exc:
+        load_params(path)
+    assert f"{path}: unknown key llm.base_url: did you mean llm.base_urls?" in str(exc.value)
+
+
+def test_a_list_given_one_value_says_how_to_write_the_list(tmp_path):
+    with pytest.raises(FactoryError) as exc:
+        load_params(None, ["llm.base_urls=http://gpu1:8000/v1"])
+    assert "llm.base_urls is a list: write --set 'llm.base_urls=[http://gpu1:8000/v1]'" in str(exc.value)
+    written = "corpora.hotpotqa=[/data/hotpot_train_v1.1.json]"  # the way the message says
+    assert load_params(None, [written]).corpora["hotpotqa"] == ["/data/hotpot_train_v1.1.json"]
+    path = tmp_path / "params.yaml"
+    path.write_text("corpora:\n  hotpotqa: /data/hotpot_train_v1.1.json\n")
+    with pytest.raises(FactoryError) as exc:
+        load_params(path)
+    assert f"corpora.hotpotqa is a list: write hotpotqa: [/data/hotpot_train_v1.1.json] in {path}" in str(
+        exc.value
+    )

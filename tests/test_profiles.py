@@ -4,6 +4,7 @@ its weights, only the stages that load them: prepare-model, train)."""
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
@@ -49,9 +50,10 @@ def test_a_profile_prints_a_params_file_that_loads_back_to_it(name, tmp_path, ca
             node = node[part]
         assert node == setting.value  # the profile's keys are written out, not commented
     needs_server = PROFILES[name].settings.get("llm.backend") is not None
-    assert ("before a stage runs on these params, set llm.base_urls, llm.model, model.base" in out.err) == (
-        needs_server
+    hint = (
+        f"before a stage runs on the {name} profile's params: not set: llm.base_urls, llm.model, model.base"
     )
+    assert (hint in out.err) == needs_server
 
 
 def test_the_full_profile_runs_a_served_model_at_the_protocols_size(capsys):
@@ -81,11 +83,13 @@ def test_a_stage_on_a_served_profile_without_its_model_stops_before_reading_anyt
     for argv in stages:
         assert main(argv) == 1
         err = capsys.readouterr().err
-        assert "llm.backend is openai, but these are not set: llm.base_urls" in err
+        assert "llm.backend is openai (the full profile), but not set: llm.base_urls" in err
         assert "llm.model (the name the servers serve" in err
         # the weights: only for the stages that load them
         assert ("model.base (a local folder" in err) == (argv[0] in ("prepare-model", "train"))
-        assert "vllm serve" in err and "factory params --profile full" in err
+        # the advice re-writes the user's file, keeping its corpora: never `--profile ... --output`
+        assert "vllm serve" in err and "`factory params --params params.yaml --set 'llm.base_urls=[" in err
+        assert "--profile" not in err
         assert "\n" not in err.strip()  # one paragraph
     assert sorted(p.name for p in tmp_path.iterdir()) == ["params.yaml"]  # nothing read or written
 
@@ -100,7 +104,8 @@ def test_the_hosted_profile_needs_a_url_and_a_name_and_no_weights_but_to_train(t
     monkeypatch.chdir(tmp_path)
     assert main(["params", "--profile", "hosted", "--output", "params.yaml"]) == 0
     err = capsys.readouterr().err
-    assert "set llm.base_urls, llm.model, model.base (model.base: only for prepare-model, train)" in err
+    assert "not set: llm.base_urls, llm.model, model.base" in err
+    assert "model.base only for prepare-model, train" in err
     assert main(["ingest"]) == 1  # no URL, no served name: stops before reading anything
     err = capsys.readouterr().err
     assert "llm.base_urls (the servers" in err and "llm.model (the name" in err
@@ -140,3 +145,31 @@ def test_the_demos_reason_for_two_iterations_is_what_the_cost_formula_gives():
     why = PROFILES["demo"].settings["agent.max_iterations"].why
     demo, typed = calls_per_trajectory(profile_params("demo")), calls_per_trajectory(Params())
     assert f"at most {demo} LLM calls a trajectory instead of {typed}" in why
+
+
+def test_the_advice_of_the_preflight_keeps_the_users_corpora_and_tells_a_missing_folder_apart(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    mine = "corpora.musique=[/data/mine/musique_ans_v1.0_train.jsonl]"
+    assert main(["params", "--profile", "pilot", "--set", mine, "--output", "params.yaml"]) == 0
+    capsys.readouterr()
+    assert main(["train", "--variant", "backtrace", "--round", "0"]) == 1
+    err = capsys.readouterr().err
+    advice = err.split("`factory params ", 1)[1].split("`", 1)[0]
+    assert main(["params", *shlex.split(advice)]) == 0  # the command the message gives, as given
+    after = load_params("params.yaml")
+    assert after.corpora["musique"] == ["/data/mine/musique_ans_v1.0_train.jsonl"]  # kept
+    assert after.llm.base_urls == ["http://gpu1:8000/v1"] and after.llm.model == "llama"
+    capsys.readouterr()
+    assert main(["train", "--variant", "backtrace", "--round", "0"]) == 1  # the example's weights: elsewhere
+    err = capsys.readouterr().err
+    assert (
+        "llm.backend is openai (the pilot profile), but folder missing: /models/Llama-3.1-8B-Instruct" in err
+    )
+    assert "not set" not in err and "--set model.base to the folder holding them" in err
+    # a params file that names no profile: "these params"
+    text = (tmp_path / "params.yaml").read_text().split("\n", 1)[1]
+    (tmp_path / "params.yaml").write_text(text)
+    assert main(["prepare-model"]) == 1
+    assert "llm.backend is openai (these params), but folder missing" in capsys.readouterr().err

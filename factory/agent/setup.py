@@ -59,16 +59,24 @@ class Inputs:
         return [found[i] for i in ids]
 
 
-def load_inputs(params: Params) -> Inputs:
-    """The questions to draw from (those decontamination flagged left out) and the retriever over the
-    index folder."""
+def sample_pool() -> list[dict]:
+    """The id, dataset and split of every question a sample may draw (decontamination's flagged ones
+    left out)."""
     from factory.decontamination.flagged import contaminated_ids
-    from factory.retrieval import load_retriever
     from schemas import read_rows, require
 
     require(paths.QUESTIONS, "run `factory ingest` and `factory index` first")
     require(paths.CONTAMINATION, "run `factory decontaminate` first")
-    require(paths.INDEX_DIR, "run `factory index` first")
     flagged = contaminated_ids(paths.CONTAMINATION)
-    questions = [q for q in read_rows(paths.QUESTIONS, SAMPLE_COLUMNS) if q["question_id"] not in flagged]
+    return [q for q in read_rows(paths.QUESTIONS, SAMPLE_COLUMNS) if q["question_id"] not in flagged]
+
+
+def load_inputs(params: Params, questions: list[dict] | None = None) -> Inputs:
+    """The questions to draw from (``sample_pool``, unless given) and the retriever over the index
+    folder."""
+    from factory.retrieval import load_retriever
+    from schemas import require
+
+    questions = sample_pool() if questions is None else questions
+    require(paths.INDEX_DIR, "run `factory index` first")
     return Inputs(questions, load_retriever(paths.INDEX_DIR, params))

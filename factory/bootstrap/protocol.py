@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from factory.utils import paths
+from factory.utils.io import read_json
 from factory.utils.templates import fixed
+
+# The words and keys of a sample that ran on fewer questions than asked (factory.execution.sampling)
+SHORT = {
+    "train": ("training", "trajectories"),
+    "heldout": ("held-out", "evaluate"),
+    "test": ("test", "evaluate"),
+}
 
 
 @dataclass(frozen=True)
@@ -53,7 +62,8 @@ def test_protocol(summary: Mapping, ingest: Mapping, n_questions: int, seed: int
             dev_files.setdefault(s["dataset"], []).append(source.rsplit("/", 1)[-1])
     datasets = ingest.get("datasets") or {}
     return {
-        "n_questions": n_questions,
+        # the questions evaluated: fewer than asked where the test split held fewer (evaluate.allow_fewer)
+        "n_questions": min(n_questions, sum(evaluated.values())) if evaluated else n_questions,
         "seed": seed,
         "by_dataset": [
             {
@@ -66,6 +76,38 @@ def test_protocol(summary: Mapping, ingest: Mapping, n_questions: int, seed: int
         ],
         "test_only": sorted(d for d, c in datasets.items() if c.get("test_only")),
     }
+
+
+def short_samples(variants: list[str], seeds: list[int], n_rounds: int) -> list[str]:
+    """A line per split whose samples ran on fewer questions than asked (``trajectories.allow_fewer``,
+    ``evaluate.allow_fewer``: the split held no more), from the metrics the sampling stages wrote
+    (``asked`` beside ``questions``), e.g. 'asked 500 held-out questions (evaluate.n_questions), 184
+    available'."""
+    found: dict[str, tuple[int, int]] = {}
+
+    def note(split: str, metrics: Mapping | None) -> None:
+        asked, ran = (metrics or {}).get("asked"), (metrics or {}).get("questions")
+        if asked is not None and ran is not None and ran < asked:
+            found[split] = min(found.get(split, (asked, ran)), (asked, ran), key=lambda p: p[1])
+
+    note("heldout", _read(paths.base_eval_metrics("heldout")))
+    for variant in variants:
+        for seed in seeds:
+            for r in range(n_rounds):
+                note("train", _read(paths.stage_metrics("trajectories", variant, r, seed)))
+                note("heldout", _read(paths.eval_metrics(variant, r, "heldout", seed)))
+        test = _read(paths.METRICS / "test" / f"{variant}.json") or {}
+        for chain in (test.get("chains") or {}).values():
+            note("test", chain.get("test"))
+    return [
+        f"asked {found[s][0]} {SHORT[s][0]} questions ({SHORT[s][1]}.n_questions), {found[s][1]} available"
+        for s in SHORT
+        if s in found
+    ]
+
+
+def _read(path) -> dict | None:
+    return read_json(path) if path.exists() else None
 
 
 def test_em_by_dataset(summary: Mapping, datasets: list[str]) -> list[list[str]]:

@@ -313,6 +313,7 @@ def render_markdown(
         seeds=list(seeds),
         base_heldout_em="–" if base is None else base,
         budget=budget_line(summary.get("budget")),
+        short_samples=summary.get("short_samples") or [],
         verdicts=list(summary["verdicts"].values()),
         test=[
             [name, _fmt(data["test_em"]), _fmt(data["test_f1"]), _fmt(data["tokens_seen"], 0)]

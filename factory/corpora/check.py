@@ -24,7 +24,7 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 SHOWN = 3  # missing paths named in the message; the rest are counted
 
 # The two ways in, as the message and docs/corpora.md give them (the hub ids' layouts are what
-# factory.corpora.hf reads; tests/corpora/test_hub_layouts.py builds folders of those shapes).
+# factory.corpora.hf reads; tests/corpora/test_hf.py builds folders of those shapes).
 OFFICIAL = (
     "(a) the official releases: HotpotQA's hotpot_train_v1.1.json and hotpot_dev_distractor_v1.json "
     "(http://curtis.ml.cmu.edu/datasets/hotpot/), 2WikiMultihopQA's train.json and dev.json (the data "

@@ -23,6 +23,7 @@ def evaluate_policy(
         params,
         policy,
         lambda questions: evaluation_sample(params, questions, split),
+        splits=(split,),
         round_=max(policy.round, 0),
         samples=1,
         out_path=out_path,
@@ -39,6 +40,7 @@ def evaluate_policy(
         "model": generated.model,
         "prompt_version": params.agent.prompt_version,
         "questions": generated.questions,
+        "asked": params.evaluate.n_questions,  # more than questions: evaluate.allow_fewer let it run short
         "eval_seed": generated.sampling.seed,
         "em": overall["em"],
         "f1": overall["f1"],

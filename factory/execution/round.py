@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from factory.agent.policy import Policy
-from factory.agent.setup import load_inputs, make_policy_llm
+from factory.agent.setup import load_inputs, make_policy_llm, sample_pool
 from factory.config import Params
 from factory.execution.generate import generate_trajectories
-from factory.execution.sampling import round_sample
+from factory.execution.sampling import check_samples, round_sample
 from factory.execution.summary import summarize_file
 from factory.llm.base import Sampling, cache_use
 
@@ -37,6 +37,7 @@ def generate_sample(
     policy: Policy,
     draw: Callable[[list[dict]], tuple[list[dict], Sampling]],
     *,
+    splits: tuple[str, ...],
     round_: int,
     samples: int,
     out_path,
@@ -46,8 +47,10 @@ def generate_sample(
 ) -> Generated:
     """Trajectories of ``policy`` on the questions ``draw(questions)`` picks from the ingested ones (with
     their sampling), ``samples`` per question, written to ``out_path`` (checkpointed per shard: a
-    re-run resumes)."""
-    inputs = load_inputs(params)
+    re-run resumes). ``splits``: the splits ``draw`` samples, checked first (``check_samples``)."""
+    questions = sample_pool()
+    check_samples(params, questions, splits)  # a split too small for its sample: refused before any work
+    inputs = load_inputs(params, questions)
     chosen, sampling = draw(inputs.questions)
     chosen = inputs.rows(chosen)
     llm = make_policy_llm(params, policy)
@@ -82,6 +85,7 @@ def round_trajectories(
         params,
         policy,
         lambda questions: round_sample(params, questions, protocol_seed, round_),
+        splits=("train",),
         round_=round_,
         samples=t.samples,
         out_path=out_path,
@@ -95,6 +99,7 @@ def round_trajectories(
         "model": generated.model,
         "prompt_version": params.agent.prompt_version,
         "questions": generated.questions,
+        "asked": t.n_questions,  # more than questions: the split held fewer (trajectories.allow_fewer)
         "samples": t.samples,
         "generation_seed": generated.sampling.seed,
         "temperature": t.temperature,

@@ -4,7 +4,9 @@
 set, falling back past rounds that produced none); ``--variant base`` evaluates the base model
 (shared by every chain). The questions are ``evaluate.n_questions`` of the split, even across
 datasets, drawn with ``evaluate.seed``: the same questions every round, for every protocol seed and
-for the base model (the stop rule compares them question by question).
+for the base model (the stop rule compares them question by question). The base model's held-out
+evaluation, the protocol's first LLM stage, checks every sample of the protocol (training, held-out,
+test) against the corpora: one too large stops the run there (``factory.execution.sampling``).
 Writes the trajectories (data/eval/...) and the metrics (metrics/eval/...); a round after the stop
 point records ``skipped``.
 """
@@ -14,10 +16,12 @@ from __future__ import annotations
 import logging
 
 from factory.agent.policy import BASE
+from factory.agent.setup import sample_pool
 from factory.bootstrap.rounds import policy_after
 from factory.config import Params
 from factory.execution.engine import preflight
 from factory.execution.evaluate import evaluate_policy
+from factory.execution.sampling import SPLITS, check_samples
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
 from factory.utils import paths
@@ -59,6 +63,10 @@ def run(params: Params, variant: str, round_: int = 0, split: str = "heldout", s
     if reason is not None:
         return rnd.skip(head, reason, empty_parquet(data_path, "trajectory"))
 
+    if variant == BASE and split == "heldout":
+        # the protocol's first LLM stage: a training or test split too small for its sample stops the run
+        # here, not hours later in a round or in select
+        check_samples(params, sample_pool(), SPLITS)
     policy = policy_after(variant, round_ if variant != BASE else -1, seed)
     run_id = f"eval/{BASE}/{split}" if variant == BASE else f"eval/{rnd.run_id}/{split}"
     result, _ = evaluate_policy(

@@ -59,7 +59,7 @@ def run(params: Params, variant: str) -> dict:
             "heldout_em": decision["best_em"],
             "test": {
                 k: metrics[k]
-                for k in ("em", "f1", "questions", "by_dataset", "by_route", "by_qtype")
+                for k in ("em", "f1", "questions", "asked", "by_dataset", "by_route", "by_qtype")
                 if k in metrics
             },
         }

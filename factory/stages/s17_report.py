@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from factory.bootstrap.protocol import test_protocol
+from factory.bootstrap.protocol import short_samples, test_protocol
 from factory.bootstrap.report import build_summary, headline, render_markdown, write_plots
 from factory.config import Params
 from factory.utils import paths
@@ -23,6 +23,7 @@ def run(params: Params) -> dict:
     summary["test_protocol"] = test_protocol(
         summary, read_json(paths.METRICS / "ingest.json"), params.evaluate.n_questions, params.evaluate.seed
     )
+    summary["short_samples"] = short_samples(b.variants, b.seeds, len(b.rounds))
     relevance_path = paths.METRICS / "relevance.json"
     relevance = read_json(relevance_path) if relevance_path.exists() else None
     summary["relevance_verdicts"] = {

@@ -278,3 +278,25 @@ def test_the_report_states_the_test_protocol_and_sets_published_figures_apart(pr
     assert f"| Search-R1 | {search_r1.model} |" in md and "| 0.433 | 0.196 |" in md
     own_rows = md.split("## Test protocol")[0]
     assert "Search-R1" not in own_rows  # never mixed into the factory's own table
+
+
+def test_a_sample_that_ran_short_is_a_line_of_the_report(project):
+    """The demo profile (evaluate.allow_fewer) evaluates all the held-out questions there are; the report
+    says how many were asked and how many there were. A sample that got what it asked is no line."""
+    from factory.bootstrap.protocol import short_samples
+    from factory.utils.io import read_json
+
+    base = read_json(paths.base_eval_metrics("heldout"))
+    write_json(paths.base_eval_metrics("heldout"), {**base, "asked": 500})  # 10 questions ran
+    for seed in SEEDS:  # every round evaluated the same 10 of the 500 asked
+        path = paths.eval_metrics("backtrace", 0, "heldout", seed)
+        write_json(path, {**read_json(path), "asked": 500})
+    write_json(paths.stage_metrics("trajectories", "random", 0, 0), {"questions": 24, "asked": 24})
+    s = summary()
+    s["short_samples"] = short_samples(VARIANTS, SEEDS, 2)
+    assert s["short_samples"] == ["asked 500 held-out questions (evaluate.n_questions), 10 available"]
+    md = render_markdown(s, None, SEEDS)
+    assert "Fewer questions than asked: the corpora hold no more" in md
+    assert "\n- asked 500 held-out questions (evaluate.n_questions), 10 available\n" in md
+    s["short_samples"] = []
+    assert "Fewer questions than asked" not in render_markdown(s, None, SEEDS)

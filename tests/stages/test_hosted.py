@@ -94,7 +94,7 @@ def test_the_hosted_profile_publishes_sets_with_no_weights_and_training_asks_for
             "--output",
             "params.yaml",
         )
-        assert "model.base: only for prepare-model, train" in capsys.readouterr().err
+        assert "model.base only for prepare-model, train" in capsys.readouterr().err
 
         # what docs/full-scale.md tells a hosted user to type, in its order
         for stage in ("ingest", "decontaminate", "index"):
@@ -140,7 +140,7 @@ def test_the_hosted_profile_publishes_sets_with_no_weights_and_training_asks_for
     for argv in (["train", "--variant", "backtrace", "--round", "0"], ["prepare-model"]):
         assert main(argv) == 1
         err = capsys.readouterr().err
-        assert "these are not set: model.base (a local folder" in err
+        assert "(the hosted profile), but not set: model.base (a local folder" in err
         assert "llm.base_urls (the servers" not in err and "llm.model (the name" not in err  # those are set
     assert not (tmp_path / "models" / "backtrace" / "seed_0" / "round_0").exists()
 

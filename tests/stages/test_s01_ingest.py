@@ -67,7 +67,8 @@ def test_cli_fail_mode_exit_code_and_message(tmp_path, corpora):
 
 def test_cli_rejects_unknown_and_invalid_params(tmp_path):
     res = _run_cli(["ingest", "--set", "ingest.on_bad_recrd=fail"], tmp_path)
-    assert res.returncode == 1 and "ingest.on_bad_recrd" in res.stderr and "Extra inputs" in res.stderr
+    assert res.returncode == 1
+    assert "unknown key ingest.on_bad_recrd: did you mean ingest.on_bad_record?" in res.stderr
     res = _run_cli(["ingest", "--set", "splits.train=2"], tmp_path)
     assert res.returncode == 1 and "splits.train" in res.stderr
     res = _run_cli(["ingest", "--set", "nonsense"], tmp_path)

@@ -104,9 +104,27 @@ def test_a_question_decontamination_flagged_is_never_drawn(project, monkeypatch)
         "0",
         *sets(trajectories__n_questions=len(train)),
     ]
-    assert main(argv) == 0
+    assert main(argv) == 1  # the flagged question leaves the split one short of the sample: refused
+    assert main([*argv, *sets(trajectories__allow_fewer=True)]) == 0  # all there are, said in the metrics
     drawn = {r["question_id"] for r in read_rows(paths.trajectories("backtrace", 0))}
     assert drawn == set(train) - {train[0]}  # every other training question, the flagged one never
+    m = read_json(paths.stage_metrics("trajectories", "backtrace", 0))
+    assert (m["asked"], m["questions"]) == (len(train), len(train) - 1)
+
+
+def test_a_split_too_small_for_the_sample_stops_before_any_work(project, monkeypatch, capsys):
+    def no_llm():
+        raise AssertionError("the model was built: work began")
+
+    use_policy(monkeypatch, no_llm)
+    argv = ["trajectories", "--variant", "backtrace", "--round", "0", *sets(trajectories__n_questions=1000)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert (
+        "asked 1000 training questions (trajectories.n_questions), 8 available (hotpotqa 4, musique 4)" in err
+    )
+    assert "corpora.hotpotqa=[" in err and "docs/corpora.md" in err and "trajectories.allow_fewer=true" in err
+    assert not paths.trajectories("backtrace", 0).exists()
 
 
 class WrongUnlessHinted(ScriptedPolicyLLM):

@@ -28,7 +28,8 @@ def test_base_model_heldout_evaluation_feeds_the_stopping_rule(project, monkeypa
     from factory.bootstrap.stop import heldout_scores
 
     use_policy(monkeypatch, lambda: ScriptedPolicyLLM(project))
-    assert main(["evaluate", "--variant", "base", "--split", "heldout", *sets(evaluate__n_questions=6)]) == 0
+    argv = ["evaluate", "--variant", "base", "--split", "heldout"]
+    assert main([*argv, *sets(evaluate__n_questions=6, trajectories__n_questions=8)]) == 0
     m = read_json(paths.base_eval_metrics("heldout"))
     rows = read_rows(paths.base_eval_data("heldout"))
     assert (
@@ -109,3 +110,26 @@ def test_tiny_model_greedy_evaluation_is_reproducible(project, tiny_model_dir):
         return [[s["output"] for s in r["steps"]] for r in rows]
 
     assert strip(read_rows(paths.base_eval_data("test"))) == strip(first)
+
+
+def test_the_base_heldout_evaluation_checks_every_sample_of_the_protocol_before_any_work(
+    project, monkeypatch, capsys
+):
+    """The protocol's first LLM stage: a training split too small for trajectories.n_questions stops the
+    run here, not in round 0; with the demo's allow_fewer the evaluation runs."""
+
+    def no_llm():
+        raise AssertionError("the model was built: work began")
+
+    use_policy(monkeypatch, no_llm)
+    argv = ["evaluate", "--variant", "base", "--split", "heldout", *sets(evaluate__n_questions=6)]
+    assert main([*argv, *sets(trajectories__n_questions=1000)]) == 1
+    err = capsys.readouterr().err
+    assert "asked 1000 training questions (trajectories.n_questions), 8 available" in err
+    assert "held-out questions" not in err  # the held-out sample fits
+    assert not paths.base_eval_metrics("heldout").exists()
+    use_policy(monkeypatch, lambda: ScriptedPolicyLLM(project))
+    allowed = sets(trajectories__n_questions=1000, trajectories__allow_fewer=True, evaluate__n_questions=7)
+    assert main([*argv[:5], *allowed, *sets(evaluate__allow_fewer=True)]) == 0
+    m = read_json(paths.base_eval_metrics("heldout"))
+    assert (m["asked"], m["questions"]) == (7, 6)
