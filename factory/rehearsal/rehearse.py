@@ -157,6 +157,7 @@ def rehearse(scratch: Path, keep_dir: Path) -> list[str]:
         raise FactoryError(f"rehearsal: the corpora are not at {shared / 'corpora'} (see docs/corpora.md)")
     (scratch / "shared").symlink_to(shared, target_is_directory=True)
     copy_tree(ROOT, repo)
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)  # DVC runs inside a Git repository
     bin_dir = str(Path(sys.executable).parent)
     env = {
         **os.environ,
