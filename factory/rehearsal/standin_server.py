@@ -176,10 +176,12 @@ def make_app(models: Models):
             temperature=float(body.get("temperature", 1.0)),
             top_p=float(body.get("top_p", 1.0)),
             max_new_tokens=int(body.get("max_tokens") or 160),
-            seed=int(body.get("seed") or 0),
             stop=tuple(body.get("stop") or ()),
         )
-        resp = await batcher.submit(model, ChatRequest.of(body.get("messages", []), sampling))
+        # the request's seed goes in as its sample index, not into Sampling: the local backend batches
+        # requests of equal Sampling together, and seeds a sampled batch from its requests' content
+        seed = int(body.get("seed") or 0)
+        resp = await batcher.submit(model, ChatRequest.of(body.get("messages", []), sampling, sample=seed))
         if resp.error and resp.error.startswith("empty completion"):
             resp = ChatResponse(
                 text="", prompt_tokens=resp.prompt_tokens, finish_reason="stop"
