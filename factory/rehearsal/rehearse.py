@@ -204,7 +204,10 @@ def rehearse(scratch: Path, keep_dir: Path) -> list[str]:
             run([sys.executable, "-m", "dvc", "repro"], repo, env, log)
         finally:
             server.terminate()
-            server.wait(timeout=30)
+            try:
+                server.wait(timeout=30)
+            except subprocess.TimeoutExpired:  # inside a long generation: it need not finish
+                server.kill()
     shutil.copy2(repo / "params.yaml", keep_dir / "params.yaml")
     loads, requests, missing = summarize(server_log, repo)
     lines = ["# the rehearsal's stand-in server (not vLLM) saw:", *loads]
