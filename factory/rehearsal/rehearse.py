@@ -57,6 +57,9 @@ SETTINGS = [
     "agent.passage_chars=300",
     "llm.max_new_tokens=64",
     "llm.concurrency=32",
+    # the stand-in generates a batch at a time on the CPU (a batch of 13 agent prompts took 45-63 s on 2
+    # loaded cores): a request queued behind one outlasts the typed 60 s timeout and its retries
+    "llm.timeout_s=900",
     "calibration.audit_questions=0",
 ]
 
