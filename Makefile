@@ -21,7 +21,7 @@ LLAMA_STAMP := $(LLAMA_VENV)/.installed
 LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: setup demo lock docs images test test-integration bench lint clean
+.PHONY: setup demo rehearse lock docs images test test-integration bench lint clean
 
 HEARTBEAT := start=$$(date +%s); while sleep 10; do echo "setup: pip is installing ($$(( $$(date +%s) - start )) s)"; done
 
@@ -49,6 +49,15 @@ demo: setup
 	@$(BIN)/factory check-corpora
 	$(BIN)/dvc repro
 	@$(BIN)/python -m factory.utils.where
+
+# Before a first GPU run: the pilot profile's served path end to end on the CPU, at cut sizes, through a
+# stand-in for vLLM (factory/rehearsal/standin_server.py) in its own process and folder: round 0 from the
+# served base model, adapters trained and registered by name and absolute path, round 1 under the adapter's
+# name, evaluation, selection, reports, published sets. Runs in a scratch copy (params.yaml and dvc.lock
+# stay as they are); keeps the server log in data/rehearsal/ (docs/full-scale.md#before-your-first-gpu-run).
+rehearse: setup
+	@$(BIN)/factory check-corpora
+	$(BIN)/python -m factory.rehearsal.rehearse
 
 # After a change to code or params a stage depends on: re-run what changed, its LLM calls replayed from the
 # response cache an earlier run left in data/cache (minutes; without one, the generation runs anew), so

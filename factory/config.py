@@ -304,8 +304,10 @@ class LLMParams(Section):
     )
     lora_path_prefix: str | None = Field(
         None,
-        description="Adapter path as the server sees it (replaces the local 'models' prefix); None: same "
-        "path.",
+        description="openai backend: where the servers see this project's 'models' folder (it replaces "
+        "that prefix of each adapter path sent to /v1/load_lora_adapter), for servers on other machines "
+        "that mount a shared filesystem elsewhere; None: the local path, made absolute (a server resolves "
+        "a relative path against its own working directory).",
     )
     max_new_tokens: int = Field(160, ge=1, description="Generation budget per call.")
     batch_size: int = Field(16, ge=1, description="local backend: prompts generated together (left padding).")

@@ -104,6 +104,11 @@ class MockState:
     model_root: str | None = None  # what /v1/models reports as the weights (vLLM's 'root')
     max_model_len: int | None = None
     lora_endpoint: bool = True  # False: /v1/load_lora_adapter answers 404 (llama.cpp's server)
+    lora_enabled: bool = True  # False: 400 "LoRA is not enabled" (vLLM without --enable-lora)
+    # a folder: lora_path is resolved against it (the server's own working directory) and a path with no
+    # adapter_config.json there is answered as vLLM does (404 "No adapter found for <path>"); None: any
+    # path is accepted
+    lora_cwd: Path | None = None
     record: bool = True
     records: list[dict] = field(default_factory=list)  # every request: path, headers, body, attempt, fault
     attempts: Counter = field(default_factory=Counter)
@@ -184,6 +189,9 @@ def make_app(state: MockState) -> FastAPI:
                 },
                 status_code=400,
             )
+        refused = _vllm_refusal(state, name, path)
+        if refused is not None:
+            return refused
         state.adapters[name] = path
         return Response(f"Success: LoRA adapter '{name}' added successfully.", media_type="text/plain")
 
@@ -221,6 +229,20 @@ def make_app(state: MockState) -> FastAPI:
                 state.in_flight -= 1
 
     return app
+
+
+def _vllm_refusal(state: MockState, name: str, path: str) -> Response | None:
+    """vLLM's answers (vllm/entrypoints/openai/serving_models.py) for LoRA off and for a path with no
+    adapter as the server resolves it."""
+    if not state.lora_enabled:
+        message, kind, code = "LoRA is not enabled. Use --enable-lora to enable LoRA.", "BadRequestError", 400
+    elif state.lora_cwd is not None and not (state.lora_cwd / path / "adapter_config.json").is_file():
+        message, kind, code = f"Loading lora {name} failed: No adapter found for {path}", "NotFoundError", 404
+    else:
+        return None
+    return JSONResponse(
+        {"error": {"message": message, "type": kind, "param": None, "code": code}}, status_code=code
+    )
 
 
 def structured_output(body: dict) -> tuple[str | None, str | None]:

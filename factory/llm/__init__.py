@@ -20,10 +20,12 @@ log = logging.getLogger(__name__)
 
 
 def server_adapter_path(adapter_path: str | Path, prefix: str | None) -> str:
-    """The adapter path as the server sees it: the local ``models`` prefix replaced by ``prefix``."""
+    """The adapter path as the server sees it: the local ``models`` prefix replaced by ``prefix``; with no
+    prefix, the local path made absolute (a server resolves a relative ``lora_path`` against its own
+    working directory, which is not this project's folder)."""
     path = Path(adapter_path)
     if prefix is None:
-        return str(path)
+        return str(path.resolve())
     if not path.is_absolute() and path.parts[:1] == (paths.MODELS.name,):
         rest = Path(*path.parts[1:])
     else:

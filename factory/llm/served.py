@@ -186,20 +186,9 @@ class ServedModels:
                     return
                 if resp.status_code == 400 and re.search(r"already\s+(been\s+)?loaded", text, re.IGNORECASE):
                     return  # the server holds this name already; our registry vouches for the hash
-                if resp.status_code in (404, 405, 501):
-                    raise FactoryError(
-                        f"{url}: could not load LoRA adapter {body['lora_name']!r}: HTTP {resp.status_code}. "
-                        "This server cannot load adapters at run time. Either start vLLM with --enable-lora "
-                        "and the environment variable VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, or set "
-                        "llm.load_lora: false and register the adapter when the server starts: "
-                        f"--lora-modules {body['lora_name']}={body['lora_path']} (the factory prints each "
-                        "round's adapter name and path before it uses them)"
-                    )
-                if resp.status_code < 500 and resp.status_code not in (408, 429):
-                    raise FactoryError(
-                        f"{url}: could not load LoRA adapter {body['lora_name']!r}: HTTP "
-                        f"{resp.status_code}: {text[:300]}"
-                    )
+                refused = adapter_refusal(url, body, resp.status_code, text)
+                if refused is not None:
+                    raise refused
                 reason = f"HTTP {resp.status_code}: {text[:200]}"
             if attempt < self.max_retries:
                 time.sleep(self._backoff(attempt))
@@ -207,6 +196,60 @@ class ServedModels:
             f"{url}: could not load LoRA adapter {body['lora_name']!r}: {reason} after "
             f"{self.max_retries} retries"
         )
+
+
+# What vLLM answers on /v1/load_lora_adapter (vllm/entrypoints/openai/serving_models.py, vllm/exceptions.py):
+# - the route exists only with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True: without it FastAPI answers 404
+#   {"detail": "Not Found"} (a server that is not vLLM: 404, 405 or 501 likewise);
+# - with the route but without --enable-lora the engine raises "LoRA is not enabled. Use --enable-lora to
+#   enable LoRA.", answered as 400 BadRequestError;
+# - no adapter at the path as the server resolves it (a relative one against the server's own working
+#   directory): 404 NotFoundError "Loading lora <name> failed: No adapter found for <path>" (older
+#   releases: 400 "Loading lora <path> failed"). Both bodies name the path sent.
+_LORA_OFF = re.compile(r"LoRA is not enabled|runtime LoRA updating is disabled", re.IGNORECASE)
+_NO_ADAPTER = re.compile(r"No adapter found", re.IGNORECASE)
+
+
+def adapter_refusal(url: str, body: dict, status: int, text: str) -> FactoryError | None:
+    """The error for a ``/load_lora_adapter`` answer that a retry cannot change, saying which failure it
+    is: run-time loading off, or no adapter at the path as the server sees it. None for 408, 429, 5xx."""
+    name, path = body["lora_name"], body["lora_path"]
+    head = f"{url}: could not load LoRA adapter {name!r}: HTTP {status}"
+    if _LORA_OFF.search(text) or (status in (404, 405, 501) and not _names_path(text, path)):
+        what = (
+            "vLLM says LoRA is not enabled (started without --enable-lora)"
+            if _LORA_OFF.search(text)
+            else "it has no such endpoint (vLLM started without VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, or "
+            "a server that cannot load adapters, such as llama.cpp's)"
+        )
+        return FactoryError(
+            f"{head} ({text[:200]}). This server cannot load adapters at run time: {what}. Either start "
+            "vLLM with --enable-lora and the environment variable VLLM_ALLOW_RUNTIME_LORA_UPDATING=True, "
+            "or set llm.load_lora: false and register the adapter when the server starts: "
+            f"--lora-modules {name}={path} (the factory prints each round's adapter name and path before "
+            "it uses them)"
+        )
+    if status in (400, 404) and _names_path(text, path):
+        relative = (
+            ""
+            if path.startswith("/")
+            else " It is a relative path: the server resolves it against its own working directory."
+        )
+        return FactoryError(
+            f"{head}: the server found no adapter at the path it was sent, {path!r} (its answer: "
+            f"{text[:300]}).{relative} The server reads lora_path on its own filesystem, so the adapter "
+            "folder must be there at that path: a server on another machine sees this project's models/ "
+            "folder where a shared filesystem is mounted on it. Set llm.lora_path_prefix to that folder "
+            "as the server sees it (docs/full-scale.md, 'Adapters on a shared filesystem')."
+        )
+    if status < 500 and status not in (408, 429):
+        return FactoryError(f"{head}: {text[:300]}")
+    return None
+
+
+def _names_path(text: str, path: str) -> bool:
+    """Whether a server's answer is about the adapter path (vLLM's 'No adapter found for <path>')."""
+    return bool(_NO_ADAPTER.search(text)) or path in text
 
 
 def _reused(name: str, old: str, new: str) -> FactoryError:

@@ -83,6 +83,57 @@ def test_a_server_without_runtime_adapters_says_what_to_do(tmp_path, monkeypatch
     assert f"/v1/load_lora_adapter: could not load LoRA adapter '{name}': HTTP 404" in message
     assert "--enable-lora" in message and "VLLM_ALLOW_RUNTIME_LORA_UPDATING=True" in message
     assert "llm.load_lora: false" in message and f"--lora-modules {name}={adapter}" in message
+    assert "no such endpoint" in message and "lora_path_prefix" not in message  # not a path problem
+
+
+def test_a_vllm_without_enable_lora_is_told_apart_from_a_missing_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    adapter = _adapter(tmp_path)
+    with MockOpenAIServer(lora_enabled=False) as server:  # the route is there, --enable-lora is not
+        with pytest.raises(FactoryError) as err:
+            make_llm(_params(server), adapter_path=adapter, adapter_name="backtrace-r0")
+    message = str(err.value)
+    assert "HTTP 400" in message and "LoRA is not enabled" in message and "--enable-lora" in message
+    assert "no adapter at" not in message and "lora_path_prefix" not in message
+
+
+def test_adapter_paths_are_absolute_by_default(tmp_path, monkeypatch):
+    """A server resolves lora_path against its own working directory: the factory sends absolute paths."""
+    project, elsewhere = tmp_path / "project", tmp_path / "server-cwd"
+    project.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(project)
+    adapter = _adapter(project)
+    relative = adapter.relative_to(project)  # models/backtrace/seed_0/round_0/adapter, as the stages pass it
+    with MockOpenAIServer(lora_cwd=elsewhere) as server:
+        llm = make_llm(_params(server), adapter_path=relative, adapter_name="backtrace-r0")
+        assert list(server.state.adapters.values()) == [str(adapter.resolve())]
+        assert llm.generate([ChatRequest.of([{"role": "user", "content": "q"}], Sampling())])[0].ok
+        llm.close()
+
+
+def test_a_path_the_server_cannot_see_names_the_path_and_the_prefix(tmp_path, monkeypatch):
+    project, elsewhere = tmp_path / "project", tmp_path / "server-cwd"
+    project.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(project)
+    adapter = _adapter(project)
+    relative = str(adapter.relative_to(project))
+    with MockOpenAIServer(lora_cwd=elsewhere) as server:
+        llm = _llm([server.base_url], tmp_path)
+        with pytest.raises(FactoryError) as err:  # what the factory used to send: a relative path
+            llm.load_adapter("backtrace-r0-rel", adapter, server_path=relative)
+        message = str(err.value)
+        assert "HTTP 404" in message and f"no adapter at the path it was sent, {relative!r}" in message
+        assert f"No adapter found for {relative}" in message  # the server's own answer, quoted
+        assert "relative path" in message and "llm.lora_path_prefix" in message
+        assert "cannot load adapters at run time" not in message
+        # a prefix naming a mount the server does not have: the same diagnosis, with that path
+        params = _params(server, lora_path_prefix="/mnt/nowhere/models")
+        with pytest.raises(FactoryError, match="no adapter at the path it was sent, '/mnt/nowhere/models/"):
+            make_llm(params, adapter_path=relative, adapter_name="backtrace-r0")
+        assert server.state.adapters == {}
+        llm.close()
 
 
 def test_adapters_registered_at_server_start(tmp_path, monkeypatch):

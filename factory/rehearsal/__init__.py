@@ -1,0 +1,1 @@
+"""Rehearsing the served path on a CPU: a stand-in for vLLM and the `make rehearse` driver."""
