@@ -26,38 +26,19 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
 
+from factory.llm import cache_sql as sql
 from factory.llm.base import ChatResponse
+from factory.llm.cache_sql import CHUNK, Mark, Rows
 from factory.utils import paths
 
 log = logging.getLogger(__name__)
 DEFAULT_PATH = paths.CACHE_DIR / "responses.sqlite"
-_CHUNK = 500  # SQLite host-parameter budget per query
 _RECORD = msgspec.json.Encoder(order="sorted").encode  # a response as stored (read back with json)
 STAGE_ENV = "FACTORY_STAGE"  # the stage storing entries (the CLI sets it; recorded per entry)
-COLUMNS = {"stage": "TEXT", "outcome": "TEXT"}  # added to files of earlier layouts on open
-OK = "ok"  # the outcome of an entry a caller has not marked (stored as NULL: the index stays small)
-
-
-@dataclass
-class _Rows:
-    """One ``put_many``'s rows, and who to tell which of them lost to a reply stored first."""
-
-    rows: list[tuple[bytes, str, str, str]]  # (key, backend, identity, record)
-    on_stored: Callable[[dict[str, ChatResponse]], None] | None
-    lost: dict[bytes, str] = field(default_factory=dict)  # key -> the record the cache holds instead
-
-
-@dataclass
-class _Mark:
-    """``mark_unusable``: set the outcome of these keys (in queue order with the inserts)."""
-
-    blobs: list[bytes]
-    outcome: str
 
 
 class ResponseCache:
@@ -117,47 +98,16 @@ class ResponseCache:
             try:
                 self._read = self._connect()
                 self._write = self._connect()
-                self._write.execute(
-                    "CREATE TABLE IF NOT EXISTS identities (id INTEGER PRIMARY KEY, backend TEXT NOT NULL, "
-                    "identity TEXT NOT NULL, UNIQUE (backend, identity))"
-                )
-                self._write.execute(
-                    "CREATE TABLE IF NOT EXISTS entries (key BLOB NOT NULL UNIQUE, "
-                    "identity INTEGER NOT NULL, response TEXT NOT NULL, created REAL NOT NULL, "
-                    "stage TEXT, outcome TEXT)"
-                )
-                self._add_columns()
-                self._migrate()
+                sql.create(self._write)
+                moved = sql.migrate_first_layout(self._write, self._identities)
+                if moved is not None:
+                    log.info("%s: moved %d cached responses to the current layout", self.path, moved)
                 self._read.execute("SELECT 1 FROM entries LIMIT 1").fetchall()
                 return
             except sqlite3.DatabaseError as exc:
                 if attempt or not _is_damage(exc):
                     raise
                 self._set_aside(exc)
-
-    def _add_columns(self) -> None:
-        """Files of the layout before outcomes and stages get the columns (NULL: ok, stage unknown)."""
-        have = {row[1] for row in self._write.execute("PRAGMA table_info(entries)")}
-        for name, kind in COLUMNS.items():
-            if name not in have:
-                self._write.execute(f"ALTER TABLE entries ADD COLUMN {name} {kind}")
-
-    def _migrate(self) -> None:
-        """Entries of the first layout (table ``responses``, hex text keys) move to ``entries``."""
-        if not self._write.execute("SELECT 1 FROM sqlite_master WHERE name = 'responses'").fetchall():
-            return
-        rows = self._write.execute(
-            "SELECT key, backend, identity, response, created FROM responses"
-        ).fetchall()
-        self._write.execute("BEGIN IMMEDIATE")
-        try:
-            self._insert([(bytes.fromhex(k), b, i, r, c) for k, b, i, r, c in rows], ignore=True)
-            self._write.execute("DROP TABLE responses")
-            self._write.execute("COMMIT")
-        except BaseException:
-            self._write.execute("ROLLBACK")
-            raise
-        log.info("%s: moved %d cached responses to the current layout", self.path, len(rows))
 
     def _set_aside(self, exc: BaseException) -> None:
         """Move a damaged database (and its WAL) out of the way; the next open starts a fresh one."""
@@ -219,8 +169,8 @@ class ResponseCache:
                     missing.append(blob)
 
         def read() -> None:
-            for start in range(0, len(missing), _CHUNK):
-                chunk = missing[start : start + _CHUNK]
+            for start in range(0, len(missing), CHUNK):
+                chunk = missing[start : start + CHUNK]
                 marks = ",".join("?" * len(chunk))
                 rows.extend(
                     self._read.execute(
@@ -270,7 +220,7 @@ class ResponseCache:
         with self._pending_lock:
             for blob, backend, identity, record in rows:
                 self._pending.setdefault(blob, (backend, identity, record))
-        self._enqueue(_Rows(rows, on_stored))
+        self._enqueue(Rows(rows, on_stored))
 
     def store(self, items: list[tuple[str, str, str, ChatResponse]]) -> dict[str, ChatResponse]:
         """``put_many`` and wait for the commit; returns, by key, the replies the cache holds instead of
@@ -295,7 +245,7 @@ class ResponseCache:
         with self._pending_lock:  # answered from memory no more
             for blob in blobs:
                 self._pending.pop(blob, None)
-        self._enqueue(_Mark(blobs, f"unusable:{reason}"))
+        self._enqueue(Mark(blobs, f"unusable:{reason}"))
 
     def _enqueue(self, item: object) -> None:
         with self._done:
@@ -321,14 +271,14 @@ class ResponseCache:
                 except queue.Empty:
                     break
             stop = any(b is None for b in batches)
-            writes = [b for b in batches if isinstance(b, (_Rows, _Mark))]
+            writes = [b for b in batches if isinstance(b, (Rows, Mark))]
             if writes:
                 try:
                     self._commit(writes)
                 except BaseException as exc:  # noqa: BLE001 — raised by flush; the writer goes on
                     self._action_error = self._action_error or exc
             for item in batches:
-                if isinstance(item, _Rows) and item.on_stored is not None:
+                if isinstance(item, Rows) and item.on_stored is not None:
                     item.on_stored({blob.hex(): _response(record) for blob, record in item.lost.items()})
                 elif callable(item) and self._action_error is None:
                     try:
@@ -341,13 +291,14 @@ class ResponseCache:
             if stop:
                 return
 
-    def _commit(self, writes: list[_Rows | _Mark]) -> None:
+    def _commit(self, writes: list[Rows | Mark]) -> None:
         """The queued inserts and marks, in queue order, in one transaction."""
 
         def write() -> None:
             self._write.execute("BEGIN IMMEDIATE")
             try:
-                self._apply(writes)
+                sql.apply(self._write, self._identities, writes, self.stage)
+                self._adopt(writes)
                 self._write.execute("COMMIT")
             except BaseException:
                 self._write.execute("ROLLBACK")
@@ -361,82 +312,14 @@ class ResponseCache:
                 for blob, *_ in getattr(item, "rows", ()):
                     self._pending.pop(blob, None)
 
-    def _apply(self, writes: list[_Rows | _Mark]) -> None:
-        """Inside the transaction (the file's write lock held, so no other process stores meanwhile):
-        consecutive inserts as one group, a mark between them where it was queued."""
-        group: list[_Rows] = []
-        for item in [*writes, None]:
-            if isinstance(item, _Rows):
-                item.lost.clear()  # a retry into a fresh file starts over
-                group.append(item)
-                continue
-            if group:
-                self._insert_new(group)
-                group = []
-            if isinstance(item, _Mark):
-                for start in range(0, len(item.blobs), _CHUNK):
-                    chunk = item.blobs[start : start + _CHUNK]
-                    self._write.execute(
-                        f"UPDATE entries SET outcome = ? WHERE key IN ({','.join('?' * len(chunk))})",
-                        [item.outcome, *chunk],
-                    )
-
-    def _insert_new(self, group: list[_Rows]) -> None:
-        """Store the group's rows whose key holds no usable reply yet; the others lose to it."""
-        blobs = list(dict.fromkeys(blob for item in group for blob, *_ in item.rows))
-        held: dict[bytes, str] = {}
-        for start in range(0, len(blobs), _CHUNK):
-            chunk = blobs[start : start + _CHUNK]
-            marks = ",".join("?" * len(chunk))
-            held.update(
-                self._write.execute(
-                    f"SELECT key, response FROM entries WHERE key IN ({marks}) AND outcome IS NULL", chunk
-                )
-            )
-        now, rows = time.time(), []
-        for item in group:
-            for blob, backend, identity, record in item.rows:
-                winner = held.get(blob)
-                if winner is None:
-                    held[blob] = record
-                    rows.append((blob, backend, identity, record, now))
-                elif winner != record:
-                    item.lost[blob] = winner
-        if rows:
-            self._insert(rows)
-        with self._pending_lock:  # a reader in this process meanwhile gets the reply that stays
-            for item in group:
-                for blob, winner in item.lost.items():
+    def _adopt(self, writes: list[Rows | Mark]) -> None:
+        """Before the commit: a reader in this process meanwhile gets the reply that stays."""
+        with self._pending_lock:
+            for item in writes:
+                for blob, winner in getattr(item, "lost", {}).items():
                     if blob in self._pending:
                         backend, identity, _ = self._pending[blob]
                         self._pending[blob] = (backend, identity, winner)
-
-    def _insert(self, rows: list[tuple], ignore: bool = False) -> None:
-        """(key, backend, identity, record, created) rows into ``entries`` (inside a transaction); an
-        existing entry of a key is replaced (the caller checked it was unusable) unless ``ignore`` (the
-        first layout's entries: their stage unknown)."""
-        stage = None if ignore else self.stage
-        values = []
-        for blob, backend, identity, record, created in rows:
-            ident = self._identities.get((backend, identity))
-            if ident is None:
-                self._write.execute(
-                    "INSERT OR IGNORE INTO identities (backend, identity) VALUES (?, ?)", (backend, identity)
-                )
-                ident = self._write.execute(
-                    "SELECT id FROM identities WHERE backend = ? AND identity = ?", (backend, identity)
-                ).fetchone()[0]
-                self._identities[(backend, identity)] = ident
-            values.append((blob, ident, record, created, stage))
-        verb = "INSERT OR IGNORE" if ignore else "INSERT OR REPLACE"
-        # one statement per chunk, not one step per row: each step hands the GIL to another thread
-        for start in range(0, len(values), _CHUNK // 5):
-            chunk = values[start : start + _CHUNK // 5]
-            marks = ",".join(["(?, ?, ?, ?, ?, NULL)"] * len(chunk))
-            self._write.execute(
-                f"{verb} INTO entries (key, identity, response, created, stage, outcome) VALUES {marks}",
-                [v for row in chunk for v in row],
-            )
 
     def flush(self) -> None:
         """Wait until every queued response is committed."""
