@@ -240,3 +240,18 @@ def test_streaming_stages_asking_the_same_call_at_once_go_on_with_one_reply(tmp_
     cache = ResponseCache(db)
     assert cache.get(cache_key("fake", "fake:served", request)).text == outputs["random"]
     cache.close()
+
+
+def test_a_reasked_reply_that_does_not_parse_is_asked_again_by_a_later_run(tmp_path):
+    from factory.agent.format import render_final
+    from factory.causal.reask import reask
+
+    version = Params().agent.prompt_version
+    asked = [(version, [{"role": "system", "content": "answer"}, {"role": "user", "content": "Who?"}])]
+    db = tmp_path / "responses.sqlite"
+    for answer, calls, status in ((GARBAGE, 2, "parse_error"), (render_final("so", "Paris"), 1, "ok")):
+        server = Server(lambda kind, r, answer=answer: answer)
+        llm = CachedLLM(server, ResponseCache(db))
+        (reply,), _ = reask(llm, asked, max_new_tokens=32, seed=0, repair_attempts=1)
+        llm.close()
+        assert (reply.status, server.calls) == (status, calls)
