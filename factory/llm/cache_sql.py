@@ -89,34 +89,34 @@ def apply(db: sqlite3.Connection, identities: dict, writes: list[Rows | Mark], s
 
 def _insert_new(db: sqlite3.Connection, identities: dict, group: list[Rows], stage: str | None) -> None:
     """Store the group's rows whose key holds no usable reply yet; the others lose to the one held (the
-    reply of its key stored first, by this process or another)."""
-    blobs = list(dict.fromkeys(blob for item in group for blob, *_ in item.rows))
-    held: dict[bytes, str] = {}
-    for start in range(0, len(blobs), CHUNK):
-        chunk = blobs[start : start + CHUNK]
-        marks = ",".join("?" * len(chunk))
-        held.update(
-            db.execute(f"SELECT key, response FROM entries WHERE key IN ({marks}) AND outcome IS NULL", chunk)
-        )
-    now, rows = time.time(), []
+    reply of its key stored first, by this process or another). Keys are looked up again only when
+    fewer rows went in than were given: the common case costs the insert alone."""
+    now, rows, first = time.time(), [], {}
     for item in group:
         for blob, backend, identity, record in item.rows:
-            winner = held.get(blob)
-            if winner is None:
-                held[blob] = record
+            if blob not in first:  # a key given twice: the first wins here too
+                first[blob] = record
                 rows.append((blob, backend, identity, record, now))
-            elif winner != record:
-                item.lost[blob] = winner
-    if rows:
-        insert(db, identities, rows, stage)
+    if insert(db, identities, rows, stage) == len(rows):
+        held = first
+    else:
+        held = {}
+        for start in range(0, len(rows), CHUNK):
+            chunk = [row[0] for row in rows[start : start + CHUNK]]
+            marks = ",".join("?" * len(chunk))
+            held.update(db.execute(f"SELECT key, response FROM entries WHERE key IN ({marks})", chunk))
+    for item in group:
+        for blob, _, _, record in item.rows:
+            if held[blob] != record:
+                item.lost[blob] = held[blob]
 
 
 def insert(
     db: sqlite3.Connection, identities: dict, rows: list[tuple], stage: str | None, ignore: bool = False
-) -> None:
-    """(key, backend, identity, record, created) rows into ``entries`` (inside a transaction); an
-    existing entry of a key is replaced (the caller checked it was unusable) unless ``ignore``.
-    ``identities``: (backend, identity) -> id, filled as ids are made."""
+) -> int:
+    """(key, backend, identity, record, created) rows (distinct keys) into ``entries`` (inside a
+    transaction); a key's entry is kept if usable, else replaced (unless ``ignore``: kept). Returns
+    the rows that went in. ``identities``: (backend, identity) -> id, filled as ids are made."""
     values = []
     for blob, backend, identity, record, created in rows:
         ident = identities.get((backend, identity))
@@ -129,12 +129,21 @@ def insert(
             ).fetchone()[0]
             identities[(backend, identity)] = ident
         values.append((blob, ident, record, created, stage))
-    verb = "INSERT OR IGNORE" if ignore else "INSERT OR REPLACE"
+    conflict = "NOTHING" if ignore else REPLACE_UNUSABLE
+    written = 0
     # one statement per chunk, not one step per row: each step hands the GIL to another thread
     for start in range(0, len(values), CHUNK // 5):
         chunk = values[start : start + CHUNK // 5]
         marks = ",".join(["(?, ?, ?, ?, ?, NULL)"] * len(chunk))
-        db.execute(
-            f"{verb} INTO entries (key, identity, response, created, stage, outcome) VALUES {marks}",
+        written += db.execute(
+            f"INSERT INTO entries (key, identity, response, created, stage, outcome) VALUES {marks} "
+            f"ON CONFLICT (key) DO {conflict}",
             [v for row in chunk for v in row],
-        )
+        ).rowcount
+    return written
+
+
+REPLACE_UNUSABLE = (
+    "UPDATE SET identity = excluded.identity, response = excluded.response, created = excluded.created, "
+    "stage = excluded.stage, outcome = NULL WHERE entries.outcome IS NOT NULL"
+)
