@@ -278,3 +278,14 @@ def test_the_report_states_the_test_protocol_and_sets_published_figures_apart(pr
     assert f"| Search-R1 | {search_r1.model} |" in md and "| 0.433 | 0.196 |" in md
     own_rows = md.split("## Test protocol")[0]
     assert "Search-R1" not in own_rows  # never mixed into the factory's own table
+
+
+def test_a_round_whose_replies_were_mostly_unusable_is_a_warning_in_the_report(project):
+    unusable = {"replies": 9, "calls": 10, "share": 0.9, "by_reason": {"parse_error": 9}}
+    write_json(paths.stage_metrics("trajectories", "random", 0, 1), {"unusable": unusable})
+    md = render_markdown(summary(), None, SEEDS)
+    assert md.count("**WARNING**") == 1
+    assert (
+        "**WARNING** seed 1, round 0: 90% of this round's replies were unusable (parse_error 9 of 10 calls): "
+        "is llm.model the model you meant" in md
+    )
