@@ -48,7 +48,7 @@ def run_command(args: argparse.Namespace) -> int:
             return 0
         if not values and not where:
             raise FactoryError(
-                "factory cache drop: name at least one of --model, --stage, --outcome, --before (to drop "
+                "drop: name at least one of --model, --stage, --outcome, --before (to drop "
                 f"every entry, delete {args.cache})"
             )
         n = drop(db, where, values)
