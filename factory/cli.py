@@ -143,6 +143,11 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("sets_to_compare", nargs=2, metavar="FOLDER", help="two published set folders")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.set_defaults(_module=None)
+    p = sub.add_parser("cache", help="list or drop response-cache entries by model, stage, outcome or date")
+    from factory.llm.cache_admin import add_arguments as cache_arguments
+
+    cache_arguments(p)
+    p.set_defaults(_module=None)
     p = sub.add_parser(
         "check-corpora",
         help="check that the corpus files the params and dvc.yaml name exist, before any work (make demo's "
@@ -201,6 +206,10 @@ def main(argv: list[str] | None = None) -> int:
             return _calibration_graphs(args)
         if args.command == "compare-sets":
             return _compare_sets(*args.sets_to_compare)
+        if args.command == "cache":
+            from factory.llm.cache_admin import run_command
+
+            return run_command(args)
         params = load_params(args.params, args.sets)
         if args.command == "check-corpora":
             from factory.corpora.check import (
@@ -224,6 +233,9 @@ def main(argv: list[str] | None = None) -> int:
         options = {
             k: v for k, v in vars(args).items() if k not in {"params", "sets", "debug", "command", "_module"}
         }
+        from factory.llm.responses import STAGE_ENV
+
+        os.environ[STAGE_ENV] = args.command  # recorded with each response the stage caches
         with _few_collections():
             args._module.run(params, **options)
         return 0

@@ -39,6 +39,7 @@ from factory.agent.program import (
     settle,
     trajectory_id,
 )
+from factory.agent.step_record import unusable_reason
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Constraint, Sampling
 from factory.utils.errors import FactoryError
 from factory.utils.metrics import exact_match, f1
@@ -123,6 +124,7 @@ class Run:
         self.run = run_id or f"{self.recorded_policy}/round_{round_}"
         self.model = str(llm.identity)
         self.jobs = 0
+        self._mark_unusable = getattr(llm, "mark_unusable", None)  # a cached backend's
 
     def job(self, q: dict, sample: int, rationalized: bool = False) -> Job:
         tid = trajectory_id(self.run, q["question_id"], sample, rationalized)
@@ -167,6 +169,11 @@ class Run:
     def settle(self, job: Job, call: Call, response: ChatResponse) -> None:
         job.tally.add(response)
         settle(call, response, self.ctx.version, self.ctx.params.agent.repair_attempts)
+        out = call.outcome
+        if out is not None and call.replies and self._mark_unusable is not None:
+            reason = unusable_reason(out.status, out.error)
+            if reason is not None:  # every attempt of the call: a re-run asks it afresh
+                self._mark_unusable(call.replies, reason)
 
 
 # ---------------------------------------------------------------- the lockstep driver

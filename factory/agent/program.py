@@ -20,7 +20,7 @@ from typing import Any
 
 from factory.agent import prompts
 from factory.agent.format import ParseError
-from factory.agent.step_record import Outcome, step_record
+from factory.agent.step_record import EMPTY, Outcome, step_record
 from factory.llm.base import ChatRequest, ChatResponse, Constraint, Sampling
 from factory.utils.errors import FactoryError
 from factory.utils.text import join_sentences, normalize_answer
@@ -51,6 +51,7 @@ class Call:
     current_recorded: list[dict] = field(default_factory=list)
     attempts: int = 0
     outcome: Outcome | None = None
+    replies: list[str] = field(default_factory=list)  # the response cache's keys of its attempts
 
     def __post_init__(self) -> None:
         self.current_sent, self.current_recorded = self.sent, self.recorded
@@ -88,6 +89,8 @@ class Job:
 def settle(call: Call, response: ChatResponse, version: str, repair_attempts: int) -> None:
     """Accept, re-ask (repair) or fail one call from its latest response."""
     call.attempts += 1
+    if response.cache_key is not None:
+        call.replies.append(response.cache_key)
     text = response.text or ""
 
     def done(status: str, parsed: Any, error: str | None) -> None:
@@ -109,7 +112,7 @@ def settle(call: Call, response: ChatResponse, version: str, repair_attempts: in
     if not text.strip() and response.finish_reason != "length":
         # a fault of the call, not of the format: the backends retry it as the same request; a
         # repair prompt would only invite chatter ("You're right, I'll keep that in mind ...")
-        done("llm_error", None, "empty completion")
+        done("llm_error", None, EMPTY)
         return
     try:
         parsed = call.parse(text)

@@ -6,6 +6,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+EMPTY = "empty completion"  # the error of a step whose reply was empty
+
+
+def unusable_reason(status: str, error: str | None) -> str | None:
+    """Why a step's replies could not be used (``parse_error``: unreadable after its repairs, e.g. an
+    error page or a refusal; ``empty``), else None. A step that failed for want of a reply (an HTTP
+    error) is not counted: it had none. Such replies are marked in the response cache (asked again by
+    a later run) and counted in a round's metrics (``unusable``)."""
+    if status == "parse_error":
+        return "parse_error"
+    if status == "llm_error" and error == EMPTY:
+        return "empty"
+    return None
+
 
 @dataclass
 class Outcome:

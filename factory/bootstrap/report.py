@@ -61,6 +61,7 @@ def chain_rounds(variant: str, seed: int, n_rounds: int) -> list[dict]:
                 "status": tr.get("status") or ev.get("status") or "missing",
                 "trajectories": (tj.get("overall") or {}).get("trajectories", tj.get("trajectories")),
                 "train_em": (tj.get("overall") or {}).get("em"),
+                "unusable": tj.get("unusable"),  # the round's replies the agent could not use
                 "examples": va.get("examples", (va.get("counts") or {}).get("examples")),
                 "fa_ratio": va.get("fa_ratio"),
                 "train_loss": tr.get("mean_loss"),
@@ -290,7 +291,16 @@ def _variant(name: str, data: Mapping) -> dict:
         for b in data["by_round"]
     ]
     decisions = [decision_line(seed, row) for seed, rows in data["chains"].items() for row in rows]
+    from factory.execution.summary import unusable_warning  # the agent's imports: only when rendering
+
+    warnings = [
+        f"seed {seed}, round {row['round']}: {line}"
+        for seed, rows in data["chains"].items()
+        for row in rows
+        if (line := unusable_warning(row.get("unusable"))) is not None
+    ]
     return {
+        "warnings": warnings,
         "name": name,
         "rounds": rounds,
         "decisions": [line for line in decisions if line is not None],

@@ -138,6 +138,7 @@ class _Pending:
     current: list[dict]
     reply: Reply = field(default_factory=lambda: Reply("llm_error", "", None, "not asked"))
     done: bool = False
+    replies: list[str] = field(default_factory=list)  # the response cache's keys of its attempts
 
 
 def sampling_for(version: str, max_new_tokens: int, seed: int) -> Sampling:
@@ -195,6 +196,8 @@ def reask(
                 by_request[request(p)],
                 repair_attempts,
             )
+            if p.done and p.reply.status == "parse_error" and hasattr(llm, "mark_unusable"):
+                llm.mark_unusable(p.replies, "parse_error")  # a later run asks it again
     return [p.reply for p in pending], sent
 
 
@@ -202,6 +205,8 @@ def _settle(p: _Pending, response: ChatResponse, repair_attempts: int) -> None:
     """Accept or fail the reply, or prepare its repair (the prompt stays pending)."""
     r = p.reply
     r.attempts += 1
+    if response.cache_key is not None:
+        p.replies.append(response.cache_key)
     r.prompt_tokens += int(response.prompt_tokens or 0)
     r.completion_tokens += int(response.completion_tokens or 0)
     text = response.text or ""

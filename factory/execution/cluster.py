@@ -94,6 +94,12 @@ class CacheService:
     def put_many(self, items: list) -> None:
         self.cache.put_many(items)
 
+    def store(self, items: list) -> dict:
+        return self.cache.store(items)
+
+    def mark_unusable(self, keys: list[str], reason: str) -> None:
+        self.cache.mark_unusable(keys, reason)
+
     def counts(self) -> dict:
         return {"hits": self.hits, "misses": self.misses}
 
@@ -121,6 +127,15 @@ class RemoteCache:
             ref = self.actor.put_many.remote(list(items))
             with self._lock:
                 self._pending.append(ref)
+
+    def store(self, items: list) -> dict:
+        """Stored, and the replies the cache holds instead of the given ones (``ResponseCache.store``)."""
+        return _ray().get(self.actor.store.remote(list(items))) if items else {}
+
+    def mark_unusable(self, keys: list[str], reason: str) -> None:
+        ref = self.actor.mark_unusable.remote(list(keys), reason)
+        with self._lock:
+            self._pending.append(ref)
 
     def flush(self) -> None:
         with self._lock:

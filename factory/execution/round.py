@@ -17,7 +17,7 @@ from factory.agent.setup import load_inputs, make_policy_llm, sample_pool
 from factory.config import Params
 from factory.execution.generate import generate_trajectories
 from factory.execution.sampling import check_samples, round_sample
-from factory.execution.summary import summarize_file
+from factory.execution.summary import summarize_file, unusable_share, unusable_warning
 from factory.llm.base import Sampling, cache_use
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,7 @@ def round_trajectories(
         "cache": generated.cache,
         **summarize_file(out_path, breakdowns=("dataset", "qtype", "route")),
     }
+    metrics["unusable"] = unusable_share(metrics)
     return metrics, generated.records
 
 
@@ -127,6 +128,9 @@ def log_round(label: str, metrics: dict, records: int, out_path) -> None:
         cache["misses"],
         out_path,
     )
+    warning = unusable_warning(metrics.get("unusable"))
+    if warning is not None:
+        log.warning("%s: %s", label, warning)
     failed = o["status"]["llm_error"] + rat["status"]["llm_error"]
     if failed:
         log.warning(

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from factory.agent.loop import STATUSES, STOP_REASONS
+from factory.agent.step_record import unusable_reason
 
 # What the statistics read of a trajectory (parquet paths: a step's kind and attempts, a triplet's pid)
 COLUMNS = [
@@ -32,6 +33,8 @@ COLUMNS = [
     "latency_s",
     "steps.list.element.kind",
     "steps.list.element.attempts",
+    "steps.list.element.status",
+    "steps.list.element.error",
     "triplets.list.element.source_pid",
 ]
 
@@ -46,6 +49,7 @@ class Stats:
         self.status: Counter = Counter()
         self.stops: Counter = Counter()
         self.kinds: Counter = Counter()
+        self.unusable: Counter = Counter()  # replies the agent could not use, by reason
 
     def add(self, r: Mapping) -> None:
         self.n += 1
@@ -61,6 +65,9 @@ class Stats:
         for s in r["steps"]:
             self.kinds[s["kind"]] += 1
             self.repaired += 1 if s["attempts"] > 1 else 0
+            reason = unusable_reason(s.get("status") or "ok", s.get("error"))
+            if reason is not None:
+                self.unusable[reason] += int(s["attempts"])
         self.calls += int(r.get("llm_calls") or 0)
         self.prompt += int(r.get("prompt_tokens") or 0)
         self.completion += int(r.get("completion_tokens") or 0)
@@ -90,6 +97,7 @@ class Stats:
             "steps_by_kind": dict(sorted(self.kinds.items())),
             "repaired_steps": self.repaired,
             "llm_calls": self.calls,
+            "unusable_replies": dict(sorted(self.unusable.items())),
             "tokens": {"prompt": self.prompt, "completion": self.completion},
             "latency_s": {"total": self.latency, "mean_per_call": mean(self.latency, self.calls)},
         }
@@ -129,3 +137,43 @@ def summarize_file(path: str | Path, *, breakdowns: tuple[str, ...] = ("dataset"
     from schemas import iter_rows
 
     return summarize(iter_rows(path, COLUMNS), breakdowns=breakdowns)
+
+
+# A round whose replies are mostly unusable says so: the server or model, not the agent, is at fault
+MOST_UNUSABLE = 0.5
+LIKELY_CAUSE = {
+    "parse_error": "is llm.model the model you meant, and does the server answer chat completions in the "
+    "prompt format (not an error page or a refusal)?",
+    "empty": "does the server return text (a stop string or max_tokens that cut every reply)?",
+}
+
+
+def unusable_share(summary: Mapping) -> dict:
+    """A round's replies the agent could not use (``Stats``' ``unusable_replies`` of the ordinary and the
+    rationalized trajectories): their count, the calls, the share and the count by reason."""
+    blocks = [summary.get("overall") or {}, summary.get("rationalized") or {}]
+    by_reason: Counter = Counter()
+    for block in blocks:
+        by_reason.update(block.get("unusable_replies") or {})
+    calls = sum(int(block.get("llm_calls") or 0) for block in blocks)
+    replies = sum(by_reason.values())
+    return {
+        "replies": replies,
+        "calls": calls,
+        "share": replies / calls if calls else 0.0,
+        "by_reason": dict(sorted(by_reason.items())),
+    }
+
+
+def unusable_warning(unusable: Mapping | None) -> str | None:
+    """'87% of this round's replies were unusable (parse_error): is llm.model ...?' when most were."""
+    if not unusable or unusable.get("share", 0.0) <= MOST_UNUSABLE:
+        return None
+    reasons = unusable["by_reason"]
+    main = max(reasons, key=reasons.get)
+    listed = ", ".join(f"{reason} {n}" for reason, n in reasons.items())
+    return (
+        f"{unusable['share']:.0%} of this round's replies were unusable ({listed} of {unusable['calls']} "
+        f"calls): {LIKELY_CAUSE.get(main, 'check the server and llm.model')} Their response-cache entries "
+        "are marked unusable, so a re-run asks those calls again (`factory cache list --outcome unusable`)"
+    )

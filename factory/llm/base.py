@@ -88,6 +88,9 @@ class ChatResponse:
     cached: bool = False
     finish_reason: str | None = None  # stop | length | error
     error: str | None = None  # set when the call failed after all retries
+    # the response cache's key of this call (set by factory.llm.cache.CachedLLM): a caller that cannot
+    # use the reply hands it back with ``llm.mark_unusable([key], reason)``
+    cache_key: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def ok(self) -> bool:

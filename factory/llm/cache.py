@@ -5,7 +5,10 @@ The key is the sha256 of canonical JSON of (backend, identity, messages, samplin
 and for a constrained request its grammar and the field it travels in);
 ``identity`` carries a hash of the model and adapter weights, so a different adapter never hits
 another adapter's entries. Only successful responses are stored: a failed call is retried on the
-next run. The database uses WAL so several processes (e.g. parallel DVC stages) can share it.
+next run, and so is one whose reply the caller marked unusable (``mark_unusable``: a parse error, an
+empty reply). Every response carries its key (``ChatResponse.cache_key``) for that. The database uses
+WAL so several processes (e.g. parallel DVC stages) can share it; where two of them ask the same call
+at once, both go on with the reply stored first (a replay of either gives its own output again).
 It lives under ``data/cache/`` and is not a DVC output; ``bench/cache.py`` measures it at the size
 of the full protocol (5.4M entries).
 """
@@ -82,6 +85,7 @@ class CachedLLM:
         self.cache = cache
         self.hits = 0
         self.misses = 0
+        self.unusable = 0  # replies marked unusable by the caller
         self._in_flight: dict[str, asyncio.Future] = {}  # touched on inner's loop only
         if hasattr(inner, "acomplete"):  # only a streaming inner backend makes this one streaming
             self.acomplete, self.run = self._acomplete, inner.run
@@ -112,45 +116,73 @@ class CachedLLM:
         if todo:
             answers = self.inner.generate(list(todo.values()))
             fresh = dict(zip(todo, answers))
-            self.cache.put_many([(k, backend, identity, r) for k, r in fresh.items() if r.ok])
+            items = [(k, backend, identity, r) for k, r in fresh.items() if r.ok]
+            store = getattr(self.cache, "store", None)
+            if store is not None:  # the replies another process stored first replace ours
+                fresh.update(store(items))
+            else:
+                self.cache.put_many(items)
         out = []
         for key in keys:
             if key in found:
                 self.hits += 1
                 meter.add(calls=1)
-                out.append(dataclasses.replace(found[key]))
+                out.append(dataclasses.replace(found[key], cache_key=key))
             else:
                 self.misses += 1
-                out.append(dataclasses.replace(fresh[key]))
+                out.append(dataclasses.replace(fresh[key], cache_key=key))
         return out
+
+    def mark_unusable(self, keys: list[str], reason: str) -> None:
+        """The replies of ``keys`` could not be used (``reason``, e.g. ``parse_error``): a later run
+        asks those calls again (``ResponseCache.mark_unusable``)."""
+        mark = getattr(self.cache, "mark_unusable", None)
+        if mark is not None and keys:
+            mark(list(keys), reason)
+            self.unusable += len(keys)
 
     async def _acomplete(self, request: ChatRequest) -> ChatResponse:
         """The response: from the cache, from the same request in flight, or from ``inner`` (a copy
         each: every caller owns its response object)."""
         key = self._key(request)
+        shared = self._in_flight.get(key)  # first: until stored, the reply that stays is not known
+        if shared is not None:
+            self.misses += 1
+            return dataclasses.replace(await asyncio.shield(shared))
         found = self.cache.get(key)
         if found is not None:
             self.hits += 1
             meter.add(calls=1)
+            found.cache_key = key
             return found
         self.misses += 1
-        shared = self._in_flight.get(key)
-        if shared is not None:
-            return dataclasses.replace(await asyncio.shield(shared))
         # the others asking the same meanwhile wait for this one's reply (no Task of its own: cheaper)
         self._in_flight[key] = shared = asyncio.get_running_loop().create_future()
-        backend, identity = self.inner.backend, self.inner.identity
         try:
             response = await self.inner.acomplete(request)
+            response.cache_key = key
+            if response.ok:  # stored the moment it arrives
+                response = await self._stored(key, response)
         except BaseException:
             shared.cancel()
             raise
         finally:
             del self._in_flight[key]
         shared.set_result(response)
-        if response.ok:  # stored the moment it arrives
-            self.cache.put_many([(key, backend, identity, response)])
         return response
+
+    async def _stored(self, key: str, response: ChatResponse) -> ChatResponse:
+        """``response`` once committed, or the reply another process stored first for ``key`` (the
+        wait is one commit window, ~20 ms, among calls of a second or so)."""
+        item = [(key, self.inner.backend, self.inner.identity, response)]
+        if not getattr(self.cache, "reports_winners", False):
+            self.cache.put_many(item)
+            return response
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        self.cache.put_many(item, on_stored=functools.partial(_wake, loop, done))
+        winner = (await done).get(key)
+        return response if winner is None else dataclasses.replace(winner, cache_key=key)
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
@@ -162,3 +194,16 @@ class CachedLLM:
     def close(self) -> None:
         self.inner.close()
         self.cache.close()
+
+
+def _wake(loop: asyncio.AbstractEventLoop, done: asyncio.Future, lost: dict) -> None:
+    """On the cache's writer thread: hand the outcome of a store to the waiting coroutine."""
+
+    def settle() -> None:
+        if not done.done():
+            done.set_result(lost)
+
+    try:
+        loop.call_soon_threadsafe(settle)
+    except RuntimeError:  # the loop is closed: nobody waits any more
+        pass

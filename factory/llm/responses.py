@@ -1,5 +1,11 @@
 """The response cache's store: successful responses by key in one SQLite file, safe across processes.
 
+Each entry records the stage that stored it (``FACTORY_STAGE``, set by the CLI) and its outcome: ok, or
+``unusable:<reason>`` once the caller could not use the reply (``mark_unusable``); an unusable entry is
+a miss to lookups and is replaced by the next reply stored for its key. When two processes store the
+same key, the first commit wins and the other is told which reply the cache holds (``on_stored``,
+``store``), so every caller goes on with the one reply a replay would give.
+
 A lookup is one indexed read (a B-tree of 32-byte keys: its depth grows with the log of the
 entries, 3 to 4 pages at millions); an insert is queued and committed by a writer thread, one
 commit per window of ``commit_window_s`` (20 ms) for everything queued in it. Entries of the first
@@ -24,13 +30,15 @@ from pathlib import Path
 
 import msgspec
 
+from factory.llm import cache_sql as sql
 from factory.llm.base import ChatResponse
+from factory.llm.cache_sql import CHUNK, Mark, Rows
 from factory.utils import paths
 
 log = logging.getLogger(__name__)
 DEFAULT_PATH = paths.CACHE_DIR / "responses.sqlite"
-_CHUNK = 500  # SQLite host-parameter budget per query
 _RECORD = msgspec.json.Encoder(order="sorted").encode  # a response as stored (read back with json)
+STAGE_ENV = "FACTORY_STAGE"  # the stage storing entries (the CLI sets it; recorded per entry)
 
 
 class ResponseCache:
@@ -50,8 +58,13 @@ class ResponseCache:
     the cache is not a DVC output, only a saving.
     """
 
-    def __init__(self, path: str | Path = DEFAULT_PATH, commit_window_s: float = 0.02):
+    reports_winners = True  # put_many(..., on_stored=) says which reply the cache holds
+
+    def __init__(
+        self, path: str | Path = DEFAULT_PATH, commit_window_s: float = 0.02, stage: str | None = None
+    ):
         self.path = Path(path)
+        self.stage = stage if stage is not None else os.environ.get(STAGE_ENV) or None
         self.commit_window_s = commit_window_s  # a reply is committed at most this long after it came
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # one lock per connection, and one for the replies in the writer's queue: a lookup never waits
@@ -85,38 +98,16 @@ class ResponseCache:
             try:
                 self._read = self._connect()
                 self._write = self._connect()
-                self._write.execute(
-                    "CREATE TABLE IF NOT EXISTS identities (id INTEGER PRIMARY KEY, backend TEXT NOT NULL, "
-                    "identity TEXT NOT NULL, UNIQUE (backend, identity))"
-                )
-                self._write.execute(
-                    "CREATE TABLE IF NOT EXISTS entries (key BLOB NOT NULL UNIQUE, "
-                    "identity INTEGER NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"
-                )
-                self._migrate()
+                sql.create(self._write)
+                moved = sql.migrate_first_layout(self._write, self._identities)
+                if moved is not None:
+                    log.info("%s: moved %d cached responses to the current layout", self.path, moved)
                 self._read.execute("SELECT 1 FROM entries LIMIT 1").fetchall()
                 return
             except sqlite3.DatabaseError as exc:
                 if attempt or not _is_damage(exc):
                     raise
                 self._set_aside(exc)
-
-    def _migrate(self) -> None:
-        """Entries of the first layout (table ``responses``, hex text keys) move to ``entries``."""
-        if not self._write.execute("SELECT 1 FROM sqlite_master WHERE name = 'responses'").fetchall():
-            return
-        rows = self._write.execute(
-            "SELECT key, backend, identity, response, created FROM responses"
-        ).fetchall()
-        self._write.execute("BEGIN IMMEDIATE")
-        try:
-            self._insert([(bytes.fromhex(k), b, i, r, c) for k, b, i, r, c in rows])
-            self._write.execute("DROP TABLE responses")
-            self._write.execute("COMMIT")
-        except BaseException:
-            self._write.execute("ROLLBACK")
-            raise
-        log.info("%s: moved %d cached responses to the current layout", self.path, len(rows))
 
     def _set_aside(self, exc: BaseException) -> None:
         """Move a damaged database (and its WAL) out of the way; the next open starts a fresh one."""
@@ -178,25 +169,33 @@ class ResponseCache:
                     missing.append(blob)
 
         def read() -> None:
-            for start in range(0, len(missing), _CHUNK):
-                chunk = missing[start : start + _CHUNK]
+            for start in range(0, len(missing), CHUNK):
+                chunk = missing[start : start + CHUNK]
                 marks = ",".join("?" * len(chunk))
                 rows.extend(
-                    self._read.execute(f"SELECT key, response FROM entries WHERE key IN ({marks})", chunk)
+                    self._read.execute(
+                        f"SELECT key, response FROM entries WHERE key IN ({marks}) AND outcome IS NULL", chunk
+                    )
                 )
 
         self._recovered(self._read_lock, read)  # a damaged file: what was read so far, the rest missed
         for blob, record in rows:
-            found[bytes(blob).hex()] = ChatResponse(**json.loads(record), cached=True)
+            found[bytes(blob).hex()] = _response(record)
         return found
 
     def get(self, key: str) -> ChatResponse | None:
         return self.get_many([key]).get(key)
 
     # ------------------------------------------------------------------ writes
-    def put_many(self, items: list[tuple[str, str, str, ChatResponse]]) -> None:
+    def put_many(
+        self,
+        items: list[tuple[str, str, str, ChatResponse]],
+        on_stored: Callable[[dict[str, ChatResponse]], None] | None = None,
+    ) -> None:
         """Queue (key, backend, identity, response) rows for the writer; the first recorded response of
-        a key wins."""
+        a key wins (an unusable entry is replaced). ``on_stored`` is called once they are committed
+        (on the writer's thread) with, by key, the reply the cache holds where it is not the one given
+        (another process or call stored first); ``{}`` when every given reply was stored."""
         rows = []
         for key, backend, identity, resp in items:
             record = {
@@ -215,21 +214,49 @@ class ResponseCache:
                 )
             )
         if not rows:
+            if on_stored is not None:
+                on_stored({})
             return
         with self._pending_lock:
             for blob, backend, identity, record in rows:
                 self._pending.setdefault(blob, (backend, identity, record))
+        self._enqueue(Rows(rows, on_stored))
+
+    def store(self, items: list[tuple[str, str, str, ChatResponse]]) -> dict[str, ChatResponse]:
+        """``put_many`` and wait for the commit; returns, by key, the replies the cache holds instead of
+        the given ones (stored first by another process)."""
+        done, out = threading.Event(), {}
+
+        def stored(lost: dict[str, ChatResponse]) -> None:
+            out.update(lost)
+            done.set()
+
+        self.put_many(items, on_stored=stored)
+        done.wait()
+        return out
+
+    def mark_unusable(self, keys: list[str], reason: str) -> None:
+        """Record that the replies of ``keys`` could not be used (``reason``: e.g. parse_error): later
+        lookups miss them, so a later run asks again; the entries stay (``factory cache list``) until a
+        new reply replaces them."""
+        blobs = [bytes.fromhex(k) for k in dict.fromkeys(keys)]
+        if not blobs:
+            return
+        with self._pending_lock:  # answered from memory no more
+            for blob in blobs:
+                self._pending.pop(blob, None)
+        self._enqueue(Mark(blobs, f"unusable:{reason}"))
+
+    def _enqueue(self, item: object) -> None:
         with self._done:
             self._queued += 1
-        self._queue.put(rows)
+        self._queue.put(item)
 
     def then(self, action: Callable[[], None]) -> None:
         """Run ``action`` (on the writer's thread) once every response queued before it is committed:
         what must never be on disk ahead of its replies (a journaled record) waits for them. An
         error of ``action`` is raised by the next ``flush``."""
-        with self._done:
-            self._queued += 1
-        self._queue.put(action)
+        self._enqueue(action)
 
     def _write_loop(self) -> None:
         while True:
@@ -244,18 +271,18 @@ class ResponseCache:
                 except queue.Empty:
                     break
             stop = any(b is None for b in batches)
-            rows = [
-                (blob, b, i, r, time.time())
-                for batch in batches
-                if isinstance(batch, list)
-                for blob, b, i, r in batch
-            ]
-            if rows:
-                self._commit(rows)
-            for action in batches:
-                if callable(action) and self._action_error is None:
+            writes = [b for b in batches if isinstance(b, (Rows, Mark))]
+            if writes:
+                try:
+                    self._commit(writes)
+                except BaseException as exc:  # noqa: BLE001 — raised by flush; the writer goes on
+                    self._action_error = self._action_error or exc
+            for item in batches:
+                if isinstance(item, Rows) and item.on_stored is not None:
+                    item.on_stored({blob.hex(): _response(record) for blob, record in item.lost.items()})
+                elif callable(item) and self._action_error is None:
                     try:
-                        action()
+                        item()
                     except BaseException as exc:  # noqa: BLE001 — raised by flush, in the caller's thread
                         self._action_error = exc
             with self._done:
@@ -264,44 +291,35 @@ class ResponseCache:
             if stop:
                 return
 
-    def _commit(self, rows: list[tuple]) -> None:
+    def _commit(self, writes: list[Rows | Mark]) -> None:
+        """The queued inserts and marks, in queue order, in one transaction."""
+
         def write() -> None:
             self._write.execute("BEGIN IMMEDIATE")
             try:
-                self._insert(rows)
+                sql.apply(self._write, self._identities, writes, self.stage)
+                self._adopt(writes)
                 self._write.execute("COMMIT")
             except BaseException:
                 self._write.execute("ROLLBACK")
                 raise
 
         if self._recovered(self._write_lock, write):
-            self._commit(rows)  # into the fresh file
+            self._commit(writes)  # into the fresh file
             return
         with self._pending_lock:
-            for blob, *_ in rows:
-                self._pending.pop(blob, None)
+            for item in writes:
+                for blob, *_ in getattr(item, "rows", ()):
+                    self._pending.pop(blob, None)
 
-    def _insert(self, rows: list[tuple]) -> None:
-        """(key, backend, identity, record, created) rows into ``entries`` (inside a transaction)."""
-        values = []
-        for blob, backend, identity, record, created in rows:
-            ident = self._identities.get((backend, identity))
-            if ident is None:
-                self._write.execute(
-                    "INSERT OR IGNORE INTO identities (backend, identity) VALUES (?, ?)", (backend, identity)
-                )
-                ident = self._write.execute(
-                    "SELECT id FROM identities WHERE backend = ? AND identity = ?", (backend, identity)
-                ).fetchone()[0]
-                self._identities[(backend, identity)] = ident
-            values.append((blob, ident, record, created))
-        # one statement per chunk, not one step per row: each step hands the GIL to another thread
-        for start in range(0, len(values), _CHUNK // 4):
-            chunk = values[start : start + _CHUNK // 4]
-            marks = ",".join(["(?, ?, ?, ?)"] * len(chunk))
-            self._write.execute(
-                f"INSERT OR IGNORE INTO entries VALUES {marks}", [v for row in chunk for v in row]
-            )
+    def _adopt(self, writes: list[Rows | Mark]) -> None:
+        """Before the commit: a reader in this process meanwhile gets the reply that stays."""
+        with self._pending_lock:
+            for item in writes:
+                for blob, winner in getattr(item, "lost", {}).items():
+                    if blob in self._pending:
+                        backend, identity, _ = self._pending[blob]
+                        self._pending[blob] = (backend, identity, winner)
 
     def flush(self) -> None:
         """Wait until every queued response is committed."""
@@ -324,6 +342,10 @@ class ResponseCache:
         with self._write_lock, self._read_lock:
             self._read.close()
             self._write.close()
+
+
+def _response(record: str) -> ChatResponse:
+    return ChatResponse(**json.loads(record), cached=True)
 
 
 def _is_damage(exc: sqlite3.DatabaseError) -> bool:

@@ -300,3 +300,14 @@ def test_a_sample_that_ran_short_is_a_line_of_the_report(project):
     assert "\n- asked 500 held-out questions (evaluate.n_questions), 10 available\n" in md
     s["short_samples"] = []
     assert "Fewer questions than asked" not in render_markdown(s, None, SEEDS)
+
+
+def test_a_round_whose_replies_were_mostly_unusable_is_a_warning_in_the_report(project):
+    unusable = {"replies": 9, "calls": 10, "share": 0.9, "by_reason": {"parse_error": 9}}
+    write_json(paths.stage_metrics("trajectories", "random", 0, 1), {"unusable": unusable})
+    md = render_markdown(summary(), None, SEEDS)
+    assert md.count("**WARNING**") == 1
+    assert (
+        "**WARNING** seed 1, round 0: 90% of this round's replies were unusable (parse_error 9 of 10 calls): "
+        "is llm.model the model you meant" in md
+    )
