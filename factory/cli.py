@@ -145,7 +145,7 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "check-corpora",
         help="check that the corpus files the params and dvc.yaml name exist, before any work (make demo's "
-        "first step); if not, say where corpora come from",
+        "first step); if not, say where corpora come from; link them for DVC's temporary experiment workspaces",
     )
     _common(p)
     p.set_defaults(_module=None)
@@ -217,6 +217,9 @@ def main(argv: list[str] | None = None) -> int:
             missing = missing_calibration()
             if missing:
                 raise FactoryError(no_calibration_message(missing))
+            from factory.utils.exps import link_outside
+
+            link_outside()  # ../shared reached from `dvc exp run --temp` and queued experiments too
             return 0
         require_served_model(params, weights=getattr(args._module, "NEEDS_WEIGHTS", False))
         options = {
