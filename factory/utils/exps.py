@@ -55,7 +55,9 @@ def link_outside(root: Path = Path(".")) -> list[Path]:
     DVC's temporary workspaces lands; returns the links made or renewed. A folder missing here is left to
     ``check-corpora``'s own message; a path climbing more than one level is not linked (it would land in
     the repository itself), so it keeps failing in those workspaces as before."""
-    tops = {Path(p).parts[1] for p in outside_paths(root) if len(Path(p).parts) > 1 and Path(p).parts[1] != ".."}
+    tops = {
+        Path(p).parts[1] for p in outside_paths(root) if len(Path(p).parts) > 1 and Path(p).parts[1] != ".."
+    }
     made = []
     for top in sorted(tops):
         target = (root / ".." / top).resolve()

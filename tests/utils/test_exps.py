@@ -14,9 +14,13 @@ from factory.utils.exps import link_outside, outside_paths
 
 DVC = str(Path(sys.executable).parent / "dvc")
 # The stage reads a folder dep above the project and a file named in params.yaml, as ingest does.
+READ = (
+    "import yaml; p = yaml.safe_load(open('params.yaml')); "
+    "open('out.txt', 'w').write(open(p['src']).read() + p['tag'])"
+)
 DVC_YAML = f"""stages:
   s:
-    cmd: {sys.executable} -c "import yaml; p = yaml.safe_load(open('params.yaml'))['src']; open('out.txt', 'w').write(open(p).read() + yaml.safe_load(open('params.yaml'))['tag'])"
+    cmd: {sys.executable} -c "{READ}"
     deps:
       - ../outside/data
     params:
@@ -27,10 +31,16 @@ DVC_YAML = f"""stages:
 
 
 def _run(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "DVC_NO_ANALYTICS": "1",
-           # `dvc queue start` spawns its worker as `dvc` from PATH (an activated environment's)
-           "PATH": f"{Path(DVC).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@t",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@t",
+        "DVC_NO_ANALYTICS": "1",
+        # `dvc queue start` spawns its worker as `dvc` from PATH (an activated environment's)
+        "PATH": f"{Path(DVC).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     done = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=120)
     if check and done.returncode:
         raise AssertionError(f"{args}: {done.stdout}\n{done.stderr}")
@@ -66,7 +76,9 @@ def test_temp_and_queued_experiments_run_with_the_links(repo: Path):
     assert failed.returncode != 0 and "No such file or directory" in failed.stderr + failed.stdout
 
     assert {p.relative_to(repo).as_posix() for p in link_outside(repo)} == {
-        ".dvc/tmp/exps/outside", ".dvc/tmp/exps/standalone/outside"}
+        ".dvc/tmp/exps/outside",
+        ".dvc/tmp/exps/standalone/outside",
+    }
     assert link_outside(repo) == []  # already there: nothing renewed
 
     _run(repo, DVC, "exp", "run", "--temp", "-n", "tmp-one", "-S", "tag=temp")
