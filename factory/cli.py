@@ -151,7 +151,7 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser(
         "check-corpora",
         help="check that the corpus files the params and dvc.yaml name exist, before any work (make demo's "
-        "first step); if not, say where corpora come from",
+        "first step); if not, say where corpora come from; link them for DVC's temporary workspaces",
     )
     _common(p)
     p.set_defaults(_module=None)
@@ -227,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
             missing = missing_calibration()
             if missing:
                 raise FactoryError(no_calibration_message(missing))
+            from factory.utils.exps import link_outside
+
+            link_outside()  # ../shared reached from `dvc exp run --temp` and queued experiments too
             return 0
         weights = getattr(args._module, "NEEDS_WEIGHTS", False)
         require_served_model(params, profile_of(args.params), args.params, weights=weights)
@@ -247,10 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a full disk, a permission, a missing or misplaced path: said in words
         if args.debug:
             traceback.print_exc()
-        print(
-            f"factory {args.command}: {os_error_message(exc)}. The stage's outputs are as they were.",
-            file=sys.stderr,
-        )
+        print(f"factory {args.command}: {os_error_message(exc)}. {_outputs_now()}", file=sys.stderr)
         return EXIT_FAILURE
     except KeyboardInterrupt:
         print(f"factory {args.command}: interrupted; re-run the same command to resume.", file=sys.stderr)
@@ -264,6 +264,17 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILURE
+
+
+def _outputs_now() -> str:
+    """What became of the stage's previous outputs. The factory writes outputs to temporaries and publishes
+    them at the end (factory.utils.io), so a failed command leaves them as they were; but `dvc repro` and
+    `dvc exp run` remove a stage's outputs before running its command, and set DVC_STAGE (the stage's name)
+    in its environment (measured on DVC 3.67)."""
+    stage = os.environ.get("DVC_STAGE")
+    if stage:
+        return f"DVC removed the stage's outputs before running it: `dvc checkout {stage}` brings them back."
+    return "The stage's outputs are as they were."
 
 
 def _params_command(args: argparse.Namespace) -> int:

@@ -621,6 +621,15 @@ class CalibrationParams(Section):
         "factory/calibration/graphs.py; `factory calibration-graphs` builds one from HippoRAG's published "
         "OpenIE output). A file that does not exist is left out and said; none: an empty result.",
     )
+    min_questions: int = Field(
+        20,
+        ge=1,
+        description="Questions a group (all, or one dataset) needs for a verdict on S_q against the authors' "
+        "rule and the bar; below it the verdict reads 'cannot tell' with the count. A bootstrap CI over a "
+        "handful of questions is too narrow to trust (over one question it is a point: +0.20 [+0.20, "
+        "+0.20]); 20 is the usual floor for a percentile bootstrap of a mean, and the shared MuSiQue graph "
+        "file (40 questions) clears it.",
+    )
     audit_questions: int = Field(
         2,
         ge=0,

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from factory.utils.errors import FactoryError
-from factory.utils.io import pending
+from factory.utils.io import damaged, pending
 from factory.utils.paths import producer
 from schemas.contracts import ARTIFACTS
 from schemas.validate import contract_problems
@@ -59,7 +59,7 @@ def iter_batches(
     batches = parquet.iter_batches(
         batch_size=batch_rows, row_groups=row_groups, columns=read, use_threads=False
     )
-    for batch in batches:
+    for batch in decoded(batches, path):
         if sets:
             mask = None
             for column, values in sets.items():
@@ -92,18 +92,39 @@ def _whole(columns: list[str] | None, where: Where | None) -> bool:
 def read_table(path: str | Path, columns: list[str] | None = None, where: Where | None = None) -> pa.Table:
     """The matching rows as one Arrow table."""
     if _whole(columns, where):
-        return open_parquet(path).read(columns=columns)
+        return _read_whole(path, columns)
     batches = list(iter_batches(path, columns, where))
     if not batches:  # a file without rows
-        return open_parquet(path).read(columns=sorted(_top(columns)) if columns else None)
+        return _read_whole(path, sorted(_top(columns)) if columns else None)
     return pa.Table.from_batches(batches)
 
 
 def read_rows(path: str | Path, columns: list[str] | None = None, where: Where | None = None) -> list[dict]:
     """The matching rows as plain dicts, in file order."""
     if _whole(columns, where):
-        return open_parquet(path).read(columns=columns).to_pylist()
+        return _read_whole(path, columns).to_pylist()
     return [row for batch in iter_batches(path, columns, where) for row in batch.to_pylist()]
+
+
+def _read_whole(path: str | Path, columns: list[str] | None) -> pa.Table:
+    parquet = open_parquet(path)
+    try:
+        return parquet.read(columns=columns)
+    except (pa.ArrowException, OSError) as exc:  # OSError: a page that does not decompress
+        raise damaged(path, exc) from None
+
+
+def decoded(batches: Iterator[pa.RecordBatch], path: str | Path) -> Iterator[pa.RecordBatch]:
+    """``batches`` of the parquet file ``path``; a row group that does not decode (a flipped byte:
+    "ZSTD decompression failed") is a ``damaged`` error naming the file and how to restore it."""
+    while True:
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        except (pa.ArrowException, OSError) as exc:
+            raise damaged(path, exc) from None
+        yield batch
 
 
 def columns_except(schema: pa.Schema, column: str, fields: Collection[str]) -> list[str]:
@@ -137,7 +158,7 @@ def open_parquet(path: str | Path) -> pq.ParquetFile:
     except IsADirectoryError:
         raise FactoryError(f"{path} is a folder, not a parquet file: {redo}") from None
     except (pa.ArrowException, OSError) as exc:  # not parquet, cut short, unreadable
-        raise FactoryError(f"{path} is not a readable parquet file ({exc}): {redo}") from None
+        raise damaged(path, f"not a readable parquet file: {exc}") from None
     if artifact is not None:
         problems = contract_problems(parquet, ARTIFACTS[artifact])
         if problems:

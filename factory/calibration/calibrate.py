@@ -19,7 +19,7 @@ from factory.backtrace.authors_rule import AUTHORS_RULE
 from factory.calibration.graphs import Graphs, gold_pids
 from factory.calibration.methods import SQ, kept_sets, method_names
 from factory.calibration.scores import per_question, score_group
-from factory.config import BacktraceParams, RelevanceParams
+from factory.config import BacktraceParams, CalibrationParams, RelevanceParams
 from factory.utils.templates import fixed
 
 ALL = "all"
@@ -27,9 +27,15 @@ KEPT_IN_ROWS = (SQ, AUTHORS_RULE)  # whose kept triplets a question's row lists 
 
 
 def calibrate(
-    graphs: Graphs, backtrace: BacktraceParams, relevance: RelevanceParams, embedder=None
+    graphs: Graphs,
+    backtrace: BacktraceParams,
+    relevance: RelevanceParams,
+    embedder=None,
+    calibration: CalibrationParams | None = None,
 ) -> tuple[dict, list[dict]]:
-    """(metrics/calibration.json, the per-question rows) for ``graphs``; see the module docstring."""
+    """(metrics/calibration.json, the per-question rows) for ``graphs``; see the module docstring.
+    ``calibration``: its ``min_questions`` (None: the defaults)."""
+    min_questions = (calibration or CalibrationParams()).min_questions
     methods = method_names(backtrace)
     seeds = [relevance.seed + k for k in range(relevance.random_seeds)]
     rows = [_question_row(record, backtrace, seeds, methods, embedder) for record in graphs.records]
@@ -47,6 +53,7 @@ def calibrate(
             "random_seeds": relevance.random_seeds,
             "seed": relevance.seed,
             "bar": relevance.bar,
+            "min_questions": min_questions,
         },
         "methods": methods,
         "default_method": SQ,
@@ -64,7 +71,7 @@ def calibrate(
         )
         result[group] = scores
         result["differences"][group] = differences
-        result["verdicts"][group] = verdict(group, scores, differences, relevance.bar)
+        result["verdicts"][group] = verdict(group, scores, differences, relevance.bar, min_questions)
     for row in rows:
         row["values"] = {m: _plain(v) for m, v in row["values"].items()}
     return result, rows
@@ -93,9 +100,10 @@ def _plain(values: tuple[float, float, float]) -> dict:
     return {"covered": covered, "precision": None if np.isnan(precision) else precision, "recall": recall}
 
 
-def verdict(group: str, scores: dict, differences: dict, bar: float) -> dict:
+def verdict(group: str, scores: dict, differences: dict, bar: float, min_questions: int = 1) -> dict:
     """Does S_q beat the authors' rule (the paired F1 difference's CI above 0), and reach the bar (its
-    precision and recall at least ``bar``)? One line in words, for the report and the log."""
+    precision and recall at least ``bar``)? One line in words, for the report and the log; a group of
+    fewer than ``min_questions`` questions gets no verdict ("cannot tell", with its count)."""
     if not scores or scores[SQ]["n"] == 0:
         return {
             "beats_authors_rule": None,
@@ -110,6 +118,14 @@ def verdict(group: str, scores: dict, differences: dict, bar: float) -> dict:
     reaches = p is not None and p >= bar and r is not None and r >= bar
     outcome = {True: "beats it", False: "is beaten by it", None: "cannot be told apart from it"}[beats]
     difference = f"{_signed(diff['value'])} {_signed_ci(diff['ci'])}"
+    if sq["n"] < min_questions:
+        line = (
+            f"{group} ({sq['n']} questions): cannot tell: a verdict needs at least {min_questions} questions "
+            f"(calibration.min_questions); S_q's paragraph F1 {fixed(sq['f1'])} against the KnowTrace "
+            f"authors' rule's {fixed(authors['f1'])} (paired difference {difference}), precision {fixed(p)}, "
+            f"recall {fixed(r)}."
+        )
+        return {"beats_authors_rule": None, "reaches_bar": None, "line": line}
     line = (
         f"{group} ({sq['n']} questions): S_q's paragraph F1 {fixed(sq['f1'])} {_ci(sq['ci']['f1'])} against "
         f"the KnowTrace authors' rule's {fixed(authors['f1'])} {_ci(authors['ci']['f1'])}: S_q {outcome} "

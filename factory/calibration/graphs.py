@@ -46,7 +46,8 @@ def read_graph_files(files: Iterable[str | Path]) -> Graphs:
         if not path.exists():
             out.missing.append(str(path))
             continue
-        for location, raw in read_json_records(path):
+        # a lone object with a question_id is a one-record file; messages name calibration.graphs
+        for location, raw in read_json_records(path, id_keys=("question_id",), setting="calibration.graphs"):
             problem = _problem(raw) if not isinstance(raw, Unreadable) else (raw.field, raw.reason)
             qid = raw.get("question_id", "?") if isinstance(raw, dict) else "?"
             if problem is None and qid in seen:

@@ -61,7 +61,12 @@ class Unreadable(NamedTuple):
     record_id: str = "?"  # when the id could still be read
 
 
-def read_json_records(path: str | Path, record_type: type | None = None) -> Iterator[tuple[str, Any]]:
+def read_json_records(
+    path: str | Path,
+    record_type: type | None = None,
+    id_keys: tuple[str, ...] = ID_KEYS,
+    setting: str = "corpora.*",
+) -> Iterator[tuple[str, Any]]:
     """Yield (location, record) from a corpus file; see the module docstring for what is accepted.
 
     A JSON list is mapped, not read, and split into its records' raw bytes in one C pass (msgspec
@@ -70,7 +75,8 @@ def read_json_records(path: str | Path, record_type: type | None = None) -> Iter
     (a 566 MB HotpotQA file does not sit in memory). With ``record_type`` (a ``msgspec.Struct`` of
     the official format) a record is decoded typed, every field's type checked in C; a record that
     does not fit the type is decoded untyped, and the builder checks it field by field and names
-    what is wrong. JSON Lines are read a line at a time.
+    what is wrong. JSON Lines are read a line at a time. ``id_keys``: the keys that make a lone JSON
+    object a record (a one-record file); ``setting``: the params key that names the file, in messages.
     """
     path = Path(path)
     data, start, label = _content(path)
@@ -81,11 +87,11 @@ def read_json_records(path: str | Path, record_type: type | None = None) -> Iter
     if char == b"[":
         yield from _json_list(path, label, data, start, record_type)
     elif char == b"{":
-        yield from _object_or_lines(path, label, data, start)
+        yield from _object_or_lines(path, label, data, start, id_keys, setting)
     else:
         raise FactoryError(
             f"{label}: not a corpus file: it starts with {char!r} at byte offset {first.start()}, where a "
-            "JSON list of records ('[') or JSON Lines ('{' on every line) should begin. Point corpora.* at "
+            f"JSON list of records ('[') or JSON Lines ('{{' on every line) should begin. Point {setting} at "
             "the dataset's JSON or JSONL file."
         )
 
@@ -218,7 +224,9 @@ def _json_list(path: Path, label: str, data: Any, start: int, record_type: type 
         yield f"{path.name}[{i}]", record
 
 
-def _object_or_lines(path: Path, label: str, data: Any, start: int) -> Iterator:
+def _object_or_lines(
+    path: Path, label: str, data: Any, start: int, id_keys: tuple[str, ...], setting: str
+) -> Iterator:
     """A file that starts with '{': one JSON object (a record, or a wrapped list: refused) or JSON Lines."""
     whole, problem = None, ""
     try:
@@ -226,20 +234,20 @@ def _object_or_lines(path: Path, label: str, data: Any, start: int) -> Iterator:
     except msgspec.DecodeError as exc:  # several documents (JSON Lines) or a broken one: the lines tell
         problem = _locate(exc, data, start)
     if isinstance(whole, dict):
-        if not any(key in whole for key in ID_KEYS):
+        if not any(key in whole for key in id_keys):
             lists = [k for k, v in whole.items() if isinstance(v, list)]
             raise FactoryError(
                 f"{label} holds one JSON object with the top-level keys {sorted(whole)[:12]}, not records: "
                 + (f"the records seem to be the list under {lists[0]!r}. " if lists else "")
                 + "Write the list of records alone to a file (a JSON list, or one record per line) and list "
-                "that file under corpora.* (e.g. `jq '.data' in.json > out.json`)"
+                f"that file under {setting} (e.g. `jq '.data' in.json > out.json`)"
             )
         yield f"{path.name}:1", whole
         return
-    yield from _lines(path, label, data, start, problem)
+    yield from _lines(path, label, data, start, problem, setting)
 
 
-def _lines(path: Path, label: str, data: mmap.mmap, start: int, problem: str) -> Iterator:
+def _lines(path: Path, label: str, data: mmap.mmap, start: int, problem: str, setting: str) -> Iterator:
     """JSON Lines: a line that is not JSON is yielded ``Unreadable``, unless it is the first record's,
     when the file is neither format (``problem``: why it is not one JSON document)."""
     data.seek(start)
@@ -256,7 +264,7 @@ def _lines(path: Path, label: str, data: mmap.mmap, start: int, problem: str) ->
             if not seen and record.field == "<line>":
                 raise FactoryError(
                     f"{label}: neither JSON Lines ({record.reason}) nor one JSON document ({problem}). "
-                    "Fix the file, or point corpora.* at the dataset's JSON or JSONL file"
+                    f"Fix the file, or point {setting} at the dataset's JSON or JSONL file"
                 ) from None
         seen = True
         yield f"{path.name}:{lineno}", record

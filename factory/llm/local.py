@@ -130,7 +130,10 @@ class LocalLLM:
         if self._model is None:
             from transformers import AutoModelForCausalLM
 
-            model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=self.dtype)
+            from factory.utils.io import loading_weights
+
+            with loading_weights(self.model_path):  # a damaged model.safetensors: named, restore said
+                model = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=self.dtype)
             if self.adapter_path is not None:
                 from peft import PeftModel
 

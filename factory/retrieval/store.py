@@ -30,6 +30,7 @@ from factory.utils.errors import FactoryError
 from factory.utils.io import atomic_path
 from factory.utils.text import join_sentences
 from schemas import PASSAGE, open_parquet
+from schemas.read import decoded
 
 FOLDER = "passages"
 BATCH_ROWS = 4096
@@ -77,7 +78,8 @@ class PassageStore(Mapping):
         with atomic_path(folder) as tmp:
             tmp.mkdir(parents=True)
             try:
-                for batch in source.iter_batches(batch_size=BATCH_ROWS, use_threads=False):
+                batches = source.iter_batches(batch_size=BATCH_ROWS, use_threads=False)
+                for batch in decoded(batches, passages_parquet):  # a damaged file: named, restore said
                     table = pa.Table.from_batches([batch]).cast(PASSAGE)
                     for dataset in sorted(set(table.column("dataset").to_pylist())):
                         rows = table.filter(pc.equal(table.column("dataset"), dataset))

@@ -33,7 +33,8 @@ def run(params: Params) -> dict:
             "calibrate-labels: %s %s (%s) left out: %s %s",
             problem["file"], problem["location"], problem["question_id"], problem["field"], problem["reason"],
         )  # fmt: skip
-    result, rows = calibrate(graphs, params.backtrace, params.relevance, load_embedder(params.backtrace))
+    embedder = load_embedder(params.backtrace)
+    result, rows = calibrate(graphs, params.backtrace, params.relevance, embedder, params.calibration)
     write_json(paths.CALIBRATION, result)
     write_jsonl(paths.CALIBRATION_QUESTIONS, rows)
     if result["status"] == "no_graphs":

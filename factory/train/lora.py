@@ -28,7 +28,7 @@ from factory.train import live
 from factory.train.examples import IGNORE, PadCollator, data_hash, encode_examples
 from factory.train.trainer import counting_trainer_class, step_budget_rows
 from factory.utils.errors import FactoryError
-from factory.utils.io import write_json
+from factory.utils.io import loading_weights, write_json
 
 log = logging.getLogger(__name__)
 
@@ -198,7 +198,8 @@ def build_model(model_path: str | Path, params: TrainParams, init_adapter: str |
     from transformers import AutoModelForCausalLM, set_seed
 
     set_seed(params.seed)  # LoRA A matrices are drawn from torch's RNG
-    model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=getattr(torch, dtype))
+    with loading_weights(model_path):  # a damaged model.safetensors: named, with how to restore it
+        model = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=getattr(torch, dtype))
     model.config.use_cache = False
     if not project_labelled_positions_only(model):
         log.info("train: %s keeps its own loss (full logits)", type(model).__name__)
@@ -405,5 +406,6 @@ def load_adapter_model(model_path: str | Path, adapter_dir: str | Path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    base = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
+    with loading_weights(model_path):
+        base = AutoModelForCausalLM.from_pretrained(str(model_path), dtype=torch.float32)
     return PeftModel.from_pretrained(base, str(adapter_dir)).eval()

@@ -255,10 +255,63 @@ def read_json(path: str | Path) -> Any:
 
 
 def read_jsonl(path: str | Path) -> Iterator[dict]:
+    """The rows of a JSONL artifact; a line that is not JSON (a flipped byte, a file cut short) is a
+    ``FactoryError`` naming the file and how to restore it (``damaged``)."""
     with open(pending(path), encoding="utf-8") as fh:
-        for line in fh:
+        for number, line in enumerate(_decoded(fh, path), 1):
             if line.strip():
-                yield json.loads(line)
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise damaged(path, f"line {number} is not JSON: {exc}") from None
+
+
+def _decoded(lines: Iterable[str], path: str | Path) -> Iterator[str]:
+    try:
+        yield from lines
+    except UnicodeDecodeError as exc:
+        raise damaged(path, f"not UTF-8 text: {exc}") from None
+
+
+def damaged(path: str | Path, detail: object) -> FactoryError:
+    """The error for a file of the run that cannot be decoded: it names the file and the ways to get it
+    back. DVC keeps a copy of every output in its cache (``dvc checkout --force``: without --force DVC
+    refuses to overwrite a changed file in a non-interactive shell); a remote is trusted unless it is set
+    to verify (docs/full-scale.md#another-machine-gets-a-run); the producing command rewrites it."""
+    from factory.utils.paths import producer
+
+    command = producer(path)[1]
+    redo = f"; or `{command}` rewrites it" if command else ""
+    return FactoryError(
+        f"{path} is damaged ({detail}): restore it with `dvc checkout --force {path}` (the copy in DVC's "
+        f"cache), or `dvc pull --force {path}` from a remote that checks what it downloads (`dvc remote "
+        f"modify <name> verify true`){redo}"
+    )
+
+
+@contextmanager
+def loading_weights(model_dir: str | Path) -> Iterator[None]:
+    """Around a ``from_pretrained`` of ``model_dir``: a safetensors file that cannot be decoded (cut
+    short, a flipped byte in its header) is a ``damaged`` error naming that file."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - safetensors' Rust error class, matched by name below
+        if type(exc).__name__ != "SafetensorError":
+            raise
+        raise damaged(_unreadable_weights(Path(model_dir)), exc) from None
+
+
+def _unreadable_weights(model_dir: Path) -> Path:
+    """The first ``*.safetensors`` in ``model_dir`` whose header does not open (the folder if all do)."""
+    from safetensors import safe_open
+
+    for f in sorted(model_dir.glob("*.safetensors")):
+        try:
+            with safe_open(f, framework="np"):
+                pass
+        except Exception:  # noqa: BLE001 - SafetensorError, or an OSError reading it
+            return f
+    return model_dir
 
 
 @contextmanager

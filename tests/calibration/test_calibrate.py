@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from factory.calibration.calibrate import calibrate
 from factory.calibration.graphs import Graphs, read_graph_files
 from factory.calibration.scores import per_question, score_group
 from factory.config import Params
+from factory.utils.errors import FactoryError
 from tests.calibration.graphs import SHARED, film_record
 
 P = Params()
@@ -70,3 +72,31 @@ def test_no_graph_gives_a_valid_empty_result():
     assert rows == [] and result["status"] == "no_graphs" and result["missing"] == ["absent.jsonl"]
     assert result["all"]["sq"]["n"] == 0 and result["all"]["sq"]["f1"] is None
     assert result["verdicts"]["all"]["line"] == "all: no graph to calibrate on."
+
+
+def test_a_one_record_file_of_either_shape_is_read_and_one_question_gives_no_verdict(tmp_path):
+    record = film_record()
+    jsonl, listed, lone = tmp_path / "one.jsonl", tmp_path / "one.json", tmp_path / "lone.json"
+    jsonl.write_text(json.dumps(record) + "\n")  # was refused: "one JSON object ... not records"
+    listed.write_text(json.dumps([record]))
+    lone.write_text(json.dumps(record, indent=2))  # one record, pretty-printed over several lines
+    for path in (jsonl, listed, lone):
+        graphs = read_graph_files([path])
+        assert [r["question_id"] for r in graphs.records] == [record["question_id"]] and not graphs.problems
+    result, _ = calibrate(read_graph_files([listed]), P.backtrace, P.relevance)  # was "S_q beats it"
+    verdict = result["verdicts"]["all"]
+    assert verdict["beats_authors_rule"] is None and verdict["reaches_bar"] is None
+    assert verdict["line"].startswith(
+        "all (1 questions): cannot tell: a verdict needs at least 20 questions (calibration.min_questions)"
+    )
+    assert result["params"]["min_questions"] == 20
+    enough = P.calibration.model_copy(update={"min_questions": 1})
+    result, _ = calibrate(read_graph_files([listed]), P.backtrace, P.relevance, None, enough)
+    assert "cannot tell" not in result["verdicts"]["all"]["line"]
+
+
+def test_a_wrapped_graph_file_names_calibration_graphs(tmp_path):
+    wrapped = tmp_path / "wrapped.json"
+    wrapped.write_text(json.dumps({"data": [film_record()]}))
+    with pytest.raises(FactoryError, match=r"the list under 'data'.*list that file under calibration.graphs"):
+        read_graph_files([wrapped])

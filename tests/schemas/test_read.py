@@ -116,7 +116,7 @@ def test_an_artifact_is_checked_against_its_contract_on_open(tmp_path, monkeypat
     ):
         read_rows(path, ["pid"])
     path.write_bytes(b"PAR1 cut short")
-    with pytest.raises(FactoryError, match=r"passages.parquet is not a readable parquet file"):
+    with pytest.raises(FactoryError, match=r"passages.parquet is damaged \(not a readable parquet file"):
         num_rows(path)
     path.unlink()
     with pytest.raises(FactoryError, match=r"passages.parquet is missing: `factory ingest` rewrites it"):
