@@ -156,10 +156,12 @@ def test_a_cache_file_of_the_earlier_layout_gains_the_columns(tmp_path):
     key = cache_key("fake", "fake:a", ChatRequest.of([{"role": "user", "content": "q"}], Sampling()))
     raw = sqlite3.connect(db)
     raw.execute(
-        "CREATE TABLE identities (id INTEGER PRIMARY KEY, backend TEXT NOT NULL, identity TEXT NOT NULL, UNIQUE (backend, identity))"
+        "CREATE TABLE identities (id INTEGER PRIMARY KEY, backend TEXT NOT NULL, identity TEXT NOT NULL, "
+        "UNIQUE (backend, identity))"
     )
     raw.execute(
-        "CREATE TABLE entries (key BLOB NOT NULL UNIQUE, identity INTEGER NOT NULL, response TEXT NOT NULL, created REAL NOT NULL)"
+        "CREATE TABLE entries (key BLOB NOT NULL UNIQUE, identity INTEGER NOT NULL, response TEXT NOT NULL, "
+        "created REAL NOT NULL)"
     )
     raw.execute("INSERT INTO identities VALUES (1, 'fake', 'fake:a')")
     raw.execute("INSERT INTO entries VALUES (?, 1, ?, 0)", (bytes.fromhex(key), '{"text": "old"}'))
