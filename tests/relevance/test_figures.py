@@ -10,11 +10,11 @@ from factory.relevance.figures import causal_figure, relevance_figure, write_fig
 from factory.utils.plotting import NOTHING, texts
 
 METHODS = (
-    "sq/undirected_shortest/thought_and_answer",
+    "backtrace/undirected_shortest/thought_and_answer",
     "authors_rule",
     "answer_entity",
-    "random_matched",
-    "keep_all",
+    "random",
+    "unfiltered",
 )
 
 
