@@ -105,6 +105,7 @@ def figures(records: Sequence[Mapping], params) -> dict:
     from factory.calibration.calibrate import calibrate
     from factory.calibration.graphs import Graphs
     from factory.calibration.scores import score_group
+    from factory.utils.selection import AUTHORS_RULE, BACKTRACE
 
     result, _ = calibrate(Graphs(records=list(records)), params.backtrace, params.relevance)
     rp = params.relevance
@@ -113,8 +114,8 @@ def figures(records: Sequence[Mapping], params) -> dict:
     )
     return {
         "naive": naive["naive"],
-        "authors_rule": result["all"]["authors_rule"],
-        "factory": result["all"]["sq"],
+        "authors_rule": result["all"][AUTHORS_RULE],
+        "factory": result["all"][BACKTRACE],
     }
 
 

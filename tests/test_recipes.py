@@ -4,7 +4,11 @@ exist, and those files are the ones the registries read."""
 from __future__ import annotations
 
 import inspect
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.conftest import ROOT
@@ -35,10 +39,11 @@ def test_adding_a_variant_names_the_files_the_registry_reads():
     files = [f for f in named_files(recipe("Adding a variant")) if f.startswith("factory/")]
     assert files == ["factory/variants/kept.py", "factory/variants/registry.py"]
     assert all((ROOT / f).is_file() for f in files)
-    # the registry's objects live in registry.py, and every rule they name is a function of kept.py
+    # the registry's objects live in registry.py, and every rule they hold is a function of kept.py
     assert source(registry.Variant) == "factory/variants/registry.py"
-    assert {source(kept.RULES[v.rule]) for v in registry.REGISTRY.values()} == {"factory/variants/kept.py"}
-    assert source(kept.kept_units) == "factory/variants/kept.py"
+    assert {source(v.rule) for v in registry.REGISTRY.values()} == {"factory/variants/kept.py"}
+    assert {v.rule.__module__ for v in registry.REGISTRY.values()} == {kept.__name__}
+    assert source(registry.select_units) == "factory/variants/registry.py"
 
 
 def test_adding_a_corpus_names_the_files_the_registry_reads():
@@ -59,3 +64,73 @@ def test_adding_a_corpus_names_the_files_the_registry_reads():
         module = corpora.CORPORA[name]
         assert (ROOT / (module.replace(".", "/") + ".py")).is_file()
     assert "tests/corpora/test_a_fourth_corpus.py" in files
+
+
+def tracked_copy(tmp_path: Path) -> Path:
+    """The git-tracked files of the checkout (as they are on disk) copied to ``tmp_path/repo``."""
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    copy = tmp_path / "repo"
+    for name in filter(None, listed.decode().split("\0")):
+        if (ROOT / name).is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, copy / name)
+    return copy
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+def run_tests(copy: Path, tests: list[str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
+    return subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+
+
+FIFTH_RULE = """
+
+def keep_first_triplet(trajectory: Mapping, labels_row: Mapping | None, seed: int) -> Selection:
+    pairs, triplets = all_units(trajectory)
+    return _kept(trajectory, pairs, triplets, set(), set(triplets[:1]))
+"""
+FIFTH_VARIANT = """FIRST_TRIPLET = Variant(
+    name="first_triplet",
+    rule=keep_first_triplet,
+    needs_labels=False,
+    card="Only the first triplet of each trajectory.",
+    label="first triplet",
+    question="Does backtracing beat keeping the first triplet?",
+)
+
+"""
+
+
+def test_adding_a_variant_by_the_recipe_touches_two_files_and_the_named_tests_pass(tmp_path):
+    """ "Adding a variant" followed to the letter in a copy: its rule in kept.py, its object in
+    registry.py; the tests the recipe names and the docs check pass, and nothing else changed."""
+    section = recipe("Adding a variant")
+    named_tests = [f for f in named_files(section) if f.startswith("tests/") and f != "tests/test_recipes.py"]
+    assert named_tests == ["tests/test_docs.py", "tests/variants/test_registry.py"]
+    copy = tracked_copy(tmp_path)
+    before = snapshot(copy)
+    kept_py, registry_py = copy / "factory/variants/kept.py", copy / "factory/variants/registry.py"
+    kept_py.write_text(kept_py.read_text() + FIFTH_RULE)
+    text = registry_py.read_text().replace(
+        "    keep_authors_rule,\n", "    keep_authors_rule,\n    keep_first_triplet,\n"
+    )
+    anchor = "# The reference every other variant"
+    text = text.replace(anchor, FIFTH_VARIANT + anchor)
+    text = text.replace("UNFILTERED, AUTHORS_RULE)}", "UNFILTERED, AUTHORS_RULE, FIRST_TRIPLET)}")
+    registry_py.write_text(text)
+    result = run_tests(copy, named_tests)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    changed = sorted(k for k, v in snapshot(copy).items() if before.get(k) != v)
+    assert changed == ["factory/variants/kept.py", "factory/variants/registry.py"]
+    # the copy's registry does have the fifth variant, and the full profile does not take it silently
+    probe = "from factory.variants import registry; from factory.profiles import profile_params; "
+    probe += "print(registry.NAMES[-1], profile_params('full').bootstrap.variants)"
+    env = {**os.environ, "PYTHONPATH": str(copy)}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=copy, env=env, capture_output=True, text=True)
+    assert (
+        out.stdout.split(" ", 1)[0] == "first_triplet" and "first_triplet" not in out.stdout.split(" ", 1)[1]
+    )

@@ -3,7 +3,7 @@
 - example ids are unique; every example ends with the assistant turn; kept units <= generated units;
 - each matched control (``matched_to`` in ``factory.variants.registry``: random -> backtrace) removes
   exactly as many pairs and triplets per trajectory as its reference does (both computed with
-  ``factory.variants.kept.kept_units`` for the round's correct trajectories, in every variant's run, so
+  ``factory.variants.registry.select_units`` for the round's correct trajectories, in every variant's run, so
   a drift in either is caught wherever it shows);
 - leakage (validators.leakage, also checked at ingest): no example comes from a held-out or test
   question, by question id AND by normalised question text (an example whose question is unknown to
@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import pandas as pd
 
 from factory.variants import registry
-from factory.variants.kept import kept_units
+from factory.variants.registry import select_units
 from validators import SuiteSpec
 from validators.leakage import eval_question_texts
 
@@ -78,7 +78,7 @@ def matching_frame(
             if row is None:
                 out[f"{v.matched_to}_removed"] = out[f"{v.name}_removed"] = -1
                 continue
-            ref, control = kept_units(t, row, v.matched_to, seed), kept_units(t, row, v.name, seed)
+            ref, control = select_units(t, row, v.matched_to, seed), select_units(t, row, v.name, seed)
             out["pairs_matched"] &= ref.removed_pairs == control.removed_pairs and len(ref.pair_ids) == len(
                 control.pair_ids
             )

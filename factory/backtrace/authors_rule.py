@@ -26,8 +26,6 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from collections.abc import Mapping, Sequence
 
-AUTHORS_RULE = "authors_rule"
-
 
 def completion_triplets(trajectory: Mapping, first_line_only: bool = True) -> list[Mapping]:
     """The triplets the rule reads: each complete step's first triplet (or all of G), in G's order."""

@@ -27,7 +27,7 @@ from factory.utils.templates import fixed, render
 from factory.variants import registry
 
 # The relevance and calibration reports score the authors' rule under the name of the variant that
-# trains on its selection (factory/backtrace/authors_rule.py's AUTHORS_RULE is the same name).
+# trains on its selection (one name per selection method: factory/utils/selection.py).
 AUTHORS_RULE = registry.AUTHORS_RULE.name
 
 
@@ -397,7 +397,7 @@ def headline(summary: dict, relevance: Mapping | None, calibration: Mapping | No
         }
     out["labels"] = _label_headline(relevance or {})
     real = (calibration or {}).get("all") or {}
-    out["labels"]["real_graphs_sq_f1"] = (real.get("sq") or {}).get("f1")
+    out["labels"]["real_graphs_backtrace_f1"] = (real.get(registry.REFERENCE.name) or {}).get("f1")
     out["labels"]["real_graphs_authors_rule_f1"] = (real.get(AUTHORS_RULE) or {}).get("f1")
     return out
 
@@ -420,7 +420,7 @@ def _label_headline(relevance: Mapping) -> dict:
 
     effects = (relevance.get("causal") or {}).get("groups", {}).get("all", {}).get("effects", {})
     return {
-        "sq_f1": f1(relevance.get("default_method")),
+        "backtrace_f1": f1(relevance.get("default_method")),
         "authors_rule_f1": f1(AUTHORS_RULE),
         "causal_effect": (effects.get("difference") or {}).get("value"),
     }

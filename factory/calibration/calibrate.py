@@ -15,15 +15,17 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from factory.backtrace.authors_rule import AUTHORS_RULE
 from factory.calibration.graphs import Graphs, gold_pids
-from factory.calibration.methods import SQ, kept_sets, method_names
+from factory.calibration.methods import method_names, select_on_graph
 from factory.calibration.scores import per_question, score_group
 from factory.config import BacktraceParams, CalibrationParams, RelevanceParams
+from factory.utils.seeds import seed_series
+from factory.utils.selection import AUTHORS_RULE, BACKTRACE
 from factory.utils.templates import fixed
 
 ALL = "all"
-KEPT_IN_ROWS = (SQ, AUTHORS_RULE)  # whose kept triplets a question's row lists (the audit cards draw them)
+# whose kept triplets a question's row lists (the audit cards draw them)
+KEPT_IN_ROWS = (BACKTRACE, AUTHORS_RULE)
 
 
 def calibrate(
@@ -37,7 +39,7 @@ def calibrate(
     ``calibration``: its ``min_questions`` (None: the defaults)."""
     min_questions = (calibration or CalibrationParams()).min_questions
     methods = method_names(backtrace)
-    seeds = [relevance.seed + k for k in range(relevance.random_seeds)]
+    seeds = seed_series(relevance.seed, relevance.random_seeds)
     rows = [_question_row(record, backtrace, seeds, methods, embedder) for record in graphs.records]
     result: dict = {
         "status": "ok" if rows else "no_graphs",
@@ -56,7 +58,7 @@ def calibrate(
             "min_questions": min_questions,
         },
         "methods": methods,
-        "default_method": SQ,
+        "default_method": BACKTRACE,
         "differences": {},
         "verdicts": {},
     }
@@ -67,7 +69,7 @@ def calibrate(
     for group, members in groups.items():
         values = {m: np.array([r["values"][m] for r in members]).reshape(-1, 3) for m in methods}
         scores, differences = score_group(
-            values, SQ, samples=relevance.bootstrap_samples, seed=relevance.seed, group=group
+            values, BACKTRACE, samples=relevance.bootstrap_samples, seed=relevance.seed, group=group
         )
         result[group] = scores
         result["differences"][group] = differences
@@ -78,7 +80,7 @@ def calibrate(
 
 
 def _question_row(record, backtrace: BacktraceParams, seeds: Sequence[int], methods, embedder) -> dict:
-    trajectory, kept, sq_row = kept_sets(record, backtrace, seeds, embedder)
+    trajectory, kept, sq_row = select_on_graph(record, backtrace, seeds, embedder)
     source = {t["triplet_id"]: t["source_pid"] for t in trajectory["triplets"]}
     gold = gold_pids(record)
     predicted = {m: [{source[t] for t in s} for s in kept[m]] for m in methods}
@@ -104,13 +106,13 @@ def verdict(group: str, scores: dict, differences: dict, bar: float, min_questio
     """Does S_q beat the authors' rule (the paired F1 difference's CI above 0), and reach the bar (its
     precision and recall at least ``bar``)? One line in words, for the report and the log; a group of
     fewer than ``min_questions`` questions gets no verdict ("cannot tell", with its count)."""
-    if not scores or scores[SQ]["n"] == 0:
+    if not scores or scores[BACKTRACE]["n"] == 0:
         return {
             "beats_authors_rule": None,
             "reaches_bar": None,
             "line": f"{group}: no graph to calibrate on.",
         }
-    sq, authors = scores[SQ], scores[AUTHORS_RULE]
+    sq, authors = scores[BACKTRACE], scores[AUTHORS_RULE]
     diff = differences[AUTHORS_RULE]["f1"]
     lo, hi = diff["ci"]
     beats = True if lo is not None and lo > 0 else False if hi is not None and hi < 0 else None

@@ -17,13 +17,12 @@ from collections.abc import Mapping, Sequence
 
 from markupsafe import Markup
 
-from factory.backtrace.authors_rule import AUTHORS_RULE
 from factory.calibration.graphs import passage_pid, read_graph_files, to_trajectory
-from factory.calibration.methods import SQ
 from factory.config import CalibrationParams, ReportParams
 from factory.relevance.audit import card_html, graph_drawing
 from factory.utils import paths
 from factory.utils.io import read_jsonl
+from factory.utils.selection import AUTHORS_RULE, BACKTRACE
 from factory.utils.text import normalize_answer
 
 MAX_EDGES = 40  # a real graph has ~180 triplets: the card draws the ones that matter, at most this many
@@ -42,8 +41,8 @@ def sample_rows(rows: Sequence[Mapping], per_dataset: int, seed: int) -> list[Ma
 def card(record: Mapping, row: Mapping, mode: str) -> Markup:
     """One question's card (module docstring); ``row``: its calibrate-labels row."""
     trajectory = to_trajectory(record)
-    sq, authors, gold = set(row["kept"][SQ]), set(row["kept"][AUTHORS_RULE]), set(row["gold"])
-    picked_sq, picked_authors = set(row["predicted"][SQ]), set(row["predicted"][AUTHORS_RULE])
+    sq, authors, gold = set(row["kept"][BACKTRACE]), set(row["kept"][AUTHORS_RULE]), set(row["gold"])
+    picked_sq, picked_authors = set(row["predicted"][BACKTRACE]), set(row["predicted"][AUTHORS_RULE])
     triplets = trajectory["triplets"]
     counts: dict[str, int] = {}
     for t in triplets:
@@ -70,7 +69,7 @@ def card(record: Mapping, row: Mapping, mode: str) -> Markup:
         "extractor": record.get("extractor") or "an LLM",
         "paragraphs": paragraphs,
         "others": len(record["passages"]) - len(paragraphs),
-        "scores": {m: row["values"][m] for m in (SQ, AUTHORS_RULE)},
+        "scores": {m: row["values"][m] for m in (BACKTRACE, AUTHORS_RULE)},
         "sq": sq,
         "authors": authors,
         "gold_triplets": {t["triplet_id"] for t in triplets if t["source_pid"] in gold},

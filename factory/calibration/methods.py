@@ -1,14 +1,13 @@
 """What each method keeps of one real graph: the project's S_q and the controls beside it.
 
-- ``sq``: S_q of ``backtrace.mode`` with the gold answer as target (the graphs have no model answer),
-  linked and walked exactly as the backtrace stage does (``factory.backtrace.backtrace_modes``); with
-  the answer-passage rule when ``backtrace.answer_passage`` (the passages' sentences are in the record);
-  ``sq/<mode>``: the other modes of ``backtrace.modes``;
-- ``authors_rule``: the KnowTrace authors' rule on the whole graph (``first_line_only=False``: these
-  triplets were extracted from passages, not generated one completion at a time);
-- ``answer_entity``: the triplets naming a gold answer (``factory.relevance.grounded``);
-- ``random_matched``: |S_q| triplets drawn uniformly, once per seed;
-- ``keep_all``: every triplet.
+- ``backtrace``: S_q of ``backtrace.mode`` with the gold answer as target (the graphs have no model
+  answer), linked and walked exactly as the backtrace stage does (``factory.backtrace.backtrace_modes``);
+  with the answer-passage rule when ``backtrace.answer_passage`` (the passages' sentences are in the
+  record); ``backtrace/<mode>``: the other modes of ``backtrace.modes``;
+- the controls of ``factory.relevance.grounded.control_sets``: ``authors_rule``, the KnowTrace authors'
+  rule on the whole graph (``first_line_only=False``: these triplets were extracted from passages, not
+  generated one completion at a time); ``answer_entity``, the triplets naming a gold answer;
+  ``random``, |S_q| triplets drawn uniformly, once per seed; ``unfiltered``, every triplet.
 """
 
 from __future__ import annotations
@@ -16,17 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from factory.backtrace import backtrace_modes
-from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
 from factory.calibration.graphs import passage_sentences, to_trajectory
 from factory.config import BacktraceParams
-from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, RANDOM, answer_entity_triplets, random_matched
-
-SQ = "sq"
-CONTROLS = (AUTHORS_RULE, ANSWER_ENTITY, RANDOM, KEEP_ALL)
+from factory.relevance.grounded import CONTROLS, control_sets
+from factory.utils.selection import BACKTRACE, backtrace_method
 
 
-def sq_name(mode: str, params: BacktraceParams) -> str:
-    return SQ if mode == params.mode else f"{SQ}/{mode}"
+def backtrace_name(mode: str, params: BacktraceParams) -> str:
+    """``backtrace`` for S_q of the default mode, ``backtrace/<mode>`` for another."""
+    return BACKTRACE if mode == params.mode else backtrace_method(mode)
 
 
 def modes_of(params: BacktraceParams) -> list[str]:
@@ -35,10 +32,10 @@ def modes_of(params: BacktraceParams) -> list[str]:
 
 
 def method_names(params: BacktraceParams) -> list[str]:
-    return [sq_name(m, params) for m in modes_of(params)] + list(CONTROLS)
+    return [backtrace_name(m, params) for m in modes_of(params)] + list(CONTROLS)
 
 
-def kept_sets(
+def select_on_graph(
     record: Mapping, params: BacktraceParams, random_seeds: Sequence[int], embedder=None
 ) -> tuple[dict, dict[str, list[set[str]]], dict]:
     """(the record as a trajectory, method -> kept triplet ids per seed: one set, or one per seed for
@@ -48,11 +45,6 @@ def kept_sets(
     gold = params.model_copy(update={"modes": modes, "target_modes": ["gold_answer"]})
     passages = passage_sentences(record) if params.answer_passage else None
     rows = backtrace_modes(trajectory, gold, embedder=embedder, passages=passages)
-    kept = {sq_name(r["mode"], params): [set(r["kept_triplet_ids"])] for r in rows}
-    everything = [t["triplet_id"] for t in trajectory["triplets"]]
-    size = len(kept[SQ][0])
-    kept[AUTHORS_RULE] = [set(authors_rule(trajectory, first_line_only=False)["kept_triplet_ids"])]
-    kept[ANSWER_ENTITY] = [set(answer_entity_triplets(trajectory))]
-    kept[RANDOM] = [random_matched(everything, size, s, trajectory["trajectory_id"]) for s in random_seeds]
-    kept[KEEP_ALL] = [set(everything)]
+    kept = {backtrace_name(r["mode"], params): [set(r["kept_triplet_ids"])] for r in rows}
+    kept.update(control_sets(trajectory, len(kept[BACKTRACE][0]), random_seeds, first_line_only=False))
     return trajectory, kept, next(r for r in rows if r["mode"] == params.mode)

@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from factory.calibration.calibrate import ALL
-from factory.calibration.methods import SQ
 from factory.relevance.report import method_label
+from factory.utils.selection import BACKTRACE, backtrace_setting
 from factory.utils.templates import fixed, render
 
 
 def label(method: str, mode: str) -> str:
     """S_q's rows by their mode, ``S_q (undirected_shortest)``; a control by its name in the reports."""
-    if method == SQ or method.startswith(f"{SQ}/"):
-        return f"S_q ({mode if method == SQ else method.split('/', 1)[1]})"
+    if method == BACKTRACE or backtrace_setting(method):
+        return f"S_q ({backtrace_setting(method) or mode})"
     return method_label(method)
 
 
@@ -36,7 +36,7 @@ def _table(result: Mapping, group: str) -> dict:
     mode = result["params"]["mode"]
     return {
         "group": group,
-        "n": scores[SQ]["n"],
+        "n": scores[BACKTRACE]["n"],
         "rows": [
             {
                 "method": label(m, mode),

@@ -21,8 +21,6 @@ trajectory x condition (x random seed).
 
 from __future__ import annotations
 
-import hashlib
-import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +33,7 @@ from factory.execution.shards import fingerprint, run_in_shards
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
 from factory.utils.errors import FactoryError
 from factory.utils.metrics import exact_match, f1
+from factory.utils.seeds import stream_random
 from factory.utils.splits import unit_hash
 from schemas import read_rows
 
@@ -53,8 +52,7 @@ class Shown:
 
 def random_removal(triplet_ids: Sequence[str], size: int, seed: int, trajectory_id: str) -> set[str]:
     """``size`` triplets of G drawn uniformly, with a stable per-(seed, trajectory) RNG."""
-    digest = hashlib.blake2b(f"counterfactual-random:{seed}:{trajectory_id}".encode(), digest_size=8).digest()
-    rng = random.Random(int.from_bytes(digest, "big"))
+    rng = stream_random("counterfactual-random", seed, trajectory_id)
     return set(rng.sample(list(triplet_ids), min(size, len(triplet_ids))))
 
 

@@ -16,8 +16,9 @@ import numpy as np
 from factory.causal.effects import causal_summary, parametric_flags, points
 from factory.config import CONDITIONS, CounterfactualParams, RelevanceParams
 from factory.relevance.check import Source, content_key
-from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, prepare, sq_method
+from factory.relevance.grounded import prepare
 from factory.relevance.scores import level_counts
+from factory.utils.selection import ANSWER_ENTITY, UNFILTERED, backtrace_method
 from factory.utils.stats import TRAJECTORIES, bootstrap_weights, score, seeded_rng
 from factory.utils.templates import render
 
@@ -89,7 +90,7 @@ def parametric_relevance(
                 source=src.name,
             )
             groups["parametric" if flag else "non_parametric"].append(item)
-    methods = [sq_method(*default_combo), KEEP_ALL, ANSWER_ENTITY]
+    methods = [backtrace_method(*default_combo), UNFILTERED, ANSWER_ENTITY]
     out: dict = {"default_method": methods[0]}
     for name, items in groups.items():
         if not items:
@@ -186,7 +187,7 @@ def _parametric(pr: Mapping) -> list[dict]:
         if block["trajectories"]:
             m = block["methods"]
             sq = m[pr["default_method"]]["micro"]
-            scores = [sq["precision"], sq["recall"], sq["f1"], m[KEEP_ALL]["micro"]["f1"]]
+            scores = [sq["precision"], sq["recall"], sq["f1"], m[UNFILTERED]["micro"]["f1"]]
             cells = [_f(x) for x in [*scores, m[ANSWER_ENTITY]["micro"]["f1"]]]
         rows.append(
             {"name": name.replace("_", "-"), "trajectories": block["trajectories"] or 0, "cells": cells}

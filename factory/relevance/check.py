@@ -8,8 +8,8 @@ For every evaluated trajectory (correct ones only: they are what gets trained on
   (``question.supporting[].pid``); sentence level = the grounding (passage, sentence) is a supporting
   fact (HotpotQA / 2Wiki; MuSiQue only has paragraph-level support, so it has no sentence level);
 - kept sets compared with the gold-relevant set: S_q for every mode x target mode in the labels, and
-  the controls ``keep_all``, ``answer_entity`` (triplets whose normalised subject or object contains a
-  normalised gold or predicted answer as whole words), ``random_matched`` (|S_q| triplets of the
+  the controls ``unfiltered`` (every triplet), ``answer_entity`` (triplets whose normalised subject or
+  object contains a normalised gold or predicted answer as whole words), ``random`` (|S_q| triplets of the
   default mode/target drawn uniformly, averaged over ``random_seeds`` seeds) and ``authors_rule`` (the
   KnowTrace authors' published rule on the same trajectory, ``factory.backtrace.authors_rule``: what
   the method without this project's linking would have kept);
@@ -29,17 +29,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from factory.config import RelevanceParams
-from factory.relevance.grounded import (
-    ANSWER_ENTITY,
-    AUTHORS,
-    KEEP_ALL,
-    RANDOM,
-    Evaluated,
-    prepare,
-    sq_method,
-)
+from factory.relevance.grounded import Evaluated, prepare
 from factory.relevance.scores import evaluate, summarize_counts, verdicts
 from factory.utils.errors import FactoryError
+from factory.utils.seeds import seed_series
+from factory.utils.selection import ANSWER_ENTITY, AUTHORS_RULE, RANDOM, UNFILTERED, backtrace_method
 
 
 @dataclass
@@ -109,8 +103,8 @@ def check_relevance(
     if not items:
         status = "no_correct_trajectories" if counts["trajectories"] else "no_trajectories"
         return {**head, "status": status, "groups": {}, "verdicts": {}}
-    methods = [sq_method(*c) for c in combos] + [KEEP_ALL, ANSWER_ENTITY, RANDOM, AUTHORS]
-    default_method = sq_method(*default)
+    methods = [backtrace_method(*c) for c in combos] + [UNFILTERED, ANSWER_ENTITY, RANDOM, AUTHORS_RULE]
+    default_method = backtrace_method(*default)
     results = evaluate(
         items, methods, default_method, bootstrap_samples=params.bootstrap_samples, seed=params.seed
     )
@@ -151,7 +145,7 @@ class _Scoring:
     ):
         self.questions_by_id, self.passages_by_pid = questions_by_id, passages_by_pid
         self.combos, self.default, self.threshold, self.entailment = combos, default, threshold, entailment
-        self.seeds = [params.seed + k for k in range(params.random_seeds)]
+        self.seeds = seed_series(params.seed, params.random_seeds)
         self.counts: Counter = Counter()
         self.seen: set[tuple] = set()
 

@@ -15,7 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, ENTAILED, KEEP_ALL, RANDOM
+from factory.relevance.grounded import CONTROLS, ENTAILED
+from factory.utils.selection import (
+    ANSWER_ENTITY,
+    AUTHORS_RULE,
+    BACKTRACE,
+    RANDOM,
+    UNFILTERED,
+    backtrace_setting,
+)
 from factory.utils.templates import fixed, render
 
 DEFINITIONS = {"paragraph": "lexical (relation-blind)", ENTAILED: "review: gold paragraph AND entailed"}
@@ -45,13 +53,10 @@ def entailment_result(result: Mapping, summary: Mapping) -> dict:
             sq = _micro(group, level, default)
             if sq is None:
                 continue
-            controls = {
-                m: (_micro(group, level, m) or {}).get("f1")
-                for m in (AUTHORS, ANSWER_ENTITY, RANDOM, KEEP_ALL)
-            }
-            row[level] = {"sq": sq, "controls_f1": controls}
+            controls = {m: (_micro(group, level, m) or {}).get("f1") for m in CONTROLS}
+            row[level] = {BACKTRACE: sq, "controls_f1": controls}
         if ENTAILED in row:
-            p, r = row[ENTAILED]["sq"]["precision"], row[ENTAILED]["sq"]["recall"]
+            p, r = row[ENTAILED][BACKTRACE]["precision"], row[ENTAILED][BACKTRACE]["recall"]
             # None: precision or recall undefined (nothing kept, or nothing relevant), so no verdict
             row["review_reaches_bar"] = None if p is None or r is None else (p >= bar and r >= bar)
         by_group[name] = row
@@ -77,9 +82,9 @@ def _scores(groups: Mapping) -> list[dict]:
     for name, row in groups.items():
         for level, label in DEFINITIONS.items():
             if level in row:
-                sq, c = row[level]["sq"], row[level]["controls_f1"]
+                sq, c = row[level][BACKTRACE], row[level]["controls_f1"]
                 scores = [sq["precision"], sq["recall"], sq["f1"]]
-                controls = [c.get(AUTHORS), c[ANSWER_ENTITY], c[RANDOM], c[KEEP_ALL]]
+                controls = [c.get(AUTHORS_RULE), c[ANSWER_ENTITY], c[RANDOM], c[UNFILTERED]]
                 rows.append(
                     {"group": name, "definition": label, "cells": [fixed(x) for x in scores + controls]}
                 )
@@ -105,7 +110,7 @@ def render_entailment_markdown(result: Mapping) -> str:
         "factory.relevance",
         "entailment.md.j2",
         **judge,
-        sq_name=result["default_method"][3:],
+        sq_name=backtrace_setting(result["default_method"]),
         scores=_scores(groups),
         reaches_bar=[
             (name, row["review_reaches_bar"]) for name, row in groups.items() if "review_reaches_bar" in row

@@ -1,31 +1,27 @@
 """Per trajectory: every triplet grounded, the gold-relevant set, and each method's kept set.
 
-The methods are S_q of every mode x target mode and the controls (keep all, answer entity, random at
-matched size, the KnowTrace authors' rule); the rules are in ``factory.relevance.check``'s docstring.
+The methods are S_q of every mode x target mode (``backtrace/<mode>/<target mode>``) and the controls
+(``control_sets``: unfiltered, answer entity, random at matched size, the KnowTrace authors' rule),
+named as in ``factory.utils.selection``; the rules are in ``factory.relevance.check``'s docstring.
 """
 
 from __future__ import annotations
 
-import hashlib
-import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from factory.agent.grounding import best_sentence, ground_triplet, retrieved_passages
-from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
+from factory.backtrace.authors_rule import authors_rule
 from factory.utils.errors import FactoryError
+from factory.utils.seeds import stream_random
+from factory.utils.selection import ANSWER_ENTITY, AUTHORS_RULE, RANDOM, UNFILTERED, backtrace_method
 from factory.utils.text import normalize_answer
 
 LEVELS = ("paragraph", "sentence")
 # the review's definition: the grounding passage is a gold supporting paragraph AND the entailment judge
 # says the passage states the triplet (factory.relevance.entailment); scored when verdicts are given
 ENTAILED = "paragraph_entailed"
-KEEP_ALL, ANSWER_ENTITY, RANDOM = "keep_all", "answer_entity", "random_matched"
-AUTHORS = AUTHORS_RULE  # the KnowTrace authors' rule (factory.backtrace.authors_rule)
-
-
-def sq_method(mode: str, target_mode: str) -> str:
-    return f"sq/{mode}/{target_mode}"
+CONTROLS = (AUTHORS_RULE, ANSWER_ENTITY, RANDOM, UNFILTERED)  # the order of the reports' tables
 
 
 def ground_for_relevance(
@@ -78,12 +74,27 @@ def answer_entity_triplets(trajectory: Mapping) -> list[str]:
     return out
 
 
-def random_matched(triplet_ids: Sequence[str], size: int, seed: int, trajectory_id: str) -> set[str]:
+def random_selection(triplet_ids: Sequence[str], size: int, seed: int, trajectory_id: str) -> set[str]:
     """``size`` triplets drawn uniformly with a stable per-(seed, trajectory) RNG."""
-    digest = hashlib.blake2b(f"relevance-random:{seed}:{trajectory_id}".encode(), digest_size=8).digest()
-    return set(
-        random.Random(int.from_bytes(digest, "big")).sample(list(triplet_ids), min(size, len(triplet_ids)))
-    )
+    rng = stream_random("relevance-random", seed, trajectory_id)
+    return set(rng.sample(list(triplet_ids), min(size, len(triplet_ids))))
+
+
+def control_sets(
+    trajectory: Mapping, size: int, random_seeds: Sequence[int], first_line_only: bool = True
+) -> dict[str, list[set[str]]]:
+    """The controls' kept triplet ids (method -> one set, or one per seed for the random control of
+    ``size`` = |S_q|): what the relevance check and the calibration score beside S_q.
+    ``first_line_only``: the authors' rule reads each completion's first triplet (False for graphs that
+    were not generated one completion at a time)."""
+    triplets = [t["triplet_id"] for t in trajectory.get("triplets") or []]
+    authors = authors_rule(trajectory, first_line_only=first_line_only)["kept_triplet_ids"]
+    return {
+        UNFILTERED: [set(triplets)],
+        ANSWER_ENTITY: [set(answer_entity_triplets(trajectory))],
+        AUTHORS_RULE: [set(authors)],
+        RANDOM: [random_selection(triplets, size, s, trajectory["trajectory_id"]) for s in random_seeds],
+    }
 
 
 @dataclass
@@ -155,11 +166,7 @@ def prepare(
                 f"trajectory {tid!r}: labels ({combo[0]} x {combo[1]}) keep triplets it does not have: "
                 f"{sorted(kept - known)[:3]}"
             )
-        ev.kept[sq_method(*combo)] = [kept]
-        ev.no_path[sq_method(*combo)] = not row["path_found"]
-    ev.kept[KEEP_ALL] = [known]
-    ev.kept[ANSWER_ENTITY] = [set(answer_entity_triplets(trajectory))]
-    ev.kept[AUTHORS] = [set(authors_rule(trajectory)["kept_triplet_ids"])]
-    size = len(ev.kept[sq_method(*default)][0])
-    ev.kept[RANDOM] = [random_matched(triplets, size, s, tid) for s in random_seeds]
+        ev.kept[backtrace_method(*combo)] = [kept]
+        ev.no_path[backtrace_method(*combo)] = not row["path_found"]
+    ev.kept.update(control_sets(trajectory, len(ev.kept[backtrace_method(*default)][0]), random_seeds))
     return ev

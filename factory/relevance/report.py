@@ -8,21 +8,22 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, KEEP_ALL, RANDOM
+from factory.relevance.grounded import CONTROLS
+from factory.utils.selection import ANSWER_ENTITY, AUTHORS_RULE, RANDOM, UNFILTERED, backtrace_setting
 from factory.utils.templates import fixed, render
 
-CONTROLS = (AUTHORS, ANSWER_ENTITY, RANDOM, KEEP_ALL)
 log = logging.getLogger(__name__)
 LABELS = {
-    KEEP_ALL: "keep all",
+    UNFILTERED: "unfiltered (keep all)",
     ANSWER_ENTITY: "answer-entity only",
     RANDOM: "random at matched size",
-    AUTHORS: "KnowTrace authors' rule",
+    AUTHORS_RULE: "KnowTrace authors' rule",
 }
 
 
 def method_label(method: str) -> str:
-    return f"S_q {method[3:]}" if method.startswith("sq/") else LABELS.get(method, method)
+    setting = backtrace_setting(method)
+    return f"S_q {setting}" if setting else LABELS.get(method, method)
 
 
 def _vci(cell: Mapping) -> str:
@@ -58,7 +59,8 @@ def _level_rows(level: Mapping, extras: Mapping | None, methods: list[str]) -> l
 
 def _ordered_methods(result: Mapping) -> list[str]:
     default = result["default_method"]
-    return [default] + [m for m in result["methods"] if m.startswith("sq/") and m != default] + list(CONTROLS)
+    others = [m for m in result["methods"] if backtrace_setting(m) and m != default]
+    return [default, *others, *CONTROLS]
 
 
 def _is_breakdown(name: str) -> bool:
@@ -98,8 +100,8 @@ def _breakdown(result: Mapping) -> list[dict]:
                     "f1": [
                         _vci(para["methods"][m]["micro"]["f1"]) for m in [result["default_method"], *CONTROLS]
                     ],
-                    "minus_answer_entity": _vci(para["sq_minus_control"][ANSWER_ENTITY]["micro_f1"]),
-                    "minus_authors": _vci(para["sq_minus_control"][AUTHORS]["micro_f1"]),
+                    "minus_answer_entity": _vci(para["backtrace_minus_control"][ANSWER_ENTITY]["micro_f1"]),
+                    "minus_authors": _vci(para["backtrace_minus_control"][AUTHORS_RULE]["micro_f1"]),
                 }
             )
     return rows
@@ -123,7 +125,7 @@ def render_markdown(result: Mapping, calibration: str) -> str:
         ungrounded_rate=fixed(counts["ungrounded_rate_all_triplets"]),
         sources=result["sources"],
         params=result["params"],
-        sq_name=result["default_method"][3:],
+        sq_name=backtrace_setting(result["default_method"]),
         verdicts=[v["line"] for v in result["verdicts"].values()],
         groups=_groups(result),
         breakdown_methods=[method_label(m) for m in [result["default_method"], *CONTROLS]],

@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from factory.relevance.grounded import ANSWER_ENTITY, AUTHORS, ENTAILED, KEEP_ALL, LEVELS, RANDOM, Evaluated
+from factory.relevance.grounded import ENTAILED, LEVELS, Evaluated
+from factory.utils.selection import ANSWER_ENTITY, AUTHORS_RULE, RANDOM, UNFILTERED, backtrace_setting
 from factory.utils.stats import (
     TRAJECTORIES,
     bootstrap_weights,
@@ -55,7 +56,7 @@ def extra_counts(items: Sequence[Evaluated], methods: Sequence[str]) -> dict[str
             "kept": np.array(kept, dtype=float),
             "gold": gold,
         }
-        if m.startswith("sq/"):
+        if backtrace_setting(m):
             out[m]["no_path"] = np.array([e.no_path[m] for e in items], dtype=float)
     return out
 
@@ -146,12 +147,12 @@ def evaluate(
                     metric: score_difference(scores, boots, default_method, control, metric)
                     for metric in ("micro_f1", "micro_precision", "macro_f1")
                 }
-                for control in (ANSWER_ENTITY, KEEP_ALL, RANDOM, AUTHORS)
+                for control in (ANSWER_ENTITY, UNFILTERED, RANDOM, AUTHORS_RULE)
             }
             group["levels"][level] = {
                 "trajectories": len(subset),
                 "methods": scores,
-                "sq_minus_control": diffs,
+                "backtrace_minus_control": diffs,
             }
         group["extras"] = group_extras(extra, members)
         results[name] = group
@@ -160,14 +161,14 @@ def evaluate(
 
 def verdicts(results: Mapping[str, dict], default_method: str, bar: float) -> dict[str, dict]:
     """One plain verdict per dataset: does S_q beat answer-entity beyond the CI; does it reach the bar."""
-    out = {}
+    out, setting = {}, backtrace_setting(default_method)
     for name, group in results.items():
         if not name.startswith("dataset=") or "/" in name:
             continue
         dataset = name.split("=", 1)[1]
         para = group["levels"]["paragraph"]
         sq, ae = para["methods"][default_method], para["methods"][ANSWER_ENTITY]
-        diff = para["sq_minus_control"][ANSWER_ENTITY]["micro_f1"]
+        diff = para["backtrace_minus_control"][ANSWER_ENTITY]["micro_f1"]
         p, r, f = (
             sq["micro"]["precision"]["value"],
             sq["micro"]["recall"]["value"],
@@ -187,14 +188,14 @@ def verdicts(results: Mapping[str, dict], default_method: str, bar: float) -> di
         if not scored:
             # Nothing to score (P and R undefined): a "does NOT beat" would claim a finding.
             line = (
-                f"{dataset}: cannot tell whether S_q ({default_method[3:]}) beats the answer-entity control "
+                f"{dataset}: cannot tell whether S_q ({setting}) beats the answer-entity control "
                 f"or reaches the {bar:g} bar: no F1 to compare over its {para['trajectories']} correct "
                 "trajectories (S_q or the answer-entity control has nothing to score there: an empty kept "
                 "set and no gold-relevant triplet)."
             )
         else:
             line = (
-                f"{dataset}: S_q ({default_method[3:]}) micro F1 {fmt(f)} {ci(sq['micro']['f1']['ci'])} vs "
+                f"{dataset}: S_q ({setting}) micro F1 {fmt(f)} {ci(sq['micro']['f1']['ci'])} vs "
                 "answer-entity "
                 f"{fmt(ae['micro']['f1']['value'])} {ci(ae['micro']['f1']['ci'])} -> "
                 f"{'BEATS' if beats else 'does NOT beat'} the answer-entity control beyond the 95% CI "
@@ -203,8 +204,8 @@ def verdicts(results: Mapping[str, dict], default_method: str, bar: float) -> di
                 f"{'REACH' if reaches else 'do NOT reach'} the {bar:g} bar (paragraph level, "
                 f"{para['trajectories']} correct trajectories)."
             )
-        authors = para["methods"][AUTHORS]["micro"]["f1"]
-        authors_diff = para["sq_minus_control"][AUTHORS]["micro_f1"]
+        authors = para["methods"][AUTHORS_RULE]["micro"]["f1"]
+        authors_diff = para["backtrace_minus_control"][AUTHORS_RULE]["micro_f1"]
         line += (
             f" Beside the KnowTrace authors' rule: S_q micro F1 {fmt(f)} vs {fmt(authors['value'])} "
             f"{ci(authors['ci'])} (paired difference {fmt(authors_diff['value'])} {ci(authors_diff['ci'])})."

@@ -16,13 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
+from factory.backtrace.authors_rule import authors_rule
 from factory.backtrace.labels import backtrace_modes
 from factory.backtrace.linking import Embedder
 from factory.config import BacktraceParams
 from factory.simulate.trajectories import Simulated
 from factory.utils.io import write_text
 from factory.utils.plotting import save
+from factory.utils.selection import AUTHORS_RULE
 from factory.utils.templates import fixed, render
 
 

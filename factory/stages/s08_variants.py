@@ -33,7 +33,7 @@ from factory.variants.round import (
     set_batches,
     set_stats,
     write_empty_set,
-    write_kept,
+    write_selections,
 )
 from factory.variants.sets import SetBuilder
 from schemas import read_rows
@@ -92,7 +92,7 @@ def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
             supervision_suites(pd.concat(leakage, ignore_index=True), pd.concat(matching, ignore_index=True)),
             docs_dir=paths.GX_DOCS,
         )
-    write_kept(rnd.supervision_dir, variant, builder.kept)
+    write_selections(rnd.supervision_dir, variant, builder.kept)
     rounds = (list(range(round_)) if vp.accumulate else []) + [round_]
     stats = set_stats(head, builder, outcomes, left_out, files.rows, rounds, gate.evaluated)
     write_json(rnd.supervision_dir / "stats.json", stats)

@@ -29,6 +29,8 @@ from collections.abc import Hashable, Mapping, Sequence
 
 import numpy as np
 
+from factory.utils.seeds import stream_seed
+
 METRICS = ("precision", "recall", "f1")
 
 TRAJECTORIES = "relevance-bootstrap"  # the stream of the relevance and causal checks' resamples
@@ -78,8 +80,7 @@ def interval(boot: np.ndarray) -> list[float | None]:
 
 def seeded_rng(stream: str, seed: int, *names: object) -> np.random.Generator:
     """A generator per (stream, seed, names): results do not depend on the order they are computed in."""
-    digest = hashlib.blake2b(":".join((stream, str(seed), *map(str, names))).encode(), digest_size=8).digest()
-    return np.random.default_rng(int.from_bytes(digest, "big"))
+    return np.random.default_rng(stream_seed(stream, seed, *names))
 
 
 def resample_indices(n: int, samples: int, rng: np.random.Generator) -> np.ndarray:

@@ -1,18 +1,19 @@
-"""The keep rules of the supervision variants (docs/design.md §3) and the one way to apply them.
+"""The keep rules of the supervision variants (docs/design.md §3): what a variant selects of one trajectory.
 
-``kept_units`` is the ONE place that decides what a variant keeps of a trajectory: it looks the
-variant up in ``factory.variants.registry`` and runs its rule from ``RULES``. The variants stage calls
-it and writes what it kept (``kept.parquet``, read by the TRACE export); the gates call it to check the
-matched control. The rules:
+A rule is a function ``(trajectory, labels_row, seed) -> Selection`` held by its variant
+(``factory.variants.registry.Variant.rule``); ``factory.variants.registry.select_units`` is the ONE
+place that applies it. The variants stage writes what it selected (``kept.parquet``, read by the TRACE
+export); the gates call it to check the matched control. The rules, named after their variants
+(``factory.utils.selection``):
 
-- ``backtraced``: the labels' kept sets (S_q, its pairs and steps);
-- ``everything``: every pair, every triplet, every step (STaR-style);
-- ``random_at_matched_size``: per trajectory exactly as many pairs AND as many triplets removed as
-  backtracing removed, chosen uniformly at random with ``random.Random(hash(seed, trajectory_id))`` —
-  matched in size and in the mix of unit kinds; steps then follow the backtracing rule (an explore step
-  with no pair left is dropped, a complete step with no triplet left is dropped, the final answer step
-  is always kept);
-- ``by_authors_rule``: the triplets the KnowTrace authors' rule keeps
+- ``keep_backtrace``: the labels' kept sets (S_q, its pairs and steps);
+- ``keep_unfiltered``: every pair, every triplet, every step (STaR-style);
+- ``keep_random``: per trajectory exactly as many pairs AND as many triplets removed as the variant it
+  is matched to (its ``matched_to``: backtrace) removed, chosen uniformly at random with
+  ``random.Random(stream_seed("random-control", seed, trajectory_id))`` — matched in size and in the
+  mix of unit kinds; steps then follow the backtracing rule (an explore step with no pair left is
+  dropped, a complete step with no triplet left is dropped, the final answer step is always kept);
+- ``keep_authors_rule``: the triplets the KnowTrace authors' rule keeps
   (``factory.backtrace.authors_rule``, on the trajectory alone), the pairs those triplets answer, and
   steps by the backtracing rule.
 
@@ -23,18 +24,17 @@ records no pairs/triplets for a failed step), so the unit counts of the variants
 
 from __future__ import annotations
 
-import hashlib
-import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from factory.utils.errors import FactoryError
-from factory.variants.registry import variant as registered
+from factory.utils.seeds import stream_random
 
 
 @dataclass(frozen=True)
-class Kept:
+class Selection:
     """What a variant keeps of one trajectory (ids in trajectory order) and how many units it removed."""
 
     triplet_ids: tuple[str, ...]
@@ -43,6 +43,14 @@ class Kept:
     removed_units: int  # removed_pairs + removed_triplets
     removed_pairs: int = 0
     removed_triplets: int = 0
+
+
+class Matched(Protocol):
+    """What the random rule reads of the variant it matches (a ``factory.variants.registry.Variant``,
+    which imports these rules: hence a protocol, not an import)."""
+
+    name: str
+    rule: Callable[..., Selection]
 
 
 def _tid(trajectory: Mapping) -> str:
@@ -88,13 +96,7 @@ def steps_by_rule(
     return tuple(kept)
 
 
-def control_rng(seed: int, trajectory_id: str) -> random.Random:
-    """The random control's RNG for one trajectory: a stable hash of (seed, trajectory id)."""
-    digest = hashlib.blake2b(f"random-control:{seed}:{trajectory_id}".encode(), digest_size=8).digest()
-    return random.Random(int.from_bytes(digest, "big"))
-
-
-def _check_labels(trajectory: Mapping, labels_row: Mapping, pairs: list[str], triplets: list[str]) -> None:
+def check_labels(trajectory: Mapping, labels_row: Mapping, pairs: list[str], triplets: list[str]) -> None:
     tid = _tid(trajectory)
     if labels_row.get("trajectory_id") != tid:
         raise FactoryError(
@@ -114,14 +116,16 @@ def _check_labels(trajectory: Mapping, labels_row: Mapping, pairs: list[str], tr
             )
 
 
-def _kept(trajectory: Mapping, pairs: list[str], triplets: list[str], kp: set, kt: set, steps=None) -> Kept:
+def _kept(
+    trajectory: Mapping, pairs: list[str], triplets: list[str], kp: set, kt: set, steps=None
+) -> Selection:
     """The kept ids in trajectory order (steps by the backtracing rule unless given) and what was removed."""
     kept_pairs = tuple(p for p in pairs if p in kp)
     kept_triplets = tuple(t for t in triplets if t in kt)
     removed_pairs, removed_triplets = len(pairs) - len(kept_pairs), len(triplets) - len(kept_triplets)
     if steps is None:
         steps = steps_by_rule(trajectory, kept_pairs, kept_triplets)
-    return Kept(
+    return Selection(
         kept_triplets,
         kept_pairs,
         tuple(steps),
@@ -131,13 +135,13 @@ def _kept(trajectory: Mapping, pairs: list[str], triplets: list[str], kp: set, k
     )
 
 
-def everything(trajectory: Mapping, labels_row: Mapping | None, seed: int) -> Kept:
+def keep_unfiltered(trajectory: Mapping, labels_row: Mapping | None, seed: int) -> Selection:
     pairs, triplets = all_units(trajectory)
     ok_steps = [s["index"] for s in trajectory.get("steps") or [] if s.get("status") == "ok"]
     return _kept(trajectory, pairs, triplets, set(pairs), set(triplets), ok_steps)
 
 
-def backtraced(trajectory: Mapping, labels_row: Mapping, seed: int) -> Kept:
+def keep_backtrace(trajectory: Mapping, labels_row: Mapping, seed: int) -> Selection:
     pairs, triplets = all_units(trajectory)
     steps = set(labels_row["kept_step_indices"])
     ok_steps = [s["index"] for s in trajectory.get("steps") or [] if s.get("status") == "ok"]
@@ -145,16 +149,17 @@ def backtraced(trajectory: Mapping, labels_row: Mapping, seed: int) -> Kept:
     return _kept(trajectory, pairs, triplets, kp, kt, [i for i in ok_steps if i in steps])
 
 
-def random_at_matched_size(trajectory: Mapping, labels_row: Mapping, seed: int) -> Kept:
+def keep_random(trajectory: Mapping, labels_row: Mapping, seed: int, matched_to: Matched) -> Selection:
+    """As many pairs and triplets removed as ``matched_to``'s rule removes, drawn at random."""
     pairs, triplets = all_units(trajectory)
-    reference = backtraced(trajectory, labels_row, seed)
-    rng = control_rng(seed, _tid(trajectory))
+    reference = matched_to.rule(trajectory, labels_row, seed)
+    rng = stream_random("random-control", seed, _tid(trajectory))
     drop_pairs = set(rng.sample(pairs, reference.removed_pairs))
     drop_triplets = set(rng.sample(triplets, reference.removed_triplets))
     return _kept(trajectory, pairs, triplets, set(pairs) - drop_pairs, set(triplets) - drop_triplets)
 
 
-def by_authors_rule(trajectory: Mapping, labels_row: Mapping | None, seed: int) -> Kept:
+def keep_authors_rule(trajectory: Mapping, labels_row: Mapping | None, seed: int) -> Selection:
     from factory.backtrace.authors_rule import authors_rule
 
     pairs, triplets = all_units(trajectory)
@@ -167,29 +172,6 @@ def by_authors_rule(trajectory: Mapping, labels_row: Mapping | None, seed: int) 
         if s.get("kind") == "complete" and kt.intersection(s.get("triplet_ids") or ())
     }
     return _kept(trajectory, pairs, triplets, kp, kt)
-
-
-# The keep rules by the name a registered variant gives (factory.variants.registry.Variant.rule).
-RULES: dict[str, Callable[[Mapping, Mapping | None, int], Kept]] = {
-    "everything": everything,
-    "backtraced": backtraced,
-    "random_at_matched_size": random_at_matched_size,
-    "by_authors_rule": by_authors_rule,
-}
-
-
-def kept_units(trajectory: Mapping, labels_row: Mapping | None, variant: str, seed: int) -> Kept:
-    """What ``variant`` keeps of ``trajectory`` (``labels_row``: its backtrace labels, None where the
-    trajectory has none; an error for a variant whose rule needs them)."""
-    v = registered(variant)
-    if labels_row is None and v.needs_labels:
-        raise FactoryError(
-            f"trajectory {_tid(trajectory)!r}: the {variant} variant needs the trajectory's backtrace labels"
-        )
-    pairs, triplets = all_units(trajectory)
-    if labels_row is not None:
-        _check_labels(trajectory, labels_row, pairs, triplets)
-    return RULES[v.rule](trajectory, labels_row, seed)
 
 
 def whitespace_tokens(text: str) -> int:

@@ -15,7 +15,7 @@ from factory.causal.effects import parametric_exclusion
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import atomic_path, jsonl_line, write_json, write_jsonl
-from factory.variants.kept import Kept
+from factory.variants.kept import Selection
 from factory.variants.sets import SetBuilder, check_new_ids, earlier_examples
 from schemas import ParquetStream, iter_batches, read_rows, write_parquet
 
@@ -95,9 +95,9 @@ class SetFiles:
         self._rows += len(examples)
 
 
-def kept_rows(variant: str, kept: Mapping[str, Kept]) -> list[dict]:
+def selection_rows(variant: str, kept: Mapping[str, Selection]) -> list[dict]:
     """``schemas.KEPT`` rows: what ``variant`` kept of each trajectory of ``kept`` (trajectory id ->
-    ``Kept``), sorted by trajectory id."""
+    ``Selection``), sorted by trajectory id."""
     return [
         {
             "trajectory_id": tid,
@@ -112,16 +112,16 @@ def kept_rows(variant: str, kept: Mapping[str, Kept]) -> list[dict]:
     ]
 
 
-def write_kept(out_dir: Path, variant: str, kept: Mapping[str, Kept]) -> None:
-    """kept.parquet in ``out_dir`` (``kept_rows``): the TRACE export reads this draw instead of drawing
+def write_selections(out_dir: Path, variant: str, kept: Mapping[str, Selection]) -> None:
+    """kept.parquet in ``out_dir`` (``selection_rows``): the TRACE export reads this draw instead of drawing
     again."""
-    write_parquet(kept_rows(variant, kept), out_dir / paths.KEPT, "kept")
+    write_parquet(selection_rows(variant, kept), out_dir / paths.KEPT, "kept")
 
 
 def write_empty_set(out_dir: Path, variant: str, stats: dict) -> None:
     """The files of a set without examples (a skipped round), stats.json with ``stats``."""
     write_parquet([], out_dir / "train.parquet", "supervision")
-    write_kept(out_dir, variant, {})
+    write_selections(out_dir, variant, {})
     write_jsonl(out_dir / "train.jsonl", [])
     write_json(out_dir / "stats.json", stats)
 

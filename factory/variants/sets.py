@@ -24,11 +24,12 @@ from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.text import normalize_question
 from factory.variants import registry
-from factory.variants.kept import Kept, all_units, everything, is_answer_step, kept_units, whitespace_tokens
+from factory.variants.kept import Selection, all_units, is_answer_step, keep_unfiltered, whitespace_tokens
+from factory.variants.registry import select_units
 
 
 def _assistant_turn(
-    step: Mapping, triplets_by_id: Mapping[str, Mapping], kept: Kept, fmt
+    step: Mapping, triplets_by_id: Mapping[str, Mapping], kept: Selection, fmt
 ) -> tuple[str, int, int]:
     """(assistant content, units the step generated, units kept) for a kept step, re-rendered in ``fmt``
     (``output_format`` of the trajectory's prompt version: the syntax the policy was prompted in)."""
@@ -58,7 +59,7 @@ class SupervisionSet:
 
     examples: list[dict]
     stats: dict = field(default_factory=dict)
-    kept: dict[str, Kept] = field(default_factory=dict)  # per correct trajectory
+    kept: dict[str, Selection] = field(default_factory=dict)  # per correct trajectory
 
 
 class SetBuilder:
@@ -81,7 +82,7 @@ class SetBuilder:
         self.variant, self.round, self.seed = variant, round_, seed
         self.mode, self.target_mode = mode, target_mode
         self.by_tid, self.exclude = labels_by_tid, exclude
-        self.kept: dict[str, Kept] = {}
+        self.kept: dict[str, Selection] = {}
         self.kinds: Counter = Counter()
         self.datasets: Counter = Counter()
         self.units: Counter = Counter()
@@ -110,8 +111,8 @@ class SetBuilder:
                 f"trajectory {tid!r} is correct but has no backtrace labels for {self.mode} x "
                 f"{self.target_mode}: run `factory backtrace` for this round"
             )
-        kept = kept_units(traj, row, variant, seed)
-        whole = everything(traj, None, seed)
+        kept = select_units(traj, row, variant, seed)
+        whole = keep_unfiltered(traj, None, seed)
         self.kept[tid] = kept
         pairs, triplets = all_units(traj)
         self.units.update(

@@ -221,9 +221,12 @@ def test_the_headline_holds_each_variants_selected_round_and_its_em_and_the_labe
             },
         },
     }
-    methods = {"sq/u/t": {"micro": {"f1": {"value": 0.8}}}, "authors_rule": {"micro": {"f1": {"value": 0.5}}}}
+    methods = {
+        "backtrace/u/t": {"micro": {"f1": {"value": 0.8}}},
+        "authors_rule": {"micro": {"f1": {"value": 0.5}}},
+    }
     relevance = {
-        "default_method": "sq/u/t",
+        "default_method": "backtrace/u/t",
         "groups": {"all": {"levels": {"paragraph": {"methods": methods}}}},
         "causal": {"groups": {"all": {"effects": {"difference": {"value": 0.2}}}}},
     }
@@ -231,18 +234,18 @@ def test_the_headline_holds_each_variants_selected_round_and_its_em_and_the_labe
     assert out["backtrace"] == {"round": [1, -1], "heldout_em": (0.5 + 0.25) / 2, "test_em": 0.4}
     assert out["random"] == {"round": 0, "heldout_em": 0.3, "test_em": 0.2}  # one seed: a number, not a list
     assert out["labels"] == {
-        "sq_f1": 0.8,
+        "backtrace_f1": 0.8,
         "authors_rule_f1": 0.5,
         "causal_effect": 0.2,
-        "real_graphs_sq_f1": None,
+        "real_graphs_backtrace_f1": None,
         "real_graphs_authors_rule_f1": None,
     }
-    nothing = {"sq_f1": None, "authors_rule_f1": None, "causal_effect": None}
-    real = {"real_graphs_sq_f1": None, "real_graphs_authors_rule_f1": None}
+    nothing = {"backtrace_f1": None, "authors_rule_f1": None, "causal_effect": None}
+    real = {"real_graphs_backtrace_f1": None, "real_graphs_authors_rule_f1": None}
     assert headline(summary, None)["labels"] == nothing | real
-    calibration = {"all": {"sq": {"f1": 0.83}, "authors_rule": {"f1": 0.46}}}
+    calibration = {"all": {"backtrace": {"f1": 0.83}, "authors_rule": {"f1": 0.46}}}
     labels = headline(summary, relevance, calibration)["labels"]
-    assert (labels["real_graphs_sq_f1"], labels["real_graphs_authors_rule_f1"]) == (0.83, 0.46)
+    assert (labels["real_graphs_backtrace_f1"], labels["real_graphs_authors_rule_f1"]) == (0.83, 0.46)
 
 
 def test_the_report_states_the_test_protocol_and_sets_published_figures_apart(project):

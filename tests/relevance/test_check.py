@@ -9,15 +9,15 @@ import pytest
 
 from factory.config import AgentParams, RelevanceParams
 from factory.relevance.check import Source, check_relevance
-from factory.relevance.grounded import (
-    ANSWER_ENTITY,
-    AUTHORS,
-    KEEP_ALL,
-    RANDOM,
-    sq_method,
-)
 from factory.relevance.report import render_markdown
 from factory.utils.io import _round_floats
+from factory.utils.selection import (
+    ANSWER_ENTITY,
+    AUTHORS_RULE,
+    RANDOM,
+    UNFILTERED,
+    backtrace_method,
+)
 from tests.variants.test_sets import make_labels, make_trajectory
 
 PASSAGES = {
@@ -41,7 +41,7 @@ MUSIQUE_Q = {
     ],
 }
 DEFAULT = ("undirected_shortest", "thought_and_answer")
-SQ = sq_method(*DEFAULT)
+SQ = backtrace_method(*DEFAULT)
 
 BORN = ("Alpha", "born in", "Gamma")  # g1 sentence 0: gold fact
 CHESS = ("Alpha", "plays", "chess")  # g1 sentence 1: gold paragraph, not a gold sentence
@@ -117,15 +117,19 @@ def test_micro_and_macro_scores_match_hand_computation():
         {"precision": (2 / 3 + 1) / 2, "recall": (2 / 3 + 1 + 0) / 3, "f1": (2 / 3 + 1 + 0) / 3}
     )
     # keep all: kept 5+2+1, relevant 3+1+1, tp 5
-    assert _vals(para[KEEP_ALL]["micro"]) == pytest.approx({"precision": 5 / 8, "recall": 1.0, "f1": 10 / 13})
+    assert _vals(para[UNFILTERED]["micro"]) == pytest.approx(
+        {"precision": 5 / 8, "recall": 1.0, "f1": 10 / 13}
+    )
     # answer entity ("gamma" in subject/object): A t1,t3; B t1; C t1 -> all relevant
     assert _vals(para[ANSWER_ENTITY]["micro"]) == pytest.approx(
         {"precision": 1.0, "recall": 4 / 5, "f1": 8 / 9}
     )
     # the authors' rule: one completion each, so only its first triplet (Alpha ; born in ; Gamma) is in
     # their graph; Alpha (the lookup) -> Gamma (the answer): A, B and C keep t1, all relevant
-    assert _vals(para[AUTHORS]["micro"]) == pytest.approx({"precision": 1.0, "recall": 3 / 5, "f1": 0.75})
-    diff = res["groups"]["all"]["levels"]["paragraph"]["sq_minus_control"][AUTHORS]["micro_f1"]
+    assert _vals(para[AUTHORS_RULE]["micro"]) == pytest.approx(
+        {"precision": 1.0, "recall": 3 / 5, "f1": 0.75}
+    )
+    diff = res["groups"]["all"]["levels"]["paragraph"]["backtrace_minus_control"][AUTHORS_RULE]["micro_f1"]
     assert diff["value"] == pytest.approx(2 * 3 / 9 - 0.75)
     line = res["verdicts"]["hotpotqa"]["line"]
     assert "Beside the KnowTrace authors' rule: S_q micro F1" in line
@@ -144,7 +148,7 @@ def test_micro_and_macro_scores_match_hand_computation():
     assert ex[SQ]["support_recall_micro"] == pytest.approx(3 / 6) and ex[SQ][
         "support_recall_macro"
     ] == pytest.approx((1 + 0.5 + 0) / 3)
-    assert ex[SQ]["ungrounded_rate"] == 0 and ex[KEEP_ALL]["ungrounded_rate"] == pytest.approx(1 / 8)
+    assert ex[SQ]["ungrounded_rate"] == 0 and ex[UNFILTERED]["ungrounded_rate"] == pytest.approx(1 / 8)
     assert ex[SQ]["no_path_share"] == pytest.approx(1 / 3)
     assert ex[RANDOM]["mean_kept"] == pytest.approx(ex[SQ]["mean_kept"])  # matched size
 
@@ -245,8 +249,10 @@ def test_duplicates_missing_labels_and_empty_inputs_are_counted():
 # sha256 of check_relevance's result (floats rounded as metrics/relevance.json writes them) that the
 # keyword arguments gave before the check took RelevanceParams (issue 31), on _golden_sources(): with
 # the defaults, and with every parameter set otherwise (and entailment verdicts).
-GOLDEN_DEFAULTS = "f7d1f53b97b4a33134c666eb3e9eeb824a6c8dbfd648653148a5dfc717c7f080"
-GOLDEN_KEYWORDS = "4cbf3ccc82c0ad0576df7ba56afd80740fa5ed50fee2647cd5df70ab6eaf39cf"
+# re-recorded once when the methods took the variants' names (sq/... -> backtrace/..., keep_all -> unfiltered,
+# random_matched -> random, sq_minus_control -> backtrace_minus_control): the same values under the new keys
+GOLDEN_DEFAULTS = "d8c369e6ef8175df38318106249d1ce8edb15f88328b9cec386c073828cff37b"
+GOLDEN_KEYWORDS = "64404afa0cf11dbdb5f16d2297d2c906bc71f013ff07e2490c99a8e494b5625f"
 
 
 def _golden_sources():

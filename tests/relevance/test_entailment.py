@@ -12,8 +12,9 @@ import pytest
 from factory.config import Params
 from factory.relevance import entailment as ent
 from factory.relevance.entailment_report import entailment_result, render_entailment_markdown
-from factory.relevance.grounded import ENTAILED, KEEP_ALL
+from factory.relevance.grounded import ENTAILED
 from factory.utils import paths
+from factory.utils.selection import BACKTRACE, UNFILTERED
 from schemas import read_rows, write_parquet
 from tests.mock_openai_server import FaultPlan, MockOpenAIServer
 from tests.relevance.test_check import PASSAGES, SQ, _case, _check, _vals
@@ -198,7 +199,7 @@ def test_both_gold_relevance_definitions_by_hand():
     )
     # review: A's CHESS is not entailed, C's BORN has no verdict -> relevant A {t1,t3}, B {t1}, C {}
     assert _vals(review[SQ]["micro"]) == pytest.approx({"precision": 3 / 4, "recall": 1.0, "f1": 6 / 7})
-    assert _vals(review[KEEP_ALL]["micro"]) == pytest.approx(
+    assert _vals(review[UNFILTERED]["micro"]) == pytest.approx(
         {"precision": 3 / 8, "recall": 1.0, "f1": 6 / 11}
     )
     assert ENTAILED not in _check(trajectories, labels)["groups"]["all"]["levels"]  # no verdicts: no level
@@ -218,7 +219,10 @@ def test_report_section_gives_both_definitions_and_the_agreement():
     }
     res["entailment"] = entailment_result(res, summary)
     row = res["entailment"]["by_definition"]["all"]
-    assert row["paragraph"]["sq"]["recall"] == pytest.approx(3 / 5) and row[ENTAILED]["sq"]["recall"] == 1.0
+    assert (
+        row["paragraph"][BACKTRACE]["recall"] == pytest.approx(3 / 5)
+        and row[ENTAILED][BACKTRACE]["recall"] == 1.0
+    )
     assert row["review_reaches_bar"] is False  # precision 3/4 < 0.8
     md = render_entailment_markdown(res)
     assert "relation-blind" in md and "review: gold paragraph AND entailed" in md and "| 0.75 |" in md
@@ -227,7 +231,7 @@ def test_report_section_gives_both_definitions_and_the_agreement():
     assert "relation-blind" in lexical and "not measured" in lexical
     # an undefined precision (S_q kept nothing) is no verdict, not a failure to reach the bar
     undefined = {"precision": None, "recall": 0.5, "f1": None}
-    row = {ENTAILED: {"sq": undefined, "controls_f1": dict.fromkeys(row[ENTAILED]["controls_f1"])}}
+    row = {ENTAILED: {BACKTRACE: undefined, "controls_f1": dict.fromkeys(row[ENTAILED]["controls_f1"])}}
     md = render_entailment_markdown(
         {
             **res,

@@ -10,11 +10,11 @@ from factory.relevance.figures import causal_figure, relevance_figure, write_fig
 from factory.utils.plotting import NOTHING, texts
 
 METHODS = (
-    "sq/undirected_shortest/thought_and_answer",
+    "backtrace/undirected_shortest/thought_and_answer",
     "authors_rule",
     "answer_entity",
-    "random_matched",
-    "keep_all",
+    "random",
+    "unfiltered",
 )
 
 
@@ -56,7 +56,7 @@ def test_relevance_bars_one_colour_per_series_with_cis():
         "KnowTrace authors' rule",
         "answer-entity only",
         "random at matched size",
-        "keep all",
+        "unfiltered (keep all)",
     ]
     assert len({mcolors.to_hex(b.patches[0].get_facecolor()) for b in bars}) == 5
     assert all(len(b.patches) == 3 for b in bars)  # all + 2 datasets

@@ -13,7 +13,7 @@ from factory.config import Params
 from factory.stages import s08_variants
 from factory.utils import paths
 from factory.utils.errors import FactoryError
-from factory.variants.kept import kept_units
+from factory.variants.registry import select_units
 from schemas import read_rows, write_parquet
 from tests.variants.test_sets import make_labels, make_trajectory
 from validators import GateFailed
@@ -126,7 +126,7 @@ def test_the_set_records_what_it_kept_and_the_authors_rule_is_a_variant(workdir,
         rows = read_rows(paths.supervision_dir(v, 0) / paths.KEPT)
         assert [r["trajectory_id"] for r in rows] == [t["trajectory_id"] for t in correct]
         for row, t in zip(rows, correct):
-            drawn = kept_units(t, labels[t["trajectory_id"]], v, Params().variants.seed)  # the set's draw
+            drawn = select_units(t, labels[t["trajectory_id"]], v, Params().variants.seed)  # the set's draw
             assert (row["variant"], row["kept_triplet_ids"], row["kept_step_indices"]) == (
                 v,
                 list(drawn.triplet_ids),
@@ -213,12 +213,13 @@ def test_leakage_gate_fails_on_a_test_questions_text_under_a_train_id(workdir, q
 
 def test_matching_gate_catches_a_random_control_that_drifts(workdir, question_pool, monkeypatch):
     import validators.supervision as vs
-    from factory.variants.kept import Kept, kept_units
+    from factory.variants.kept import Selection
+    from factory.variants.registry import select_units
 
     def drifting(trajectory, labels_row, variant, seed):
-        k = kept_units(trajectory, labels_row, variant, seed)
+        k = select_units(trajectory, labels_row, variant, seed)
         if variant == "random" and k.triplet_ids:  # removes one triplet too many
-            return Kept(
+            return Selection(
                 k.triplet_ids[1:],
                 k.pair_ids,
                 k.step_indices,
@@ -229,7 +230,7 @@ def test_matching_gate_catches_a_random_control_that_drifts(workdir, question_po
         return k
 
     _write_round("random", 0, [_traj(q, "random", 0) for q in question_pool["train"][:2]])
-    monkeypatch.setattr(vs, "kept_units", drifting)
+    monkeypatch.setattr(vs, "select_units", drifting)
     with pytest.raises(GateFailed, match="matched_controls"):
         s08_variants.run(Params(), "random", 0)
 

@@ -20,9 +20,9 @@ def test_the_stage_scores_every_file_and_the_report_opens_with_it(tmp_path, monk
     result = read_json(paths.CALIBRATION)
     assert result["status"] == "ok" and result["records"] == 42
     for group in ("all", "musique", "toy"):
-        for method in ("sq", "authors_rule", "answer_entity", "random_matched", "keep_all"):
+        for method in ("backtrace", "authors_rule", "answer_entity", "random", "unfiltered"):
             assert {"precision", "recall", "f1", "coverage", "n"} <= set(result[group][method])
-    assert result["musique"]["sq"]["n"] == 40 and result["toy"]["sq"]["n"] == 2
+    assert result["musique"]["backtrace"]["n"] == 40 and result["toy"]["backtrace"]["n"] == 2
     rows = list(read_jsonl(paths.CALIBRATION_QUESTIONS))
     assert [r["question_id"] for r in rows][-2:] == ["toy/1", "toy/2"] and len(rows) == 42
     section = render_calibration(result)

@@ -108,10 +108,10 @@ def test_validate_labels_on_real_questions(workdir, corpus_sample):
     }
     assert set(res["verdicts"]) == set(DATASETS)
     para = res["groups"]["all"]["levels"]["paragraph"]["methods"]
-    sq = para["sq/undirected_shortest/thought_and_answer"]["micro"]
+    sq = para["backtrace/undirected_shortest/thought_and_answer"]["micro"]
     # gold triplets ground to gold paragraphs; only every third trajectory keeps one distractor
     assert sq["recall"]["value"] >= 0.9 and sq["precision"]["value"] >= 0.85
-    assert para["keep_all"]["micro"]["precision"]["value"] < sq["precision"]["value"]
+    assert para["unfiltered"]["micro"]["precision"]["value"] < sq["precision"]["value"]
     assert (
         "sentence" in res["groups"]["dataset=hotpotqa"]["levels"]
         and "sentence" not in res["groups"]["dataset=musique"]["levels"]
@@ -168,7 +168,7 @@ def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels
     from factory.backtrace.rows import labels_index
     from factory.config import AgentParams, RelevanceParams
     from factory.relevance.check import Source, check_relevance
-    from factory.relevance.grounded import KEEP_ALL
+    from factory.utils.selection import UNFILTERED
     from validators.supervision import matching_frame
 
     trajectories, labels = scripted_round
@@ -196,8 +196,8 @@ def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels
     # paragraphs
     assert res["counts"]["ungrounded_rate_all_triplets"] <= 0.05
     para = res["groups"]["all"]["levels"]["paragraph"]["methods"]
-    assert para[KEEP_ALL]["micro"]["recall"]["value"] == 1.0
-    assert para["sq/undirected_shortest/thought_and_answer"]["micro"]["precision"]["value"] >= 0.8
+    assert para[UNFILTERED]["micro"]["recall"]["value"] == 1.0
+    assert para["backtrace/undirected_shortest/thought_and_answer"]["micro"]["precision"]["value"] >= 0.8
     assert set(res["verdicts"]) == set(DATASETS)
 
 
@@ -302,8 +302,8 @@ def test_validate_labels_with_the_entailment_judge(workdir, corpus_sample, monke
     assert e["judge"] == "llm" and e["agreement_with_lexical"]["all"]["agreement"] == pytest.approx(
         yes / len(rows)
     )
-    review = e["by_definition"]["all"]["paragraph_entailed"]["sq"]
-    lexical = e["by_definition"]["all"]["paragraph"]["sq"]
+    review = e["by_definition"]["all"]["paragraph_entailed"]["backtrace"]
+    lexical = e["by_definition"]["all"]["paragraph"]["backtrace"]
     assert review["precision"] is not None and lexical["precision"] is not None
     assert "paragraph_entailed" in res["groups"]["all"]["levels"]
     assert "relation-blind" in md and "review: gold paragraph AND entailed" in md

@@ -16,8 +16,8 @@ from factory.trace.protocol import SYSTEM_PROMPT
 from factory.trace.rewards import parse_trace, score_completion
 from factory.utils.errors import FactoryError
 from factory.variants import registry
-from factory.variants.kept import kept_units
-from factory.variants.round import kept_rows
+from factory.variants.registry import select_units
+from factory.variants.round import selection_rows
 from tests.scripted import scripted_trajectories
 
 PER_DATASET = 4
@@ -90,11 +90,11 @@ def kept_by(trajectories, labels, variant, seed=17):
     """What the variants stage keeps of the correct trajectories (its kept.parquet rows)."""
     by_tid = {row["trajectory_id"]: row for row in labels}
     kept = {
-        t["trajectory_id"]: kept_units(t, by_tid.get(t["trajectory_id"]), variant, seed)
+        t["trajectory_id"]: select_units(t, by_tid.get(t["trajectory_id"]), variant, seed)
         for t in trajectories
         if t["correct"] and (t["trajectory_id"] in by_tid or not registry.variant(variant).needs_labels)
     }
-    return kept_rows(variant, kept)
+    return selection_rows(variant, kept)
 
 
 def export(scripted, variant, labels=(), max_passages=None, kept=None, **kw):

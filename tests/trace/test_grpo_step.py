@@ -10,8 +10,8 @@ import pytest
 from factory.config import TraceParams
 from factory.trace.export import export_trace
 from factory.trace.rewards import make_reward_functions, score_completion
-from factory.variants.kept import kept_units
-from factory.variants.round import kept_rows
+from factory.variants.registry import select_units
+from factory.variants.round import selection_rows
 from tests.scripted import scripted_trajectories
 
 
@@ -27,11 +27,11 @@ def rl_records(ingested):
     pids = {p["pid"] for q in questions for p in q["passages"]}
     passages = [p for p in ingested.passages if p["pid"] in pids]
     trajectories = scripted_trajectories(questions, passages)
-    everything = {t["trajectory_id"]: kept_units(t, None, "unfiltered", 0) for t in trajectories}
+    everything = {t["trajectory_id"]: select_units(t, None, "unfiltered", 0) for t in trajectories}
     result = export_trace(
         trajectories,
         [],
-        kept_rows("unfiltered", everything),
+        selection_rows("unfiltered", everything),
         {q["question_id"]: q for q in questions},
         {p["pid"]: p for p in passages},
         TraceParams(max_passages=3),

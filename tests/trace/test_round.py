@@ -18,8 +18,8 @@ from factory.trace.export import TraceExport, export_stats, export_trace
 from factory.trace.round import read_inputs, write_export
 from factory.utils import paths
 from factory.utils.errors import FactoryError
-from factory.variants.kept import kept_units
-from factory.variants.round import write_kept
+from factory.variants.registry import select_units
+from factory.variants.round import write_selections
 from tests.scripted import own_passages, scripted_trajectories
 
 MODE, TARGET = "undirected_shortest", "thought_and_answer"
@@ -59,8 +59,8 @@ def project(tmp_path, monkeypatch, material):
     PassageStore.from_rows(material["passages"]).save(paths.INDEX_DIR)
     correct = {t["trajectory_id"]: t for t in material["trajectories"] if t["correct"]}
     labels = labels_index(material["labels"], MODE, TARGET)
-    kept = {tid: kept_units(t, labels[tid], "backtrace", 17) for tid, t in correct.items()}
-    write_kept(paths.supervision_dir("backtrace", 0), "backtrace", kept)
+    kept = {tid: select_units(t, labels[tid], "backtrace", 17) for tid, t in correct.items()}
+    write_selections(paths.supervision_dir("backtrace", 0), "backtrace", kept)
     return tmp_path
 
 

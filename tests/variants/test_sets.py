@@ -10,7 +10,7 @@ import pytest
 
 from factory.agent.format import parse_complete, parse_explore, render_complete, render_explore, render_final
 from factory.utils.errors import FactoryError
-from factory.variants.kept import kept_units
+from factory.variants.registry import select_units
 from factory.variants.sets import accumulated, build_set
 from schemas import SUPERVISION, TRAJECTORY, to_table, write_parquet
 
@@ -232,7 +232,7 @@ def _ids(t: dict) -> tuple[list[str], list[str]]:
 
 def test_unfiltered_keeps_everything_but_failed_steps():
     t = make_trajectory(failed_final_explore=True)
-    k = kept_units(t, None, "unfiltered", 1)
+    k = select_units(t, None, "unfiltered", 1)
     pairs, trips = _ids(t)
     assert list(k.pair_ids) == pairs and list(k.triplet_ids) == trips and k.removed_units == 0
     failed = [s["index"] for s in t["steps"] if s["status"] != "ok"]
@@ -243,7 +243,7 @@ def test_backtrace_keeps_the_labels_sets():
     t = make_trajectory()
     tid = t["trajectory_id"]
     row = make_labels(t, [f"{tid}#t1", f"{tid}#t4"])  # Derrickson nationality; Denver capital of
-    k = kept_units(t, row, "backtrace", 1)
+    k = select_units(t, row, "backtrace", 1)
     assert k.triplet_ids == (f"{tid}#t1", f"{tid}#t4")
     assert k.pair_ids == (f"{tid}#p1", f"{tid}#p3")
     # explore 0, complete 1 (p1), explore 3, complete 4 (p3), final 6; complete 2 (Ed Wood) and 5 (None)
@@ -255,15 +255,15 @@ def test_backtrace_keeps_the_labels_sets():
 def test_labels_must_match_the_trajectory():
     t = make_trajectory()
     with pytest.raises(FactoryError, match="needs the trajectory's backtrace labels"):
-        kept_units(t, None, "random", 1)
+        select_units(t, None, "random", 1)
     row = make_labels(t, [])
     row["kept_triplet_ids"] = ["somewhere-else#t9"]
     with pytest.raises(FactoryError, match="kept_triplet_ids"):
-        kept_units(t, row, "backtrace", 1)
+        select_units(t, row, "backtrace", 1)
     with pytest.raises(FactoryError, match="belongs to trajectory"):
-        kept_units(make_trajectory("other"), make_labels(t, []), "backtrace", 1)
+        select_units(make_trajectory("other"), make_labels(t, []), "backtrace", 1)
     with pytest.raises(FactoryError, match="unknown supervision variant"):
-        kept_units(t, row, "shuffled", 1)
+        select_units(t, row, "shuffled", 1)
 
 
 def _population(n: int = 40) -> list[tuple[dict, dict]]:
@@ -278,8 +278,8 @@ def _population(n: int = 40) -> list[tuple[dict, dict]]:
 
 def test_random_control_matches_backtrace_exactly_per_trajectory():
     for t, row in _population():
-        bt = kept_units(t, row, "backtrace", 17)
-        rnd = kept_units(t, row, "random", 17)
+        bt = select_units(t, row, "backtrace", 17)
+        rnd = select_units(t, row, "random", 17)
         assert (rnd.removed_pairs, rnd.removed_triplets) == (bt.removed_pairs, bt.removed_triplets)
         assert len(rnd.pair_ids) == len(bt.pair_ids) and len(rnd.triplet_ids) == len(bt.triplet_ids)
         # steps follow the backtracing rule
@@ -296,14 +296,14 @@ def test_random_control_matches_backtrace_exactly_per_trajectory():
 
 def test_random_control_is_seeded_reproducible_and_differs_across_seeds():
     pop = _population()
-    first = [kept_units(t, r, "random", 17) for t, r in pop]
-    again = [kept_units(t, r, "random", 17) for t, r in pop]
-    other = [kept_units(t, r, "random", 18) for t, r in pop]
+    first = [select_units(t, r, "random", 17) for t, r in pop]
+    again = [select_units(t, r, "random", 17) for t, r in pop]
+    other = [select_units(t, r, "random", 18) for t, r in pop]
     assert first == again
     assert sum(a.triplet_ids != b.triplet_ids for a, b in zip(first, other)) >= 10
     # not simply the backtrace choice
     assert (
-        sum(a.triplet_ids != kept_units(t, r, "backtrace", 17).triplet_ids for a, (t, r) in zip(first, pop))
+        sum(a.triplet_ids != select_units(t, r, "backtrace", 17).triplet_ids for a, (t, r) in zip(first, pop))
         >= 10
     )
 
