@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from factory.agent import prompts
-from factory.agent.format import ParseError
+from factory.agent.fields import ParseError
 from factory.config import CONDITIONS
 from factory.execution.sampling import even_quotas
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
