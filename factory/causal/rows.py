@@ -162,20 +162,7 @@ def counterfactual_round(
     ids) of every chosen trajectory; a missing one is an error. ``llm`` serves the plan's policy in
     this process; under Ray (``params.execution``) each worker builds the policy's backend itself.
     """
-    by_tid = {t["trajectory_id"]: t for t in trajectories}
-    absent = [tid for tid in plan.chosen if tid not in by_tid]
-    if absent:
-        raise FactoryError(
-            f"trajectory {absent[0]!r} is planned for re-asking but not among the trajectories given "
-            f"({len(absent)} such): read the rows of the plan's chosen ids"
-        )
-    selected = [by_tid[tid] for tid in plan.chosen]
-    missing = [tid for tid in plan.chosen if tid not in sq_by_tid]
-    if missing:
-        raise FactoryError(
-            f"trajectory {missing[0]!r} is correct but has no backtrace labels for {plan.rows.mode} x "
-            f"{plan.rows.target_mode} ({len(missing)} such): run `factory backtrace` for this round"
-        )
+    selected = _chosen(trajectories, sq_by_tid, plan)
     plan_fp = fingerprint(
         {
             "plan": plan.rows.__dict__,
@@ -208,6 +195,26 @@ def counterfactual_round(
         )
         count_cluster_cache(engine, llm)
     return RoundResult(read_rows(out_path), len(selected), plan.correct, counts["sent"])
+
+
+def _chosen(
+    trajectories: Sequence[Mapping], sq_by_tid: Mapping[str, Sequence[str]], plan: CounterfactualPlan
+) -> list[Mapping]:
+    """The plan's chosen trajectories, in its order; an error when one or its S_q is missing."""
+    by_tid = {t["trajectory_id"]: t for t in trajectories}
+    absent = [tid for tid in plan.chosen if tid not in by_tid]
+    if absent:
+        raise FactoryError(
+            f"trajectory {absent[0]!r} is planned for re-asking but not among the trajectories given "
+            f"({len(absent)} such): read the rows of the plan's chosen ids"
+        )
+    missing = [tid for tid in plan.chosen if tid not in sq_by_tid]
+    if missing:
+        raise FactoryError(
+            f"trajectory {missing[0]!r} is correct but has no backtrace labels for {plan.rows.mode} x "
+            f"{plan.rows.target_mode} ({len(missing)} such): run `factory backtrace` for this round"
+        )
+    return [by_tid[tid] for tid in plan.chosen]
 
 
 @dataclass
