@@ -32,9 +32,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.common import free_port, print_table, wait_for_server  # noqa: E402 (after the sys.path line)
-
-CORPORA = ROOT.parent / "shared" / "corpora"
+from bench.common import (  # noqa: E402 (after the sys.path line)
+    corpora_files,
+    free_port,
+    print_table,
+    wait_for_server,
+)
 
 
 def load_questions(n: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
@@ -43,19 +46,7 @@ def load_questions(n: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
     from factory.corpora.ingest import ingest_sources
     from factory.execution.sampling import sample_questions
 
-    params = Params(
-        corpora={
-            "hotpotqa": [
-                str(CORPORA / "hotpotqa" / "dev_sample.json"),
-                str(CORPORA / "hotpotqa" / "train_sample.json"),
-            ],
-            "2wikimultihopqa": [str(CORPORA / "2wikimultihopqa" / "dev_sample.json")],
-            "musique": [
-                str(CORPORA / "musique" / "dev_sample.jsonl"),
-                str(CORPORA / "musique" / "train_sample.jsonl"),
-            ],
-        }
-    )
+    params = Params(corpora=corpora_files())
     result = ingest_sources(params)
     questions = sample_questions(result.questions, n, seed=seed, split="train")
     pids = {p["pid"] for q in questions for p in q["passages"]}

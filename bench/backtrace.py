@@ -38,22 +38,11 @@ CORPORA = Path(os.environ.get("FACTORY_CORPORA", ROOT.parent / "shared" / "corpo
 
 
 def load_questions() -> list[dict]:
+    from bench.common import corpora_files
     from factory.config import Params
     from factory.corpora.ingest import ingest_sources
 
-    params = Params(
-        corpora={
-            "hotpotqa": [
-                str(CORPORA / "hotpotqa" / "dev_sample.json"),
-                str(CORPORA / "hotpotqa" / "train_sample.json"),
-            ],
-            "2wikimultihopqa": [str(CORPORA / "2wikimultihopqa" / "dev_sample.json")],
-            "musique": [
-                str(CORPORA / "musique" / "dev_sample.jsonl"),
-                str(CORPORA / "musique" / "train_sample.jsonl"),
-            ],
-        }
-    )
+    params = Params(corpora=corpora_files(CORPORA))
     return ingest_sources(params).questions
 
 

@@ -1,10 +1,32 @@
-"""Helpers the benchmarks share: a free port, waiting for a server process, the figures table."""
+"""Helpers the benchmarks share: the default corpus files, a free port, waiting for a server process,
+the figures table."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_CORPORA = ROOT.parent / "shared" / "corpora"
+
+
+def corpora_files(folder: str | Path | None = None) -> dict[str, list[str]]:
+    """The default files of every corpus of ``factory.corpora.CORPORA`` (``Params().corpora``, written
+    once in factory/config.py), as absolute paths; ``folder``: a copy of ../shared/corpora to read them
+    from instead."""
+    from factory.config import Params
+    from factory.corpora import CORPORA
+
+    defaults = Params().corpora
+    out = {}
+    for name in CORPORA:
+        files = [(ROOT / f).resolve() for f in defaults.get(name, [])]
+        if folder is not None:
+            files = [Path(folder) / f.relative_to(SHARED_CORPORA.resolve()) for f in files]
+        out[name] = [str(f) for f in files]
+    return out
 
 
 def free_port() -> int:

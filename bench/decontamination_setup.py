@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.common import corpora_files
 from bench.decontamination_cases import build_cases
 from factory.config import DecontaminationParams, Params
 from factory.decontamination.chain import titles_key
@@ -36,12 +37,7 @@ def real_questions() -> list[dict]:
     """Question rows of every shared sample file (dev and train), as ingest makes them."""
     from factory.corpora.ingest import ingest_sources
 
-    files = {
-        "hotpotqa": ["hotpotqa/dev_sample.json", "hotpotqa/train_sample.json"],
-        "2wikimultihopqa": ["2wikimultihopqa/dev_sample.json"],
-        "musique": ["musique/dev_sample.jsonl", "musique/train_sample.jsonl"],
-    }
-    params = Params(corpora={d: [str(CORPORA / f) for f in fs] for d, fs in files.items()})
+    params = Params(corpora=corpora_files(CORPORA))
     return ingest_sources(params).questions
 
 

@@ -41,10 +41,9 @@ from factory.train.examples import IGNORE, encode_example  # noqa: E402 (after t
 from factory.train.lora import (  # noqa: E402 (after the sys.path line)
     device_and_dtype,
     fit_lora,
-    load_tokenizer,
-    lora_config,
     training_argument_values,
 )
+from factory.train.model import load_tokenizer, lora_config  # noqa: E402
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "

@@ -26,14 +26,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.common import free_port  # noqa: E402 (after the sys.path line)
-from bench.scale import GB, run_stage  # noqa: E402
+from bench.scale import CHAIN, GB, VARIANT, run_stage  # noqa: E402
 
-LABELS = Path("data/labels/backtrace/seed_0/round_0.parquet")
-TRAJECTORIES = Path("data/trajectories/backtrace/seed_0/round_0.parquet")
+LABELS = Path(f"data/labels/{CHAIN}.parquet")
+TRAJECTORIES = Path(f"data/trajectories/{CHAIN}.parquet")
 
 
 def run(project: Path, engine: str, address: str | None = None) -> dict:
-    args = ["backtrace", "--variant", "backtrace", "--seed", "0", "--round", "0"]
+    args = ["backtrace", "--variant", VARIANT, "--seed", "0", "--round", "0"]
     args += ["--set", f"execution.engine={json.dumps(engine)}", "--set", "execution.local_cpus=2"]
     saved = dict(os.environ)
     os.environ.pop("RAY_ADDRESS", None)

@@ -37,7 +37,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.common import free_port, wait_for_server  # noqa: E402 (after the sys.path line)
+from factory.variants import registry  # noqa: E402
 
+VARIANT = registry.REFERENCE.name  # the one chain the benchmark runs, round 0 of protocol seed 0
+CHAIN = f"{VARIANT}/seed_0/round_0"
 ROUND_QUESTIONS_FULL = 20_000  # training questions a round at full size
 HELDOUT = 500
 COUNTERFACTUAL = 200
@@ -125,7 +128,7 @@ def server_calls(base_url: str) -> int:
 # ---------------------------------------------------------------- one size
 
 
-def stage_commands(variant: str = "backtrace") -> list[tuple[str, list[str]]]:
+def stage_commands(variant: str = VARIANT) -> list[tuple[str, list[str]]]:
     chain = ["--variant", variant, "--seed", "0", "--round", "0"]
     return [
         ("ingest", ["ingest"]),
@@ -156,7 +159,7 @@ def write_params(folder: Path, corpora: dict, round_questions: int, base_url: st
         "trajectories": {"n_questions": round_questions, "samples": 1, "rationalize": True},
         "evaluate": {"n_questions": HELDOUT},
         "counterfactual": {"max_trajectories": COUNTERFACTUAL},
-        "bootstrap": {"variants": ["backtrace"], "seeds": [0], "max_rounds": 1},
+        "bootstrap": {"variants": [VARIANT], "seeds": [0], "max_rounds": 1},
     }
     (folder / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
 
@@ -216,10 +219,10 @@ def rows_written(folder: Path, stage: str) -> int:
         "ingest": ["data/interim/questions.parquet", "data/interim/passages.parquet"],
         "index": [],
         "evaluate": ["data/eval/base/heldout.parquet"],
-        "trajectories": ["data/trajectories/backtrace/seed_0/round_0.parquet"],
-        "backtrace": ["data/labels/backtrace/seed_0/round_0.parquet"],
-        "counterfactual": ["data/counterfactual/backtrace/seed_0/round_0.parquet"],
-        "variants": ["data/supervision/backtrace/seed_0/round_0/train.parquet"],
+        "trajectories": [f"data/trajectories/{CHAIN}.parquet"],
+        "backtrace": [f"data/labels/{CHAIN}.parquet"],
+        "counterfactual": [f"data/counterfactual/{CHAIN}.parquet"],
+        "variants": [f"data/supervision/{CHAIN}/train.parquet"],
         "export-trace": [str(p.relative_to(folder)) for p in (folder / "data/trace").rglob("*.parquet")],
         "validate-labels": [],
     }.get(stage, [])
@@ -285,7 +288,7 @@ def work_of(folder: Path, stage: str, rows: int) -> tuple[float, str]:
     if stage == "evaluate":
         return HELDOUT, "held-out questions (fixed)"
     if stage == "counterfactual":
-        return metrics("counterfactual/backtrace/seed_0/round_0.json")["reasked"], "re-asked (<= 200)"
+        return metrics(f"counterfactual/{CHAIN}.json")["reasked"], "re-asked (<= 200)"
     if stage == "start":
         return 1, "decision (fixed)"
     trajectories = rows_written(folder, "trajectories")

@@ -20,12 +20,10 @@ from pathlib import Path
 
 import msgspec
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora"
-SOURCES = {
-    "hotpotqa": ["hotpotqa/dev_sample.json", "hotpotqa/train_sample.json"],
-    "2wikimultihopqa": ["2wikimultihopqa/dev_sample.json"],
-    "musique": ["musique/dev_sample.jsonl", "musique/train_sample.jsonl"],
-}
+from bench.common import corpora_files
+from factory.corpora import corpus
+
+SOURCES = corpora_files()  # every corpus of factory.corpora.CORPORA: its default sample files
 FULL = {"hotpotqa": 97_852, "2wikimultihopqa": 180_030, "musique": 22_355}  # train + dev of each release
 FILE_RECORDS = 90_000  # HotpotQA's train file holds 90,447 records (566 MB)
 _ENCODER = msgspec.json.Encoder()
@@ -35,7 +33,7 @@ _ENCODER = msgspec.json.Encoder()
 def _read(dataset: str) -> list[dict]:
     records = []
     for name in SOURCES[dataset]:
-        path = SHARED / name
+        path = Path(name)
         if path.suffix == ".jsonl":
             records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         else:
@@ -48,20 +46,19 @@ def _tag(text: str, k: int) -> str:
 
 
 def _copy(dataset: str, r: dict, k: int) -> dict:
-    if dataset == "musique":
-        return {
-            **r,
-            "id": f"{r['id']}-c{k}",
-            "question": _tag(r["question"], k),
-            "paragraphs": [{**p, "title": _tag(p["title"], k)} for p in r["paragraphs"]],
-        }
-    return {
-        **r,
-        "_id": f"{r['_id']}-c{k}",
-        "question": _tag(r["question"], k),
-        "context": [[_tag(title, k), sentences] for title, sentences in r["context"]],
-        "supporting_facts": [[_tag(title, k), idx] for title, idx in r["supporting_facts"]],
-    }
+    id_field = corpus(dataset).id_field
+    copy = {**r, id_field: f"{r[id_field]}-c{k}", "question": _tag(r["question"], k)}
+    if "paragraphs" in r:  # MuSiQue's layout: titled paragraphs
+        copy["paragraphs"] = [{**p, "title": _tag(p["title"], k)} for p in r["paragraphs"]]
+    else:  # HotpotQA's layout (2Wiki's too): context and supporting facts by title
+        copy["context"] = [[_tag(title, k), sentences] for title, sentences in r["context"]]
+        copy["supporting_facts"] = [[_tag(title, k), idx] for title, idx in r["supporting_facts"]]
+    return copy
+
+
+def _jsonl(dataset: str) -> bool:
+    """The copies keep the format of the dataset's sample files: JSONL, or one JSON list per file."""
+    return SOURCES[dataset][0].endswith(".jsonl")
 
 
 def copies_for(fraction: float) -> dict[str, int]:
@@ -84,7 +81,7 @@ def build(folder: str | Path, fraction: float) -> dict:
         files = []
         for f in range(n_files):
             ks = range(f * per_file, min(copies, (f + 1) * per_file))
-            if dataset == "musique":
+            if _jsonl(dataset):
                 path = target / f"part_{f:02d}.jsonl"
                 with path.open("wb") as fh:
                     for k in ks:

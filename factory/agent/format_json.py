@@ -9,7 +9,7 @@ server can constrain it with the JSON schema it accepts in ``response_format``::
     final    {"thought": "...", "answer": "..."}
 
 Renderer, parser, JSON schema and grammar of each kind are defined here together, from the field
-bounds of ``factory.agent.format``. The grammar is the canonical rendering (``json.dumps`` with its
+bounds of ``factory.agent.fields``. The grammar is the canonical rendering (``json.dumps`` with its
 default separators, keys in this order); the schema admits any JSON layout of the same content.
 The parser reads the first JSON object of the reply (code fences and trailing text are ignored),
 accepts key variants (case, spaces, ``lookup``/``pairs``) and items written as ``"e | r"`` strings or
@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any
 
-from factory.agent.format import (
+from factory.agent.fields import (
     ANSWER_CHARS,
     ENTITY_CHARS,
     MAX_TRIPLETS,
@@ -41,9 +41,8 @@ from factory.agent.format import (
     Triplets,
     _check_part,
     check_triplet,
-    parse_pair,
-    parse_triplet,
 )
+from factory.agent.format import parse_pair, parse_triplet
 
 _FENCE = re.compile(r"```(?:json)?", re.I)
 _ALIASES = {
@@ -185,7 +184,7 @@ def parse_explore(text: str, max_pairs: int | None = None) -> ExploreOutput:
 def parse_complete(text: str) -> Triplets:
     """Every readable triplet, de-duplicated in order ([] for an empty list); unreadable items are
     skipped (listed in ``rejected`` with their reasons) when at least one was read. A field must be a
-    name or a short phrase (``factory.agent.format.triplet_problem``)."""
+    name or a short phrase (``factory.agent.fields.triplet_problem``)."""
     obj = _object(text)
     items = obj.get("triplets")
     if not isinstance(items, list):

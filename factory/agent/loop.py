@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import Any
 
 from factory.agent import prompts
-from factory.agent.format import KINDS
+from factory.agent.fields import KINDS
 from factory.agent.program import (
     STATUSES,
     STOP_REASONS,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factory.agent import prompts
-from factory.agent.format import ParseError
+from factory.agent.fields import ParseError
 from factory.agent.step_record import EMPTY, Outcome, step_record
 from factory.llm.base import ChatRequest, ChatResponse, Constraint, Sampling
 from factory.utils.errors import FactoryError

@@ -234,11 +234,11 @@ class ScriptedPolicyLLM:
 
 
 def stated_relation(relation: str) -> str:
-    """A hop's relation as its triplet states it: a short phrase (``factory.agent.format.field_problem``).
+    """A hop's relation as its triplet states it: a short phrase (``factory.agent.fields.field_problem``).
     A MuSiQue sub-question asked as the pair's relation ("Who became the top PC manufacturer in 1994,
     leaving Apple") is too long for a triplet: its first words up to the triplet bound, else its
     content words."""
-    from factory.agent.format import TRIPLET_RELATION_CHARS, TRIPLET_RELATION_WORDS, field_problem
+    from factory.agent.fields import TRIPLET_RELATION_CHARS, TRIPLET_RELATION_WORDS, field_problem
 
     if not field_problem(relation, relation=True):
         return relation
@@ -257,7 +257,8 @@ def _field(user: str, name: str) -> str | None:
 
 
 def _graph(user: str) -> list[tuple[str, str, str]]:
-    from factory.agent.format import ParseError, parse_triplet
+    from factory.agent.fields import ParseError
+    from factory.agent.format import parse_triplet
 
     lines = user.split("Graph:\n", 1)[1].split("\n") if "Graph:\n" in user else []
     out = []

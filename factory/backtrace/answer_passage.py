@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from factory.backtrace.graph import Graph
-from factory.backtrace.linking import contains_words, normalize_entity
+from factory.backtrace.nodes import contains_words, normalize_entity
 from factory.backtrace.targets import YES_NO
 
 Passages = Mapping[str, Sequence[str]]  # pid -> sentences

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from factory.backtrace.linking import (
-    Embedder,
-    Linker,
+from factory.backtrace.linking import Embedder, Linker
+from factory.backtrace.names import is_title_case_surface
+from factory.backtrace.nodes import (
     _merge,
     is_specific,
     names_inside_others,
@@ -25,7 +25,6 @@ from factory.backtrace.linking import (
     node_keys,
     remember,
 )
-from factory.backtrace.names import is_title_case_surface
 from factory.config import BACKTRACE_MODES, BacktraceParams
 from factory.utils.errors import FactoryError
 
@@ -103,10 +102,10 @@ def find_containment_links(
     contains it as whole words, when the two were not merged into one node: "cincinnati" and
     "southwest ohio including cincinnati", "west chicago" and "west chicago high school". A link is no
     triplet: paths may run through it, but it is never labelled. Only specific names link
-    (``linking.is_specific``: "8", "1975", "us", "film" never do; ``proper(names)`` returns those of
+    (``nodes.is_specific``: "8", "1975", "us", "film" never do; ``proper(names)`` returns those of
     the other names that count as specific all the same, e.g. written in title case: "Lake District"),
     and a name inside more than ``max_containers`` other nodes is a hub ("united states") and links to
-    none of them. ``inside``: ``linking.names_inside_others(names)`` when the caller has it."""
+    none of them. ``inside``: ``nodes.names_inside_others(names)`` when the caller has it."""
     if inside is None:
         inside = names_inside_others(list(names))
     padded = [f" {n} " for n in names]
@@ -142,7 +141,7 @@ def build_graph(
     containment = params.containment
     inside = names_inside_others(unique) if containment and len(unique) > 1 else []
     surfaces = _Surfaces(kept, subjects, objects)
-    # long names merge only when written as a title somewhere in G (linking.merge_variants)
+    # long names merge only when written as a title somewhere in G (nodes.merge_variants)
     titles = surfaces.titles(params.merge_max_words)
     distinct = zip(subjects, objects)  # the pairs are read only if a merge is proposed
     node_of = _merge(unique, containment, distinct, inside, params.merge_max_words, titles)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import re
 
-from factory.backtrace.linking import Linker, is_specific, normalize_entity
+from factory.backtrace.linking import Linker
 from factory.backtrace.names import STOP_WORDS
+from factory.backtrace.nodes import is_specific, normalize_entity
 
 _WORD = re.compile(r"\S+")
 # words that may sit inside a capitalised name ("Sangre de Cristo", "Mr. Smith Goes to Washington")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from factory.backtrace.graph import Graph
-from factory.backtrace.linking import is_specific, node_key, normalize_entity
+from factory.backtrace.nodes import is_specific, node_key, normalize_entity
 from factory.backtrace.question import question_entities
 from factory.config import TARGET_MODES, BacktraceParams
 from factory.utils.errors import FactoryError

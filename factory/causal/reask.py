@@ -13,29 +13,24 @@ by the policy that generated it, greedy, under each condition:
   closed-book answer is correct is *parametric*.
 
 Graphs keep G's creation order. Replies are parsed with the agent's final-step parser and repaired
-like the loop does (``agent.repair_attempts``); identical prompts within a shard are sent once. Work
-runs in checkpointed shards of trajectories (``factory.execution.shards``): a killed run resumes, and the
-final file has the same bytes as an uninterrupted run. One ``schemas.COUNTERFACTUAL`` row per
-trajectory x condition (x random seed).
+like the loop does (``agent.repair_attempts``); identical prompts within a shard are sent once. The
+rows of a round, one ``schemas.COUNTERFACTUAL`` row per trajectory x condition (x random seed), and
+its checkpointed shards: ``factory.causal.rows``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from factory.agent import prompts
-from factory.agent.format import ParseError
+from factory.agent.fields import ParseError
 from factory.config import CONDITIONS
 from factory.execution.sampling import even_quotas
-from factory.execution.shards import fingerprint, run_in_shards
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
 from factory.utils.errors import FactoryError
-from factory.utils.metrics import exact_match, f1
 from factory.utils.seeds import stream_random
 from factory.utils.splits import unit_hash
-from schemas import read_rows
 
 RANDOM_CONDITION = "without_random"
 CLOSED_BOOK = "closed_book"
@@ -224,252 +219,6 @@ def _settle(p: _Pending, response: ChatResponse, repair_attempts: int) -> None:
         return
     r.status, r.answer, r.error = "ok", parsed.answer, None
     p.done = True
-
-
-# ---------------------------------------------------------------- rows of a round
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Everything that decides the rows of a round (besides the trajectories and their labels)."""
-
-    variant: str
-    round: int
-    protocol_seed: int
-    policy: str
-    mode: str
-    target_mode: str
-    conditions: tuple[str, ...]
-    random_seeds: tuple[int, ...]
-    max_new_tokens: int
-    repair_attempts: int
-    sampling_seed: int
-    # decoding constrained to the final step's grammar with this many pairs allowed, as the loop
-    # constrains the policy's own final steps (``factory.agent.loop.constrained_decoding``); None: free
-    constrained_pairs: int | None = None
-
-
-def record_id(trajectory_id: str, condition: str, random_seed: int | None) -> str:
-    return f"{trajectory_id}/{condition}" + (f"/seed_{random_seed}" if random_seed is not None else "")
-
-
-def trajectory_rows(
-    trajectory: Mapping,
-    sq_ids: Sequence[str],
-    shown: Sequence[Shown],
-    replies: Sequence[Reply],
-    plan: Plan,
-    model: str,
-) -> list[dict]:
-    """The rows of one trajectory (``schemas.COUNTERFACTUAL``), with its parametric flag."""
-    answers = list(trajectory["answers"])
-    rows = []
-    for s, r in zip(shown, replies):
-        em = exact_match(r.answer, answers) if r.answer is not None else 0.0
-        rows.append(
-            {
-                "record_id": record_id(trajectory["trajectory_id"], s.condition, s.random_seed),
-                "trajectory_id": trajectory["trajectory_id"],
-                "question_id": trajectory["question_id"],
-                "dataset": trajectory["dataset"],
-                "qtype": trajectory["qtype"],
-                "route": trajectory["route"],
-                "variant": plan.variant,
-                "round": plan.round,
-                "protocol_seed": plan.protocol_seed,
-                "policy": plan.policy,
-                "model": model,
-                "prompt_version": trajectory["prompt_version"],
-                "mode": plan.mode,
-                "target_mode": plan.target_mode,
-                "condition": s.condition,
-                "random_seed": s.random_seed,
-                "graph_size": len(trajectory.get("triplets") or []),
-                "sq_size": len(sq_ids),
-                "shown_triplet_ids": list(s.triplet_ids),
-                "output": r.output,
-                "status": r.status,
-                "error": r.error,
-                "answer": r.answer,
-                "em": em,
-                "f1": f1(r.answer, answers) if r.answer is not None else 0.0,
-                "correct": em == 1.0,
-                "parametric": None,
-                "attempts": r.attempts,
-                "prompt_tokens": r.prompt_tokens,
-                "completion_tokens": r.completion_tokens,
-            }
-        )
-    closed = [row for row in rows if row["condition"] == CLOSED_BOOK and row["status"] != "llm_error"]
-    parametric = closed[0]["correct"] if closed else None
-    for row in rows:
-        row["parametric"] = parametric
-    return rows
-
-
-@dataclass
-class RoundResult:
-    rows: list[dict]
-    selected: int  # trajectories re-asked
-    correct: int  # correct trajectories of the round
-    calls_sent: int  # requests this process sent to the backend (repairs included; a resumed run: the rest)
-
-
-def _inputs_digest(selected: Sequence[Mapping], sq: Mapping[str, Sequence[str]]) -> str:
-    """What the trajectories contribute to the rows: a checkpoint of other inputs is discarded."""
-    return fingerprint(
-        [
-            [
-                t["trajectory_id"],
-                t["prompt_version"],
-                t["question"],
-                list(t["answers"]),
-                [
-                    [x["triplet_id"], x["subject"], x["relation"], x["object"]]
-                    for x in t.get("triplets") or []
-                ],
-                list(sq[t["trajectory_id"]]),
-            ]
-            for t in selected
-        ]
-    )
-
-
-def counterfactual_round(
-    trajectories: Sequence[Mapping],
-    sq_by_tid: Mapping[str, Sequence[str]],
-    *,
-    llm: LLM,
-    plan: Plan,
-    max_trajectories: int,
-    sample_seed: int,
-    shard_size: int,
-    out_path,
-    desc: str = "counterfactual",
-    on_shard: Callable[[int], None] | None = None,
-    correct: int | None = None,
-    params: Any = None,
-    policy: Any = None,
-) -> RoundResult:
-    """Re-ask the selected correct trajectories under every condition; rows written to ``out_path``.
-
-    ``sq_by_tid``: S_q (kept triplet ids) of every correct trajectory; a missing one is an error.
-    ``trajectories`` may be the selection already (``select_trajectories`` of the round's ids, the
-    stage reads only those); ``correct`` is then the round's number of correct trajectories.
-    With ``params`` (and the ``policy`` that ``llm`` serves) the shards run on
-    ``execution.engine``: under Ray each worker builds the policy's backend itself.
-    """
-    selected = select_trajectories(trajectories, max_trajectories, sample_seed)
-    missing = [t["trajectory_id"] for t in selected if t["trajectory_id"] not in sq_by_tid]
-    if missing:
-        raise FactoryError(
-            f"trajectory {missing[0]!r} is correct but has no backtrace labels for {plan.mode} x "
-            f"{plan.target_mode} ({len(missing)} such): run `factory backtrace` for this round"
-        )
-    plan_fp = fingerprint(
-        {
-            "plan": plan.__dict__,
-            "backend": llm.backend,
-            "model": llm.identity,
-            "inputs": _inputs_digest(selected, sq_by_tid),
-        }
-    )
-    from factory.execution.engine import count_cluster_cache, make_engine
-
-    counts = {"sent": 0}
-    with make_engine(params) as engine:
-        work = ReaskShards(plan, dict(sq_by_tid), params, policy)
-        if engine.remote:
-            work.cache = engine.response_cache()
-        else:
-            work.llm = llm
-        run_in_shards(
-            list(selected),
-            lambda t: t["trajectory_id"],
-            shard_size,
-            out_path,
-            plan_fp,
-            work,
-            artifact="counterfactual",
-            desc=desc,
-            on_shard=on_shard,
-            engine=engine,
-            counts=counts,
-        )
-        count_cluster_cache(engine, llm)
-    if correct is None:
-        correct = sum(1 for t in trajectories if t.get("correct"))
-    return RoundResult(read_rows(out_path), len(selected), correct, counts["sent"])
-
-
-@dataclass
-class ReaskShards:
-    """The re-asks of a shard of trajectories: ``work(shard, tick)`` -> (its rows, {"sent": calls}).
-    In this process it asks the driver's ``llm``; on a Ray worker it builds the policy's backend
-    there (once per worker), cached through ``cache``."""
-
-    plan: Plan
-    sq_by_tid: dict[str, Sequence[str]]
-    params: Any = None
-    policy: Any = None
-    cache: Any = None
-    llm: Any = field(default=None, repr=False)
-
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "llm": None}
-
-    def _llm(self) -> LLM:
-        if self.llm is not None:
-            return self.llm
-        from factory.agent.setup import make_policy_llm
-        from factory.execution.engine import worker_resource
-
-        key = ("reask", self.params.model_dump_json(), self.policy, repr(self.cache))
-        return worker_resource(key, lambda: make_policy_llm(self.params, self.policy, cache=self.cache))
-
-    def __call__(self, shard: list[dict], tick: Callable[[int], None]) -> tuple[list[dict], dict]:
-        plan, llm = self.plan, self._llm()
-        shown_of, asks = [], []
-        for t in shard:
-            shown = condition_graphs(
-                t, self.sq_by_tid[t["trajectory_id"]], plan.conditions, list(plan.random_seeds)
-            )
-            by_id = {x["triplet_id"]: (x["subject"], x["relation"], x["object"]) for x in t["triplets"]}
-            shown_of.append(shown)
-            asks += [
-                (
-                    t["prompt_version"],
-                    prompts.final_messages(
-                        t["prompt_version"], t["question"], [by_id[i] for i in s.triplet_ids]
-                    ),
-                )
-                for s in shown
-            ]
-        try:
-            replies, n = reask(
-                llm,
-                asks,
-                max_new_tokens=plan.max_new_tokens,
-                seed=plan.sampling_seed,
-                repair_attempts=plan.repair_attempts,
-                constrained_pairs=plan.constrained_pairs,
-            )
-        finally:
-            if self.cache is not None:
-                self.cache.flush()
-        tick(len(shard))  # the bar counts trajectories; its label carries the calls (the stage's desc)
-        rows, k = [], 0
-        for t, shown in zip(shard, shown_of):
-            rows += trajectory_rows(
-                t,
-                self.sq_by_tid[t["trajectory_id"]],
-                shown,
-                replies[k : k + len(shown)],
-                plan,
-                str(llm.identity),
-            )
-            k += len(shown)
-        return rows, {"sent": n}
 
 
 def parametric_ids(rows: Iterable[Mapping]) -> set[str]:

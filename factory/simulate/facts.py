@@ -24,7 +24,7 @@ The question's gold annotation is read by its corpus's kind (``factory.corpora.g
 - Derived relations never contain the DTKG administrative keywords (the rule filter would drop them).
 
 Hop levels: a fact whose subject is the object of another fact comes one level after it; "the same
-entity" is decided as backtracing decides it (``factory.backtrace.linking.merge_variants``).
+entity" is decided as backtracing decides it (``factory.backtrace.nodes.merge_variants``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from factory.backtrace.linking import contains_words, is_specific, merge_variants, node_key
+from factory.backtrace.nodes import contains_words, is_specific, merge_variants, node_key
 from factory.config import BacktraceParams
 from factory.corpora.corpus import GoldKind
 from factory.corpora.gold import gold_of
@@ -201,7 +201,7 @@ def _same(a: str, b: str) -> bool:
 def assign_levels(facts: list[Fact]) -> None:
     """Hop level of each fact: one more than the level of a fact whose object is its subject (in
     place). "The same entity" is decided as backtracing decides it (normalised names, linked variants
-    merged, ``factory.backtrace.linking.merge_variants``), so a faithful trajectory's chain is one chain."""
+    merged, ``factory.backtrace.nodes.merge_variants``), so a faithful trajectory's chain is one chain."""
     keys = [(node_key(f.subject), node_key(f.object)) for f in facts]
     node = merge_variants([k for pair in keys for k in pair], distinct=keys)
     subj = [node[s] for s, _ in keys]

@@ -33,7 +33,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from factory.backtrace.linking import node_key
+from factory.backtrace.nodes import node_key
 from factory.config import AgentParams
 from factory.simulate.assemble import POLICY, SimPair, assemble_trajectory
 from factory.simulate.facts import Fact, distractor_facts, gold_facts

@@ -18,22 +18,21 @@ from __future__ import annotations
 from factory.agent.loop import constrained_decoding
 from factory.agent.setup import make_policy_llm
 from factory.bootstrap.rounds import policy_for
-from factory.causal.reask import counterfactual_round, select_trajectories
 from factory.causal.round import (
-    kept_sets,
     log_round,
     plan_head,
     planned_calls,
     round_metrics,
     round_plan,
+    sq_by_trajectory,
 )
+from factory.causal.rows import CounterfactualPlan, counterfactual_round
 from factory.config import Params
 from factory.execution.engine import preflight
 from factory.llm.base import cache_use
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
 from factory.utils.io import outputs_together
-from factory.utils.seeds import derived_seed
 from schemas import read_rows
 
 OUTCOME_COLUMNS = ["trajectory_id", "dataset", "correct"]  # what choosing the re-asked ones needs
@@ -65,40 +64,34 @@ def add_arguments(parser) -> None:
 @outputs_together()
 def run(params: Params, variant: str, round_: int, seed: int = 0) -> dict:
     preflight(params)  # a Ray cluster that cannot be reached fails here, before any work
-    cp, bp = params.counterfactual, params.backtrace
     rnd = Round(COMMAND, variant, round_, seed)
     head = rnd.head("protocol_seed", **plan_head(params, seed))
-    # Only the re-asked trajectories are read whole (without their steps), and only their labels.
     outcomes = rnd.read(rnd.trajectories, "trajectories", columns=OUTCOME_COLUMNS)
     if not outcomes:
         empty = empty_parquet(rnd.counterfactual, "counterfactual")
         return rnd.skip(head, rnd.empty_reason(), empty, trajectories=0)
-    sample_seed = derived_seed(cp.seed, seed, round_)
-    chosen = [t["trajectory_id"] for t in select_trajectories(outcomes, cp.max_trajectories, sample_seed)]
-    trajectories = read_rows(rnd.trajectories, TRAJECTORY_COLUMNS, where={"trajectory_id": chosen})
-    where = {"trajectory_id": chosen, "mode": [bp.mode], "target_mode": [bp.target_mode]}
-    labels = rnd.read(rnd.labels, "backtrace", columns=LABEL_COLUMNS, where=where)
-    correct = sum(1 for t in outcomes if t["correct"])
+    rnd.require(rnd.labels, "backtrace")  # missing labels say so before the policy's backend is built
     policy = policy_for(variant, round_, seed)
     llm = make_policy_llm(params, policy)
     try:
-        result = counterfactual_round(
-            trajectories,
-            kept_sets(labels, bp.mode, bp.target_mode),
-            llm=llm,
-            plan=round_plan(params, head, policy, constrained_decoding(params, llm)),
-            max_trajectories=cp.max_trajectories,
-            sample_seed=sample_seed,
-            shard_size=cp.shard_size,
-            out_path=rnd.counterfactual,
-            desc=f"counterfactual {variant} r{round_} ({planned_calls(params, correct)} calls)",
-            correct=correct,
-            params=params,
-            policy=policy,
-        )
+        plan = round_plan(params, head, policy, constrained_decoding(params, llm), outcomes)
+        trajectories, sq = reasked_inputs(rnd, plan)
+        desc = f"counterfactual {variant} r{round_} ({planned_calls(plan)} calls)"
+        result = counterfactual_round(trajectories, sq, plan, llm=llm, out_path=rnd.counterfactual, desc=desc)
         cache, model = cache_use(llm), llm.identity
     finally:
         llm.close()
-    metrics = rnd.write_metrics(round_metrics(head, params, outcomes, result, policy, model, cache))
+    metrics = rnd.write_metrics(round_metrics(plan, outcomes, result, model, cache))
     log_round(f"counterfactual {variant} round {round_} (seed {seed}, policy {policy.name})", metrics)
     return metrics
+
+
+def reasked_inputs(rnd: Round, plan: CounterfactualPlan) -> tuple[list[dict], dict[str, list[str]]]:
+    """The plan's chosen trajectories, read whole (without their steps), and their S_q: only these
+    rows of the round's trajectories and labels are read."""
+    chosen = list(plan.chosen)
+    trajectories = read_rows(rnd.trajectories, TRAJECTORY_COLUMNS, where={"trajectory_id": chosen})
+    mode, target_mode = plan.rows.mode, plan.rows.target_mode
+    where = {"trajectory_id": chosen, "mode": [mode], "target_mode": [target_mode]}
+    labels = rnd.read(rnd.labels, "backtrace", columns=LABEL_COLUMNS, where=where)
+    return trajectories, sq_by_trajectory(labels, mode, target_mode)

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from factory.agent.fields import ParseError
 from factory.agent.format import (
-    ParseError,
     parse_complete,
     parse_explore,
     parse_final,

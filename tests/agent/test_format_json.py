@@ -2,7 +2,7 @@
 
 import pytest
 
-from factory.agent.format import ParseError
+from factory.agent.fields import ParseError
 from factory.agent.format_json import parse_complete, parse_explore, parse_final, render_explore
 
 

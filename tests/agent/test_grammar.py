@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 
 from factory.agent import grammar as g
-from factory.agent.format import KINDS, TEXT, THOUGHT_CHARS
+from factory.agent.fields import KINDS, THOUGHT_CHARS
+from factory.agent.format import TEXT
 from factory.agent.format_json import JSON
 from factory.agent.loop import step_constraints
 

@@ -12,7 +12,7 @@ from factory.backtrace import (
     build_graph,
     supporting_subgraph,
 )
-from factory.backtrace.linking import node_key
+from factory.backtrace.nodes import node_key
 from factory.config import BACKTRACE_MODES, BacktraceParams
 
 

@@ -8,15 +8,8 @@ import re
 import numpy as np
 from rapidfuzz import fuzz
 
-from factory.backtrace.linking import (
-    Linker,
-    contains_words,
-    fair_subset,
-    merge_variants,
-    node_key,
-    normalize_entity,
-    sentence_embedder,
-)
+from factory.backtrace.linking import Linker, fair_subset, sentence_embedder
+from factory.backtrace.nodes import contains_words, merge_variants, node_key, normalize_entity
 from factory.config import BacktraceParams
 from factory.utils.text import normalize_answer
 

@@ -204,7 +204,7 @@ def test_tokens_of_a_policy_follow_fallbacks_and_continued_adapters():
 
 
 def test_the_headline_holds_each_variants_selected_round_and_its_em_and_the_labels_numbers():
-    from factory.bootstrap.report import headline
+    from factory.bootstrap.headline import headline
 
     summary = {
         "base_heldout_em": 0.25,

@@ -11,17 +11,17 @@ from __future__ import annotations
 import pytest
 
 from factory.agent.format import render_final, render_triplet
+from factory.agent.policy import Policy
 from factory.agent.prompts import final_messages
 from factory.causal.effects import causal_summary
 from factory.causal.reask import (
-    Plan,
     condition_graphs,
-    counterfactual_round,
     random_removal,
     reask,
     select_trajectories,
 )
-from factory.config import CONDITIONS, CounterfactualParams, RelevanceParams
+from factory.causal.rows import CounterfactualPlan, Plan, counterfactual_round
+from factory.config import CONDITIONS, CounterfactualParams, Params, RelevanceParams
 from factory.llm.base import ChatResponse
 from factory.llm.openai_backend import OpenAILLM
 from factory.utils.errors import FactoryError
@@ -109,16 +109,18 @@ def plan(conditions=CONDITIONS, **kw) -> Plan:
 
 def run_round(trajectories, sq, llm, out_path, *, plan_=None, shard_size=8):
     """``counterfactual_round`` with this file's sample: up to 10 trajectories, sample seed 1."""
-    return counterfactual_round(
-        trajectories,
-        sq,
-        llm=llm,
-        plan=plan_ or plan(),
-        max_trajectories=10,
-        sample_seed=1,
+    chosen = select_trajectories(trajectories, 10, 1)
+    rows = plan_ or plan()
+    round_plan = CounterfactualPlan(
+        head={},
+        rows=rows,
+        chosen=tuple(t["trajectory_id"] for t in chosen),
+        correct=sum(1 for t in trajectories if t["correct"]),
         shard_size=shard_size,
-        out_path=out_path,
+        policy=Policy(rows.policy, None, -1),
+        params=Params(),
     )
+    return counterfactual_round(trajectories, sq, round_plan, llm=llm, out_path=out_path)
 
 
 def _llm(server, tmp_path) -> OpenAILLM:

@@ -237,7 +237,8 @@ def test_matching_gate_catches_a_random_control_that_drifts(workdir, question_po
 
 def _write_counterfactual(variant: str, round_: int, trajectories: list[dict], parametric: set[str]) -> None:
     """Closed-book counterfactual rows of the correct ``trajectories``: right for ``parametric``."""
-    from factory.causal.reask import Plan, Reply, Shown, trajectory_rows
+    from factory.causal.reask import Reply, Shown
+    from factory.causal.rows import Plan, trajectory_rows
 
     combo = ("undirected_shortest", "thought_and_answer")
     plan = Plan(variant, round_, 0, "base", *combo, ("closed_book",), (41,), 32, 1, 41)

@@ -203,7 +203,8 @@ def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels
 
 def _write_counterfactual(trajectories: list[dict], labels: list[dict]) -> set[str]:
     """Counterfactual rows of a round in which S_q is load-bearing and every fourth answer is parametric."""
-    from factory.causal.reask import Plan, Reply, condition_graphs, trajectory_rows
+    from factory.causal.reask import Reply, condition_graphs
+    from factory.causal.rows import Plan, trajectory_rows
     from factory.config import CONDITIONS
 
     sq = {r["trajectory_id"]: r["kept_triplet_ids"] for r in labels if r["mode"] == "undirected_shortest"}

@@ -16,7 +16,7 @@ import torch.distributed as dist
 from transformers import AutoModelForCausalLM
 
 from factory.cli import main
-from factory.train.lora import load_adapter_model, load_tokenizer
+from factory.train.model import load_adapter_model, load_tokenizer
 from factory.utils import paths
 from tests.stages.test_s10_train import decide, example, write_set
 

@@ -10,7 +10,8 @@ from transformers import AutoModelForCausalLM
 
 from factory.config import TrainParams
 from factory.train.examples import IGNORE, PadCollator, encode_example, encode_examples
-from factory.train.lora import build_model, fit_lora, load_adapter_model, load_tokenizer
+from factory.train.lora import fit_lora
+from factory.train.model import build_model, load_adapter_model, load_tokenizer
 from factory.utils.errors import FactoryError
 
 SYSTEM = "You answer multi-hop questions."
@@ -243,7 +244,7 @@ def test_same_seed_same_adapter_bytes(tiny_model_dir, tmp_path, trained):
 def test_labelled_positions_loss_equals_the_models_own(tiny_model_dir, tok):
     from peft import get_peft_model
 
-    from factory.train.lora import lora_config, project_labelled_positions_only
+    from factory.train.model import lora_config, project_labelled_positions_only
 
     encoded = encode_examples([EXAMPLES[0], chat(1, "Answer: Nile")], tok, 128).examples
     batch = PadCollator(tok.pad_token_id)([{"input_ids": e.input_ids, "labels": e.labels} for e in encoded])
