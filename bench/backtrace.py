@@ -38,8 +38,8 @@ CORPORA = Path(os.environ.get("FACTORY_CORPORA", ROOT.parent / "shared" / "corpo
 
 
 def load_questions() -> list[dict]:
-    from factory.config import Params
     from factory.corpora.ingest import ingest_sources
+    from factory.params.config import Params
 
     params = Params(
         corpora={
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
     from factory.backtrace.labels import backtrace
-    from factory.config import BacktraceParams
+    from factory.params.label_sections import BacktraceParams
 
     default = partial(backtrace, params=BacktraceParams())
     naive = partial(backtrace, params=BacktraceParams(mode="undirected_simple", simple_cutoff=None))

@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from rapidfuzz import fuzz, process
 
 from factory.backtrace.names import is_strong_token
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 from factory.utils.text import normalize_answer
 
 _CONSUMED = "\x00"

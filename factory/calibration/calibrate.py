@@ -19,7 +19,7 @@ from factory.backtrace.authors_rule import AUTHORS_RULE
 from factory.calibration.graphs import Graphs, gold_pids
 from factory.calibration.methods import SQ, kept_sets, method_names
 from factory.calibration.scores import per_question, score_group
-from factory.config import BacktraceParams, CalibrationParams, RelevanceParams
+from factory.params.label_sections import BacktraceParams, CalibrationParams, RelevanceParams
 from factory.utils.templates import fixed
 
 ALL = "all"

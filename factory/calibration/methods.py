@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from factory.backtrace import backtrace_modes
 from factory.backtrace.authors_rule import AUTHORS_RULE, authors_rule
 from factory.calibration.graphs import passage_sentences, to_trajectory
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 from factory.relevance.grounded import ANSWER_ENTITY, KEEP_ALL, RANDOM, answer_entity_triplets, random_matched
 
 SQ = "sq"

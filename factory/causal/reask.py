@@ -29,10 +29,10 @@ from typing import Any
 
 from factory.agent import prompts
 from factory.agent.format import ParseError
-from factory.config import CONDITIONS
 from factory.execution.sampling import even_quotas
 from factory.execution.shards import fingerprint, run_in_shards
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
+from factory.params.vocab import CONDITIONS
 from factory.utils.errors import FactoryError
 from factory.utils.metrics import exact_match, f1
 from factory.utils.splits import unit_hash

@@ -11,7 +11,8 @@ from factory.agent.policy import Policy
 from factory.backtrace.rows import labels_index
 from factory.causal.effects import causal_summary
 from factory.causal.reask import Plan, RoundResult, rows_per_trajectory
-from factory.config import CONDITIONS, Params
+from factory.params.config import Params
+from factory.params.vocab import CONDITIONS
 from factory.utils.seeds import derived_seed
 
 NO_CORRECT = "no correct trajectory in this round"

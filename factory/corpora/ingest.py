@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from factory.config import Params
 from factory.corpora import corpus
 from factory.corpora.corpus import Corpus
 from factory.corpora.files import Unreadable, empty_reason, read_json_records
 from factory.corpora.official import hf_label, official_splits
 from factory.corpora.pool import PassagePool
 from factory.corpora.table import questions_table
+from factory.params.config import Params
 from factory.utils.errors import BadRecord, FactoryError
 from factory.utils.io import file_sha256
 from factory.utils.splits import OFFICIAL_SPLITS, SPLITS, assign_splits

@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from factory.config import RelevanceParams
+from factory.params.label_sections import RelevanceParams
 from factory.relevance.grounded import (
     ANSWER_ENTITY,
     AUTHORS,

@@ -7,7 +7,7 @@ import logging
 
 from factory.bootstrap.protocol import short_samples, test_protocol
 from factory.bootstrap.report import build_summary, headline, render_markdown, write_plots
-from factory.config import Params
+from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.io import outputs_together, read_json, write_json, write_text
 

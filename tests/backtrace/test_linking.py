@@ -17,7 +17,7 @@ from factory.backtrace.linking import (
     normalize_entity,
     sentence_embedder,
 )
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 from factory.utils.text import normalize_answer
 
 

@@ -21,9 +21,10 @@ from factory.causal.reask import (
     reask,
     select_trajectories,
 )
-from factory.config import CONDITIONS, CounterfactualParams, RelevanceParams
 from factory.llm.base import ChatResponse
 from factory.llm.openai_backend import OpenAILLM
+from factory.params.label_sections import CounterfactualParams, RelevanceParams
+from factory.params.vocab import CONDITIONS
 from factory.utils.errors import FactoryError
 from tests.mock_openai_server import MockOpenAIServer, openai_llm
 from tests.variants.test_sets import make_trajectory

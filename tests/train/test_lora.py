@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from factory.config import TrainParams
+from factory.params.round_sections import TrainParams
 from factory.train.examples import IGNORE, PadCollator, encode_example, encode_examples
 from factory.train.lora import build_model, fit_lora, load_adapter_model, load_tokenizer
 from factory.utils.errors import FactoryError
