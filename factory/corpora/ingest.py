@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 
 def _sources(params: Params) -> Iterable[tuple[Corpus, str, Iterable[tuple[str, object]]]]:
     """(corpus, source, its (location, record) pairs) of every configured file and Hugging Face source
-    (dataset names were checked against the registry when the params loaded)."""
+    (a name the registry lacks stops here, at ``corpus``, naming its key, if the CLI's check of the
+    params, ``factory.names``, has not stopped it before)."""
     for dataset, files in params.corpora.items():
         c = corpus(dataset, f"corpora.{dataset}")
         for f in files:

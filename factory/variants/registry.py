@@ -6,10 +6,10 @@ everything the rest of the factory asks about it: the keep rule (a name in
 sentence, what the reports compare it with and the question that comparison answers, its plot label,
 and (for a matched control) the variant whose removed units it must match one for one. Sets, the
 TRACE export, the cards, the gates, the reports and dvc.yaml's plots ask this module; a name in
-``bootstrap.variants`` without an object fails when the params load.
+``bootstrap.variants`` without an object fails when a command loads its params (``factory.names``).
 
 Adding a variant: docs/development.md#adding-a-variant. This module imports nothing of the factory but
-its error class, so the config validates names against it without loading the rules.
+its error class, so the CLI checks names against it without loading the rules.
 """
 
 from __future__ import annotations
