@@ -42,9 +42,9 @@ from bench.common import (  # noqa: E402 (after the sys.path line)
 
 def load_questions(n: int, seed: int = 0) -> tuple[list[dict], list[dict]]:
     """``n`` training questions spread over the three datasets, and their passages."""
-    from factory.config import Params
     from factory.corpora.ingest import ingest_sources
     from factory.execution.sampling import sample_questions
+    from factory.params.config import Params
 
     params = Params(corpora=corpora_files())
     result = ingest_sources(params)
@@ -79,8 +79,8 @@ def run_agent(questions, passages, llm, samples: int) -> dict:
     """Run the loop once; CPU split into the backend's (inside generate) and the agent's (the rest)."""
     from factory.agent.loop import Run, run_trajectories
     from factory.agent.policy import Policy
-    from factory.config import Params
     from factory.llm.base import Sampling
+    from factory.params.config import Params
     from factory.retrieval.bm25 import BM25Retriever
 
     retriever = BM25Retriever.build(passages)
@@ -192,12 +192,12 @@ def bench_stage_driver(
     import pyarrow.parquet as pq
 
     from factory.agent.policy import Policy
-    from factory.config import Params
     from factory.execution.generate import generate_trajectories
     from factory.llm.base import Sampling
     from factory.llm.cache import CachedLLM
     from factory.llm.openai_backend import OpenAILLM
     from factory.llm.responses import ResponseCache
+    from factory.params.config import Params
     from factory.retrieval.bm25 import BM25Retriever
 
     questions, passages = load_questions(n, seed)

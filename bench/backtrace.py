@@ -39,8 +39,8 @@ CORPORA = Path(os.environ.get("FACTORY_CORPORA", ROOT.parent / "shared" / "corpo
 
 def load_questions() -> list[dict]:
     from bench.common import corpora_files
-    from factory.config import Params
     from factory.corpora.ingest import ingest_sources
+    from factory.params.config import Params
 
     params = Params(corpora=corpora_files(CORPORA))
     return ingest_sources(params).questions
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
 
     from factory.backtrace.labels import backtrace
-    from factory.config import BacktraceParams
+    from factory.params.label_sections import BacktraceParams
 
     default = partial(backtrace, params=BacktraceParams())
     naive = partial(backtrace, params=BacktraceParams(mode="undirected_simple", simple_cutoff=None))

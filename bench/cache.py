@@ -78,7 +78,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.entries is None:
         from factory.bootstrap.cost import protocol_cost
-        from factory.profiles import profile_params
+        from factory.params.profiles import profile_params
 
         args.entries = protocol_cost(profile_params("full"))["total"]
     from factory.llm.base import ChatResponse

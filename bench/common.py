@@ -14,10 +14,10 @@ SHARED_CORPORA = ROOT.parent / "shared" / "corpora"
 
 def corpora_files(folder: str | Path | None = None) -> dict[str, list[str]]:
     """The default files of every corpus of ``factory.corpora.CORPORA`` (``Params().corpora``, written
-    once in factory/config.py), as absolute paths; ``folder``: a copy of ../shared/corpora to read them
+    once in factory/params/), as absolute paths; ``folder``: a copy of ../shared/corpora to read them
     from instead."""
-    from factory.config import Params
     from factory.corpora import CORPORA
+    from factory.params.config import Params
 
     defaults = Params().corpora
     out = {}

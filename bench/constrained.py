@@ -161,7 +161,7 @@ def tokens_per_second(params, model_dir: Path, version: str, repeats: int = 2) -
 
 
 def report(model_dir: Path, versions=VERSIONS, skip_em: bool = False) -> None:
-    from factory.config import load_params
+    from factory.params.config import load_params
 
     params = load_params(ROOT / "params.yaml")
     params.corpora = {k: [str((ROOT / p).resolve()) for p in v] for k, v in params.corpora.items()}

@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 from bench.decontamination_cases import CHAIN, EXACT, NEGATIVES, REWORDING, SURFACE, build_cases  # noqa: E402
 from bench.decontamination_setup import is_dev, machine, real_questions  # noqa: E402
 from bench.decontamination_synth import TRAIN_SIZES, Synthesiser  # noqa: E402
-from factory.config import DecontaminationParams  # noqa: E402
 from factory.decontamination.index import EvalIndex  # noqa: E402
 from factory.decontamination.rows import eval_row, eval_set_label  # noqa: E402
+from factory.params.data_sections import DecontaminationParams  # noqa: E402
 
 BASELINE_SAMPLE = 1000  # pool questions the all-pairs rapidfuzz baseline scores
 SCORER_SAMPLE = 20  # pool questions the all-pairs run of our own scorer scores (it is Python: slow)

@@ -12,7 +12,7 @@ Thresholds are chosen on HotpotQA + MuSiQue (cases built from their dev records,
 reported on 2WikiMultihopQA, held back, as well as on all. The rule: the lowest threshold of the grid whose
 false-positive rate on the choosing part's negatives is at most FP_BUDGET (recall is highest there); the
 typo ratio, the strictest within RECALL_TOLERANCE of the best recall. The script prints whether the
-defaults in factory/config.py are what it chose.
+defaults in factory/params/data_sections.py are what it chose.
 
     .venv/bin/python bench/decontamination_rules.py            # everything (about three minutes on 2 cores)
     .venv/bin/python bench/decontamination_rules.py --pairs    # also every flagged real pair
@@ -46,9 +46,9 @@ from bench.decontamination_setup import (  # noqa: E402
     part_of,
     rate,
 )
-from factory.config import DecontaminationParams  # noqa: E402
 from factory.decontamination.index import RULES  # noqa: E402
 from factory.decontamination.rows import pool_row  # noqa: E402
+from factory.params.data_sections import DecontaminationParams  # noqa: E402
 
 
 def choose_near_duplicate(setup: Setup, typo_ratios=(60, 70, 75, 80, 90)) -> dict:
@@ -257,7 +257,8 @@ def main(argv: list[str] | None = None) -> None:
     defaults = DecontaminationParams()
     differ = {k: (v, getattr(defaults, k)) for k, v in settings.items() if getattr(defaults, k) != v}
     print(f"\nchosen settings: {settings}")
-    print("the defaults in factory/config.py " + (f"DIFFER: {differ}" if differ else "are these"))
+    where = "factory/params/data_sections.py"
+    print(f"the defaults in {where} " + (f"DIFFER: {differ}" if differ else "are these"))
     print(f"time: {time.perf_counter() - start:.0f} s")
 
 

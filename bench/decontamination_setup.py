@@ -12,10 +12,11 @@ import numpy as np
 
 from bench.common import corpora_files
 from bench.decontamination_cases import build_cases
-from factory.config import DecontaminationParams, Params
 from factory.decontamination.chain import titles_key
 from factory.decontamination.index import EvalIndex
 from factory.decontamination.rows import eval_row, pool_row
+from factory.params.config import Params
+from factory.params.data_sections import DecontaminationParams
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPORA = Path(os.environ.get("FACTORY_CORPORA", ROOT.parent / "shared" / "corpora"))

@@ -46,8 +46,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.agent_loop import load_questions  # noqa: E402 (after the sys.path line)
 from bench.common import free_port, print_table, wait_for_server  # noqa: E402
-from factory.config import LLMParams  # noqa: E402
 from factory.llm.openai_backend import OpenAILLM  # noqa: E402
+from factory.params.agent_sections import LLMParams  # noqa: E402
 
 TARGET = 0.85
 
@@ -185,7 +185,7 @@ def check_records(path: Path, questions: list[dict], samples: int) -> dict:
 
 def fleet_params(servers: list[Server], routing: str, capacity: int):
     """The stage's params: the three endpoints, 3C requests in flight, C on one, no response cache."""
-    from factory.config import Params
+    from factory.params.config import Params
 
     llm = {"backend": "openai", "model": "mock-model", "base_urls": [s.url for s in servers], "cache": False}
     llm |= {"concurrency": 3 * capacity, "concurrency_per_url": capacity, "routing": routing}

@@ -44,7 +44,9 @@ from gpu_local_backend import build_tokenizer, hotpot_like_prompts  # noqa: E402
 from gpu_train import synthetic_chats  # noqa: E402 (after sys.path)
 
 from factory.bootstrap.cost_gpu import SHAPES, training_memory  # noqa: E402 (after sys.path)
-from factory.config import LLMParams, Params, TrainParams  # noqa: E402 (after sys.path)
+from factory.params.agent_sections import LLMParams  # noqa: E402 (after sys.path)
+from factory.params.config import Params  # noqa: E402 (after sys.path)
+from factory.params.round_sections import TrainParams  # noqa: E402 (after sys.path)
 
 TINY = {
     "vocab_size": 4096,

@@ -203,9 +203,9 @@ def build_model(size: str, texts: list[str], out: Path, device: str) -> Path:
 def run_size(size: str, prompts: list[str], args) -> dict:
     import torch
 
-    from factory.config import LLMParams
     from factory.llm.base import ChatRequest, Sampling
     from factory.llm.local import LocalLLM, pick_device
+    from factory.params.agent_sections import LLMParams
 
     device = pick_device(args.device)
     with tempfile.TemporaryDirectory() as tmp:

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))  # run from a checkout without installing the pack
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from factory.config import TrainParams  # noqa: E402 (after the sys.path line)
+from factory.params.round_sections import TrainParams  # noqa: E402 (after the sys.path line)
 from factory.train.examples import IGNORE, encode_example  # noqa: E402 (after the sys.path line)
 from factory.train.lora import (  # noqa: E402 (after the sys.path line)
     device_and_dtype,

@@ -157,7 +157,7 @@ def main() -> None:
     parser.add_argument("--dtypes", default="bfloat16,float32", help="precisions compared")
     args = parser.parse_args()
     os.chdir(ROOT)
-    from factory.config import load_params
+    from factory.params.config import load_params
 
     params = load_params("params.yaml", [])
     batches = record_batches(params, args.questions)

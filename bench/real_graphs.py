@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from factory.calibration.graphs import read_graph_files
-    from factory.config import load_params
+    from factory.params.config import load_params
 
     files = args.data or [str(DATA)]
     records = read_graph_files(files).records

@@ -64,10 +64,10 @@ def bench_openai_backend(n_requests: int = 2000, latency_s: float = 0.1, concurr
     """(a) calls/s vs the ideal, CPU per call, and the cache's cold/warm cost."""
     import psutil
 
-    from factory.config import LLMParams
     from factory.llm.cache import CachedLLM
     from factory.llm.openai_backend import OpenAILLM
     from factory.llm.responses import ResponseCache
+    from factory.params.agent_sections import LLMParams
 
     proc, base_url = start_mock_server(latency_s)
     server = psutil.Process(proc.pid)
@@ -134,9 +134,9 @@ def bench_local_backend(
     model_dir: Path, n_prompts: int = 16, batch_size: int = 16, max_new_tokens: int = 64
 ) -> dict:
     """(b) tokens/s of one batch of ``batch_size`` vs the same prompts one at a time (greedy)."""
-    from factory.config import LLMParams
     from factory.llm.base import ChatRequest, Sampling
     from factory.llm.local import LocalLLM
+    from factory.params.agent_sections import LLMParams
 
     llm = LocalLLM(LLMParams(model=str(model_dir), batch_size=batch_size))  # device and dtype: auto
     sampling = Sampling(max_new_tokens=max_new_tokens)

@@ -21,9 +21,11 @@ import traceback
 from pathlib import Path
 from types import ModuleType
 
-from factory.config import load_params, require_served_model, served_model_gaps
-from factory.params_file import profile_of
-from factory.profiles import PROFILES, explain, profile_params, render_current, render_profile
+from factory.names import check_names
+from factory.params.config import load_params
+from factory.params.file import profile_of
+from factory.params.profiles import PROFILES, explain, profile_params, render_current, render_profile
+from factory.params.served import require_served_model, served_model_gaps
 from factory.utils.errors import FactoryError, os_error_message
 from factory.utils.io import write_jsonl, write_text
 
@@ -104,8 +106,8 @@ def build_parser(selected: str | None = None) -> argparse.ArgumentParser:
     p.add_argument(
         "--profile",
         choices=list(PROFILES),
-        help="start from this profile (the typed defaults and what it sets, factory/profiles.py) instead of "
-        "params.yaml; --set still applies",
+        help="start from this profile (the typed defaults and what it sets, factory/params/profiles.py) "
+        "instead of params.yaml; --set still applies",
     )
     shown = p.add_mutually_exclusive_group()
     shown.add_argument(
@@ -210,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             from factory.llm.cache_admin import run_command
 
             return run_command(args)
-        params = load_params(args.params, args.sets)
+        params = check_names(load_params(args.params, args.sets))  # a misspelt name stops here
         if args.command == "check-corpora":
             from factory.corpora.check import (
                 missing_calibration,
@@ -281,10 +283,10 @@ def _params_command(args: argparse.Namespace) -> int:
     """`factory params`: the params file (or its cost, or a profile's table), printed or written."""
     started_from = args.profile or profile_of(args.params)
     if args.profile:
-        params = profile_params(args.profile, args.sets)
+        params = check_names(profile_params(args.profile, args.sets))
         text = render_profile(args.profile, params)
     else:
-        params = load_params(args.params, args.sets)
+        params = check_names(load_params(args.params, args.sets))
         text = render_current(params, started_from)
     if args.explain:
         if not args.profile:

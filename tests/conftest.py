@@ -34,7 +34,7 @@ def tiny_model_dir(tmp_path_factory, corpora) -> Path:
 @pytest.fixture(scope="session")
 def corpora_params(corpora):
     """Default params with the corpus files resolved against the shared corpora folder."""
-    from factory.config import Params
+    from factory.params.config import Params
 
     return Params(
         corpora={

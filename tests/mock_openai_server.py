@@ -391,8 +391,8 @@ class MockOpenAIServer:
 def openai_llm(urls: list[str], tmp_path: Path, **llm: object):
     """The openai backend on ``urls`` (mock servers) serving 'mock-model': ``llm`` sets other fields of
     ``LLMParams`` (e.g. ``max_retries=1``); adapter names are remembered in ``tmp_path/lora_names.json``."""
-    from factory.config import LLMParams
     from factory.llm.openai_backend import OpenAILLM
+    from factory.params.agent_sections import LLMParams
 
     cfg = LLMParams(**{"base_urls": urls, "model": "mock-model", **llm})
     return OpenAILLM(cfg, registry_path=tmp_path / "lora_names.json")

@@ -35,7 +35,7 @@ def first_card(root: Path = ROOT) -> tuple[str, str]:
     from factory.calibration.calibrate import calibrate
     from factory.calibration.cards import cards, sample_rows
     from factory.calibration.graphs import read_graph_files
-    from factory.config import load_params
+    from factory.params.config import load_params
 
     params = load_params(root / "params.yaml")
     graphs = read_graph_files(root / g for g in params.calibration.graphs)

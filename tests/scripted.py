@@ -29,8 +29,8 @@ def scripted_trajectories(
     from factory.agent.loop import Run, run_trajectories
     from factory.agent.policy import Policy
     from factory.agent.scripted import ScriptedPolicyLLM
-    from factory.config import Params
     from factory.llm.base import Sampling
+    from factory.params.config import Params
     from factory.retrieval.bm25 import BM25Retriever
 
     llm = ScriptedPolicyLLM(questions, passages if llm_passages is None else llm_passages)

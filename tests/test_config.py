@@ -4,8 +4,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from factory.config import Params, load_params, validate_params
-from factory.profiles import profile_params, render_current, render_profile
+from factory.cli import main
+from factory.names import check_names
+from factory.params.config import Params, load_params, validate_params
+from factory.params.profiles import profile_params, render_current, render_profile
 from factory.utils.errors import FactoryError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +75,7 @@ def test_set_overrides_are_yaml_parsed_and_validated():
     with pytest.raises(FactoryError, match="trajectories.n_questions"):
         load_params(None, ["trajectories.n_questions=zero"])
     with pytest.raises(FactoryError, match="bootstrap"):
-        load_params(None, ["bootstrap.variants=[backtrack]"])
+        check_names(load_params(None, ["bootstrap.variants=[backtrack]"]))
 
 
 def test_round_slots_must_match_their_index():
@@ -94,14 +96,22 @@ def test_a_value_outside_a_vocabulary_fails_when_params_load_naming_the_key(sett
         load_params(None, [setting])
 
 
-def test_a_variant_without_a_registered_object_fails_when_params_load():
-    with pytest.raises(FactoryError) as err:
-        load_params(None, ["bootstrap.variants=[backtrace, backtrack]"])
-    message = str(err.value)
+def test_a_variant_without_a_registered_object_fails_when_a_command_loads_its_params(capsys):
+    # the params room checks no registry name (it imports none): the CLI does, before any work
+    assert main(["params", "--set", "bootstrap.variants=[backtrace, backtrack]"]) == 1
+    message = capsys.readouterr().err
     assert "bootstrap.variants.1: unknown supervision variant 'backtrack'" in message
     assert "backtrace, random, unfiltered, authors_rule" in message and "#adding-a-variant" in message
     assert "Value error" not in message
-    assert load_params(None, ["bootstrap.variants=[authors_rule]"]).bootstrap.variants == ["authors_rule"]
+    params = check_names(load_params(None, ["bootstrap.variants=[authors_rule]"]))
+    assert params.bootstrap.variants == ["authors_rule"]
+
+
+def test_a_variant_name_is_checked_again_where_it_is_looked_up():
+    from factory.variants import registry
+
+    with pytest.raises(FactoryError, match="unknown supervision variant 'backtrack'.*#adding-a-variant"):
+        registry.variant(load_params(None, ["bootstrap.variants=[backtrack]"]).bootstrap.variants[0])
 
 
 @pytest.mark.parametrize(
@@ -114,10 +124,23 @@ def test_a_variant_without_a_registered_object_fails_when_params_load():
 )
 def test_a_dataset_the_registry_lacks_fails_naming_the_key_and_the_known_datasets(setting, key):
     with pytest.raises(FactoryError) as err:
-        load_params(None, [setting])
-    assert f"{key}: unknown dataset: the datasets are hotpotqa, 2wikimultihopqa, musique" in str(err.value)
-    assert "docs/development.md#adding-a-corpus" in str(err.value) and "(got 'hotpot')" in str(err.value)
-    assert "Value error" not in str(err.value)
+        check_names(load_params(None, [setting]))
+    message = str(err.value)
+    assert f"{key}: unknown dataset 'hotpot': the corpora are hotpotqa, 2wikimultihopqa, musique" in message
+    assert "docs/development.md#adding-a-corpus" in message and "Value error" not in message
+
+
+def test_the_default_names_and_every_profiles_names_are_registered():
+    from factory.corpora import names
+    from factory.params.profiles import PROFILES
+    from factory.variants.registry import NAMES
+
+    defaults = Params()
+    assert list(defaults.trajectories.datasets) == list(defaults.corpora)
+    assert set(defaults.corpora) <= set(names())  # a new corpus may be set in params.yaml instead
+    assert set(defaults.bootstrap.variants) <= set(NAMES)
+    for name in PROFILES:
+        check_names(profile_params(name))  # raises on a name no registry holds
 
 
 @pytest.mark.parametrize(
@@ -131,10 +154,10 @@ def test_an_empty_vocabulary_list_is_refused(key):
 def test_the_allowed_tuples_are_the_literals():
     from typing import get_args
 
-    from factory import config
+    from factory.params import vocab
 
-    assert config.BACKTRACE_MODES == get_args(config.BacktraceMode)
-    assert config.TARGET_MODES == get_args(config.TargetMode)
+    assert vocab.BACKTRACE_MODES == get_args(vocab.BacktraceMode)
+    assert vocab.TARGET_MODES == get_args(vocab.TargetMode)
 
 
 @pytest.mark.parametrize(

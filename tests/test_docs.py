@@ -269,7 +269,7 @@ def settings_in_docs() -> list[tuple[str, str]]:
 
 
 def test_every_setting_the_docs_show_parses_through_the_typed_params():
-    from factory.config import load_params
+    from factory.params.config import load_params
     from factory.utils.errors import FactoryError
 
     syntax = {"key=value", "dotted.key=value", "KEY=VALUE"}  # the flag's form, not a setting

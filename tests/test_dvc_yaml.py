@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from factory.cli import stage_names
-from factory.config import Params
-from factory.profiles import PROFILES, profile_params, render_profile
+from factory.params.config import Params
+from factory.params.profiles import PROFILES, profile_params, render_profile
 from factory.utils import paths
 from tests.imports import ROOT, closure
 

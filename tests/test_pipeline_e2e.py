@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from factory.config import Params
-from factory.profiles import render_current
+from factory.params.config import Params
+from factory.params.profiles import render_current
 from factory.variants import registry
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,9 +11,10 @@ import pytest
 import yaml
 
 from factory.cli import main, weight_stages
-from factory.config import Params, load_params, served_model_missing
-from factory.params_file import changed_keys, flat
-from factory.profiles import PROFILES, explain, profile_params, render_profile
+from factory.params.config import Params, load_params
+from factory.params.file import changed_keys, flat
+from factory.params.profiles import PROFILES, explain, profile_params, render_profile
+from factory.params.served import served_model_missing
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVED = ["llm.base_urls=[http://gpu1:8000/v1]", "llm.model=llama"]

@@ -127,7 +127,7 @@ def test_adding_a_variant_by_the_recipe_touches_two_files_and_the_named_tests_pa
     changed = sorted(k for k, v in snapshot(copy).items() if before.get(k) != v)
     assert changed == ["factory/variants/kept.py", "factory/variants/registry.py"]
     # the copy's registry does have the fifth variant, and the full profile does not take it silently
-    probe = "from factory.variants import registry; from factory.profiles import profile_params; "
+    probe = "from factory.variants import registry; from factory.params.profiles import profile_params; "
     probe += "print(registry.NAMES[-1], profile_params('full').bootstrap.variants)"
     env = {**os.environ, "PYTHONPATH": str(copy)}
     out = subprocess.run([sys.executable, "-c", probe], cwd=copy, env=env, capture_output=True, text=True)

@@ -18,8 +18,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from factory.config import RoutesParams
 from factory.llm.base import LLM, ChatRequest, Sampling
+from factory.params.round_sections import RoutesParams
 from factory.utils.io import progress
 from factory.utils.splits import unit_hash
 

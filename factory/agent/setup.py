@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from factory.agent.policy import Policy
-from factory.config import Params
+from factory.params.config import Params
 from factory.utils import paths
 
 SAMPLE_COLUMNS = ["question_id", "dataset", "split"]  # what drawing a sample needs

@@ -3,9 +3,9 @@
 The public functions are importable from here; the rules are documented in ``labels`` (labels and
 token accounting), ``graph`` (the graph G and the supporting subgraph S_q), ``targets`` (initial and
 target entities) and ``linking`` (entity linking); ``tokens`` counts generated tokens, ``checks``
-names a malformed record's field. They take ``params.backtrace`` (``factory.config.BacktraceParams``);
-``options`` loads what it names (the embedder, the token counter), ``summary`` aggregates labels for
-the backtrace stage's metrics.
+names a malformed record's field. They take ``params.backtrace``
+(``factory.params.label_sections.BacktraceParams``); ``options`` loads what it names (the embedder, the
+token counter), ``summary`` aggregates labels for the backtrace stage's metrics.
 """
 
 from factory.backtrace.checks import BadTrajectory, check_trajectory

@@ -25,7 +25,8 @@ from factory.backtrace.nodes import (
     node_keys,
     remember,
 )
-from factory.config import BACKTRACE_MODES, BacktraceParams
+from factory.params.label_sections import BacktraceParams
+from factory.params.vocab import BACKTRACE_MODES
 from factory.utils.errors import FactoryError
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -47,7 +48,7 @@ def _relation_words(relation: str) -> frozenset[str]:
 def is_admin_relation(relation: str, params: BacktraceParams | None = None) -> bool:
     """DTKG rule filter: the relation contains one of ``params.admin_relations`` as a word
     ("imdb id", "source_url", "ISBN", "dataVersion" match; "identified by", "sourced" do not).
-    ``params``: None = the defaults of ``factory.config.BacktraceParams``."""
+    ``params``: None = the defaults of ``factory.params.label_sections.BacktraceParams``."""
     admin = (params or BacktraceParams()).admin_relations
     return not _relation_words(relation or "").isdisjoint(_admin_set(tuple(admin)))
 
@@ -131,7 +132,7 @@ def build_graph(
     """G from a trajectory's triplets: rule filter (``params.admin_relations``), normalised nodes,
     linked variants merged, and (with ``params.containment_links``) links between names that stay
     apart (``find_containment_links``). ``embedder``: the loaded ``params.embedding_model`` (None: no
-    embedding tier). ``params``: None = the defaults of ``factory.config.BacktraceParams``."""
+    embedding tier). ``params``: None = the defaults of ``factory.params.label_sections.BacktraceParams``."""
     params = params or BacktraceParams()
     kept, dropped = _rule_filter(triplets, params.admin_relations)
     key, fast = node_key, node_keys  # memo lookup; a miss (None) or an empty key falls back to node_key
@@ -324,7 +325,7 @@ def supporting_subgraph(
     plus the triplets that name one node twice (``Graph.loops``) at every node of those paths and at
     every initial entity that is itself a target. ``mode``: one of ``BACKTRACE_MODES`` (None:
     ``params.mode``); ``undirected_simple`` stops at ``params.simple_cutoff`` triplets. ``params``: None
-    = the defaults of ``factory.config.BacktraceParams``."""
+    = the defaults of ``factory.params.label_sections.BacktraceParams``."""
     params = params or BacktraceParams()
     mode = params.mode if mode is None else mode
     if mode == "undirected_shortest":

@@ -21,7 +21,7 @@ the entity choices in ``factory.backtrace.targets``, entity linking in ``factory
   cutoff, the naive baseline).
 - ``backtrace``: the labels row (``schemas.LABELS``) for ``params.mode`` x ``params.target_mode``;
   ``backtrace_modes``: the rows of ``params.modes`` x ``params.target_modes`` (``params``: the
-  ``backtrace`` section of ``factory.config``, ``BacktraceParams``).
+  ``backtrace`` section of the params, ``factory.params.label_sections.BacktraceParams``).
 
 Rules this module chooses (and tests):
 
@@ -77,7 +77,7 @@ from factory.backtrace.graph import build_graph, supporting_subgraph
 from factory.backtrace.linking import Embedder
 from factory.backtrace.targets import answers_nodes, final_step, final_text, initial_entities, target_entities
 from factory.backtrace.tokens import TokenCounter
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 
 # ---------------------------------------------------------------------- step labels and tokens
 
@@ -226,15 +226,15 @@ def backtrace_modes(
 ) -> list[dict]:
     """Labels rows for every (mode, target mode) of ``params.modes`` x ``params.target_modes`` (target
     modes outer), sharing the graph, links and token counts. ``params``: None = the defaults of
-    ``factory.config.BacktraceParams``; ``evidence``: see ``Evidence``."""
+    ``factory.params.label_sections.BacktraceParams``; ``evidence``: see ``Evidence``."""
     params = params or BacktraceParams()
     return _label_all(trajectory, params, params.modes, params.target_modes, **evidence)
 
 
 def backtrace(trajectory: dict, params: BacktraceParams | None = None, **evidence: Unpack[Evidence]) -> dict:
     """Backtrace one trajectory: the ``schemas.LABELS`` row for ``params.mode`` and ``params.target_mode``
-    (the supervision set's). ``params``: None = the defaults of ``factory.config.BacktraceParams``;
-    ``evidence``: see ``Evidence``."""
+    (the supervision set's). ``params``: None = the defaults of
+    ``factory.params.label_sections.BacktraceParams``; ``evidence``: see ``Evidence``."""
     params = params or BacktraceParams()
     return _label_all(trajectory, params, (params.mode,), (params.target_mode,), **evidence)[0]
 

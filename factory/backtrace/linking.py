@@ -43,7 +43,7 @@ from factory.backtrace.nodes import (
     node_key,
     normalize_entity,
 )
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 
 _CONSUMED = "\x00"
 
@@ -119,7 +119,7 @@ class Linker:
         cls, names: Iterable[str], params: BacktraceParams | None = None, embedder: Embedder | None = None
     ) -> Linker:
         """A linker over raw entity names (normalised and variant-merged here); ``params``: None = the
-        defaults of ``factory.config.BacktraceParams``."""
+        defaults of ``factory.params.label_sections.BacktraceParams``."""
         params = params or BacktraceParams()
         return cls(merge_variants([node_key(n) for n in names], params), params, embedder)
 

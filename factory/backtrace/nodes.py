@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 
 from factory.backtrace.names import is_strong_token
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 from factory.utils.text import normalize_answer
 
 # Plain dict memos (cleared when full): a hit costs a dict lookup, several times cheaper than an
@@ -101,7 +101,7 @@ def merge_variants(
     links may still join it, ``factory.backtrace.graph``), unless it is among ``titles``, the long
     names written in title case somewhere ("What We Talk About When We Talk About Love").
     Without ``params.containment`` nothing merges. ``params``: None = the defaults of
-    ``factory.config.BacktraceParams``. Deterministic for any input order.
+    ``factory.params.label_sections.BacktraceParams``. Deterministic for any input order.
     """
     params = params or BacktraceParams()
     unique = sorted(set(names))

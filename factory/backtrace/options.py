@@ -11,7 +11,8 @@ from pathlib import Path
 
 from factory.backtrace import linking
 from factory.backtrace.tokens import TokenCounter
-from factory.config import BacktraceParams, Params
+from factory.params.config import Params
+from factory.params.label_sections import BacktraceParams
 
 
 def load_embedder(params: BacktraceParams) -> linking.Embedder | None:

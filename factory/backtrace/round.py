@@ -15,8 +15,8 @@ import pyarrow as pa
 from factory.backtrace.options import load_token_counter
 from factory.backtrace.summary import LabelSummary
 from factory.backtrace.tasks import LabelTasks, passage_store, plan_tasks
-from factory.config import Params
 from factory.execution.engine import make_engine
+from factory.params.config import Params
 from factory.utils.io import progress
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,8 @@ from typing import Any
 from factory.backtrace.graph import Graph
 from factory.backtrace.nodes import is_specific, node_key, normalize_entity
 from factory.backtrace.question import question_entities
-from factory.config import TARGET_MODES, BacktraceParams
+from factory.params.label_sections import BacktraceParams
+from factory.params.vocab import TARGET_MODES
 from factory.utils.errors import FactoryError
 
 YES_NO = frozenset({"yes", "no"})
@@ -60,7 +61,7 @@ def initial_entities(trajectory: dict, graph: Graph, params: BacktraceParams | N
     """Nodes linked from the entities of the first explore step's pairs; fallback: the question's
     entities (``factory.backtrace.question``; without ``params.question_case``: every node name found in
     the question, letter case ignored). Sorted. ``params``: None = the defaults of
-    ``factory.config.BacktraceParams``."""
+    ``factory.params.label_sections.BacktraceParams``."""
     question_case = (params or BacktraceParams()).question_case
     first = first_explore_step(trajectory)
     found: set[str] = set()

@@ -22,7 +22,7 @@ from factory.backtrace.labels import backtrace_modes
 from factory.backtrace.options import load_embedder, load_token_counter
 from factory.backtrace.summary import LabelSummary
 from factory.backtrace.tokens import TokenCounter
-from factory.config import Params
+from factory.params.config import Params
 from factory.retrieval.store import PassageStore
 from factory.utils import paths
 from factory.utils.errors import FactoryError

@@ -15,7 +15,7 @@ call free, so a re-run after an interruption costs only what was not done yet.
 from __future__ import annotations
 
 from factory.bootstrap.cost_gpu import render_gpu_cost
-from factory.config import Params
+from factory.params.config import Params
 
 
 def calls_per_trajectory(params: Params) -> int:

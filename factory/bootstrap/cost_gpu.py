@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 from factory.agent.prompts import complete_messages, explore_messages, final_messages, repair_messages
-from factory.config import Params
+from factory.params.config import Params
 
 CHARS_PER_TOKEN = 4  # the usual rule of thumb for English text with a BPE tokenizer
 # Output tokens/s of Llama-3.1-8B on one H100 under vLLM: MLPerf Inference v5.1, Offline scenario

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from factory.bootstrap.protocol import published_rows, test_em_by_dataset
-from factory.config import BootstrapParams
+from factory.params.round_sections import BootstrapParams
 from factory.utils import paths
 from factory.utils.io import read_json
 from factory.utils.stats import paired_difference

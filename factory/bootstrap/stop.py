@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from factory.agent.policy import BASE
-from factory.config import BootstrapParams
+from factory.params.round_sections import BootstrapParams
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import read_json

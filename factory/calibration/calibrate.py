@@ -18,7 +18,7 @@ import numpy as np
 from factory.calibration.graphs import Graphs, gold_pids
 from factory.calibration.methods import method_names, select_on_graph
 from factory.calibration.scores import per_question, score_group
-from factory.config import BacktraceParams, CalibrationParams, RelevanceParams
+from factory.params.label_sections import BacktraceParams, CalibrationParams, RelevanceParams
 from factory.utils.seeds import seed_series
 from factory.utils.selection import AUTHORS_RULE, BACKTRACE
 from factory.utils.templates import fixed

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from markupsafe import Markup
 
 from factory.calibration.graphs import passage_pid, read_graph_files, to_trajectory
-from factory.config import CalibrationParams, ReportParams
+from factory.params.label_sections import CalibrationParams, ReportParams
 from factory.relevance.audit import card_html, graph_drawing
 from factory.utils import paths
 from factory.utils.io import read_jsonl

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from factory.backtrace import backtrace_modes
 from factory.calibration.graphs import passage_sentences, to_trajectory
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 from factory.relevance.grounded import CONTROLS, control_sets
 from factory.utils.selection import BACKTRACE, backtrace_method
 

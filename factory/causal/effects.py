@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from factory.config import CONDITIONS, CounterfactualParams, RelevanceParams
+from factory.params.label_sections import CounterfactualParams, RelevanceParams
+from factory.params.vocab import CONDITIONS
 from factory.utils.stats import TRAJECTORIES, bootstrap_weights, interval, number, seeded_rng
 
 NECESSITY_NEEDS = ("full", "without_sq", "without_random")

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 
 from factory.agent import prompts
 from factory.agent.fields import ParseError
-from factory.config import CONDITIONS
 from factory.execution.sampling import even_quotas
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
+from factory.params.vocab import CONDITIONS
 from factory.utils.errors import FactoryError
 from factory.utils.seeds import stream_random
 from factory.utils.splits import unit_hash

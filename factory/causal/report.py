@@ -14,7 +14,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from factory.causal.effects import causal_summary, parametric_flags, points
-from factory.config import CONDITIONS, CounterfactualParams, RelevanceParams
+from factory.params.label_sections import CounterfactualParams, RelevanceParams
+from factory.params.vocab import CONDITIONS
 from factory.relevance.check import Source, content_key
 from factory.relevance.grounded import prepare
 from factory.relevance.scores import level_counts

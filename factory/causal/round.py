@@ -13,7 +13,8 @@ from factory.backtrace.rows import labels_index
 from factory.causal.effects import causal_summary
 from factory.causal.reask import rows_per_trajectory, select_trajectories
 from factory.causal.rows import CounterfactualPlan, Plan, RoundResult
-from factory.config import CONDITIONS, Params
+from factory.params.config import Params
+from factory.params.vocab import CONDITIONS
 from factory.utils.seeds import derived_seed, seed_series
 
 NO_CORRECT = "no correct trajectory in this round"

@@ -14,9 +14,9 @@ from factory.agent import prompts
 from factory.agent.policy import Policy
 from factory.causal import reask as reasking
 from factory.causal.reask import CLOSED_BOOK, Reply, Shown, condition_graphs
-from factory.config import Params
 from factory.execution.shards import fingerprint, run_in_shards
 from factory.llm.base import LLM
+from factory.params.config import Params
 from factory.utils.errors import FactoryError
 from factory.utils.metrics import exact_match, f1
 from schemas import read_rows

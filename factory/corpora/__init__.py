@@ -2,9 +2,9 @@
 and ``CORPORA``, the only list of them.
 
 Everything outside this folder asks ``corpus(name)`` what it needs of a dataset (its builder, record
-type, gold annotation, licence, hub layout) and ``names()`` which datasets there are; the params
-validate dataset names against ``names()``. The modules are imported when first asked for, so that
-``factory.config`` can check names without importing the builders (msgspec, pyarrow). Reading the
+type, gold annotation, licence, hub layout) and ``names()`` which datasets there are; the CLI checks
+the params' dataset names against ``names()`` (``factory.names``). The modules are imported when first
+asked for, so that the check imports no builder (msgspec, pyarrow). Reading the
 configured sources into Question rows is ``factory.corpora.ingest``.
 """
 

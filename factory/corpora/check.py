@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from factory.config import Params
+from factory.params.config import Params
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 SHOWN = 3  # missing paths named in the message; the rest are counted

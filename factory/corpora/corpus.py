@@ -6,8 +6,8 @@ module-level ``CORPUS = Corpus(...)``; ``factory.corpora.CORPORA`` names the mod
 readers of the scripted policy and the simulator, and the published cards ask the ``Corpus``, never
 the dataset's name (docs/development.md#adding-a-corpus).
 
-This module imports nothing but the standard library and the error classes: ``factory.config`` reaches
-it through the registry, and every stage imports ``factory.config``.
+This module imports nothing but the standard library and the error classes: every caller of the
+registry (``factory.corpora.corpus``) imports it, ``factory.names`` among them.
 """
 
 from __future__ import annotations

@@ -23,13 +23,13 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from factory.config import Params
 from factory.corpora import corpus
 from factory.corpora.corpus import Corpus
 from factory.corpora.files import Unreadable, empty_reason, read_json_records
 from factory.corpora.official import hf_label, official_splits
 from factory.corpora.pool import PassagePool
 from factory.corpora.table import questions_table
+from factory.params.config import Params
 from factory.utils.errors import BadRecord, FactoryError
 from factory.utils.io import file_sha256
 from factory.utils.splits import OFFICIAL_SPLITS, SPLITS, assign_splits
@@ -40,7 +40,8 @@ log = logging.getLogger(__name__)
 
 def _sources(params: Params) -> Iterable[tuple[Corpus, str, Iterable[tuple[str, object]]]]:
     """(corpus, source, its (location, record) pairs) of every configured file and Hugging Face source
-    (dataset names were checked against the registry when the params loaded)."""
+    (a name the registry lacks stops here, at ``corpus``, naming its key, if the CLI's check of the
+    params, ``factory.names``, has not stopped it before)."""
     for dataset, files in params.corpora.items():
         c = corpus(dataset, f"corpora.{dataset}")
         for f in files:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from factory.config import Params
 from factory.corpora.files import check_file
+from factory.params.config import Params
 from factory.utils.errors import FactoryError
 
 TRAIN_WORDS = frozenset({"train", "training"})

@@ -1,7 +1,7 @@
 """Decontamination of a training pool against evaluation sets, made for multi-hop QA.
 
 A pool question is contaminated by an evaluation question when one of three rules (``params.rules``,
-``DecontaminationParams`` in factory/config.py) holds:
+``DecontaminationParams`` in factory/params/data_sections.py) holds:
 
 1. ``exact``: equal normalised question text (``factory.utils.text.normalize_question``). Score 1.0.
 2. ``near_duplicate``: surface edits (typos, punctuation, a dropped, added or changed word) or light

@@ -16,13 +16,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from factory.config import Params
 from factory.corpora import corpus
 from factory.corpora.corpus import field_of
 from factory.corpora.files import Unreadable, check_file, read_json_records
 from factory.corpora.official import official_splits
 from factory.corpora.pool import PassagePool
 from factory.decontamination.rows import titles_of
+from factory.params.config import Params
 from factory.utils.errors import BadRecord, FactoryError
 from factory.utils.text import normalize_question
 

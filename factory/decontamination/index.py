@@ -24,10 +24,10 @@ from typing import NamedTuple
 import numpy as np
 from scipy import sparse
 
-from factory.config import DecontaminationParams
 from factory.decontamination import chain
 from factory.decontamination.similarity import Vocabulary, soft_dice
 from factory.decontamination.typos import TypoNeighbours
+from factory.params.data_sections import DecontaminationParams
 
 RULES = ("exact", "near_duplicate", "same_chain")  # strongest first: the order a match is chosen in
 _RANK = {rule: rank for rank, rule in enumerate(RULES)}

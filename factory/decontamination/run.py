@@ -11,9 +11,9 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from factory.config import Params
 from factory.decontamination.eval_sets import EvalSet, eval_sets, file_rows
 from factory.decontamination.index import EvalIndex
+from factory.params.config import Params
 from factory.utils.io import atomic_path, file_sha256, jsonl_line, naming, progress
 from schemas import ROW_GROUP_SIZE, ParquetStream, iter_batches
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from factory.agent.policy import Policy
-from factory.config import Params
 from factory.execution.round import generate_sample
 from factory.execution.sampling import evaluation_sample
 from factory.execution.summary import summarize_file
+from factory.params.config import Params
 
 
 def evaluate_policy(

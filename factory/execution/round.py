@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from factory.agent.policy import Policy
 from factory.agent.setup import load_inputs, make_policy_llm, sample_pool
-from factory.config import Params
 from factory.execution.generate import generate_trajectories
 from factory.execution.sampling import check_samples, round_sample
 from factory.execution.summary import summarize_file, unusable_share, unusable_warning
 from factory.llm.base import Sampling, cache_use
+from factory.params.config import Params
 
 log = logging.getLogger(__name__)
 

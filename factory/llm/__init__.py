@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from factory.config import Params
 from factory.llm.base import LLM, ChatRequest, ChatResponse, Sampling
+from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 

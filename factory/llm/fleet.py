@@ -54,8 +54,8 @@ class Fleet:
     """Chooses an endpoint for each attempt and learns from how it went (see module doc).
 
     ``per_url`` and ``routing`` are ``llm.concurrency_per_url`` and ``llm.routing`` (their defaults
-    live in ``factory.config.LLMParams``); ``probe`` asks an endpoint out of rotation whether it is
-    back (None: it stays out)."""
+    live in ``factory.params.agent_sections.LLMParams``); ``probe`` asks an endpoint out of rotation
+    whether it is back (None: it stays out)."""
 
     def __init__(
         self,

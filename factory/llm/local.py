@@ -21,10 +21,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from factory.config import LLMParams
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.llm.identity import SHORT, adapter_hash, weights_hash
 from factory.llm.prefix import PrefixCache, common_prefix
+from factory.params.agent_sections import LLMParams
 from factory.utils.errors import FactoryError
 from factory.utils.progress import meter
 

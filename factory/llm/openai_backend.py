@@ -47,10 +47,10 @@ from typing import Any
 
 import msgspec
 
-from factory.config import LLMParams
 from factory.llm.base import ChatRequest, ChatResponse
 from factory.llm.fleet import PROBE_EVERY_S, Fleet
 from factory.llm.served import ServedModels
+from factory.params.agent_sections import LLMParams
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.progress import meter

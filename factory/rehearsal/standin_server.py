@@ -34,8 +34,8 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from factory.config import LLMParams
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
+from factory.params.agent_sections import LLMParams
 
 log = logging.getLogger("standin")
 GRAMMAR_FIELDS = ("response_format", "structured_outputs", "grammar", "guided_json", "guided_regex")

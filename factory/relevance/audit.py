@@ -24,7 +24,7 @@ from functools import cache
 from jinja2 import Environment
 from markupsafe import Markup
 
-from factory.config import ReportParams
+from factory.params.label_sections import ReportParams
 from factory.relevance.check import Source, content_key
 from factory.relevance.grounded import answer_entity_triplets, gold_support, ground_for_relevance
 from factory.utils.templates import environment

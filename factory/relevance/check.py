@@ -28,7 +28,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from factory.config import RelevanceParams
+from factory.params.label_sections import RelevanceParams
 from factory.relevance.grounded import Evaluated, prepare
 from factory.relevance.scores import evaluate, summarize_counts, verdicts
 from factory.utils.errors import FactoryError

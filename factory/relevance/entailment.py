@@ -31,7 +31,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from factory.config import LLMParams, Params
+from factory.params.agent_sections import LLMParams
+from factory.params.config import Params
 from factory.utils.errors import FactoryError
 from factory.utils.io import progress
 from factory.utils.text import join_sentences

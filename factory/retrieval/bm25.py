@@ -30,7 +30,7 @@ import bm25s
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 
-from factory.config import IndexParams
+from factory.params.data_sections import IndexParams
 from factory.retrieval import topk
 from factory.retrieval.base import Hit, rank_positions
 from factory.retrieval.mapped import Mappings
@@ -57,7 +57,8 @@ def passage_text(p: dict) -> str:
 
 class BM25Builder:
     """One dataset's index from batches of texts; ``finish`` computes the scores and the layout.
-    ``params``: k1 and b (``index`` in params.yaml; None: the defaults of ``factory.config.IndexParams``)."""
+    ``params``: k1 and b (``index`` in params.yaml; None: the defaults of
+    ``factory.params.data_sections.IndexParams``)."""
 
     def __init__(self, params: IndexParams | None = None, spill_dir: str | Path | None = None):
         params = params or IndexParams()

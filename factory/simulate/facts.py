@@ -35,9 +35,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from factory.backtrace.nodes import contains_words, is_specific, merge_variants, node_key
-from factory.config import BacktraceParams
 from factory.corpora.corpus import GoldKind
 from factory.corpora.gold import gold_of
+from factory.params.label_sections import BacktraceParams
 
 _MONTH = r"(?:January|February|March|April|May|June|July|August|September|October|November|December)"
 _DATE = re.compile(

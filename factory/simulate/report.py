@@ -19,7 +19,7 @@ from typing import Any
 from factory.backtrace.authors_rule import authors_rule
 from factory.backtrace.labels import backtrace_modes
 from factory.backtrace.linking import Embedder
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 from factory.simulate.trajectories import Simulated
 from factory.utils.io import write_text
 from factory.utils.plotting import save

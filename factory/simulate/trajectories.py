@@ -34,7 +34,7 @@ import random
 from dataclasses import dataclass
 
 from factory.backtrace.nodes import node_key
-from factory.config import AgentParams
+from factory.params.agent_sections import AgentParams
 from factory.simulate.assemble import POLICY, SimPair, assemble_trajectory
 from factory.simulate.facts import Fact, distractor_facts, gold_facts
 from factory.utils.splits import unit_hash

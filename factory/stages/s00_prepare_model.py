@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from factory.config import Params
 from factory.llm.prepare import prepare_base_model
+from factory.params.config import Params
 from factory.utils.io import outputs_together
 
 COMMAND = "prepare-model"

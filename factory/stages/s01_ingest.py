@@ -13,8 +13,8 @@ import logging
 
 import numpy as np
 
-from factory.config import Params
 from factory.corpora.ingest import Ingest
+from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.io import atomic_path, gc_paused, jsonl_line, outputs_together, progress, write_json
 from schemas import ParquetStream, iter_batches

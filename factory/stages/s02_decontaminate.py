@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 
-from factory.config import Params
 from factory.decontamination.run import decontaminate
+from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.io import outputs_together, write_json
 

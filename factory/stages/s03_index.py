@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from factory.config import Params
+from factory.params.config import Params
 from factory.retrieval.build import build_index
 from factory.retrieval.evaluate import recall_sample, supporting_recall
 from factory.utils import paths

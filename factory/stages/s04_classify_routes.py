@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 from factory.agent.routes import PROMPT_VERSION, classify_routes, route_metrics, sample_questions
-from factory.config import Params
 from factory.llm.base import cache_use
+from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.io import outputs_together, write_json
 from schemas import read_rows, require, write_parquet

@@ -12,9 +12,9 @@ writes the same file. A round after the stop point writes an empty file and a ``
 from __future__ import annotations
 
 from factory.bootstrap.rounds import policy_for
-from factory.config import Params
 from factory.execution.engine import preflight
 from factory.execution.round import log_round, round_trajectories
+from factory.params.config import Params
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
 from factory.utils.io import outputs_together

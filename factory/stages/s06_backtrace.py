@@ -22,8 +22,8 @@ import logging
 import threading
 
 from factory.backtrace.round import label_round
-from factory.config import Params
 from factory.execution.engine import preflight
+from factory.params.config import Params
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
 from factory.utils import paths

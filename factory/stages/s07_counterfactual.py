@@ -27,9 +27,9 @@ from factory.causal.round import (
     sq_by_trajectory,
 )
 from factory.causal.rows import CounterfactualPlan, counterfactual_round
-from factory.config import Params
 from factory.execution.engine import preflight
 from factory.llm.base import cache_use
+from factory.params.config import Params
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
 from factory.utils.io import outputs_together

@@ -19,7 +19,7 @@ from functools import partial
 
 from factory.agent.policy import assert_trainable
 from factory.backtrace.rows import labels_index
-from factory.config import Params
+from factory.params.config import Params
 from factory.stages import chain_arguments
 from factory.stages.round import Round
 from factory.utils import paths

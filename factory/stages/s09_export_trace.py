@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from functools import partial
 
-from factory.config import Params
+from factory.params.config import Params
 from factory.stages import chain_arguments
 from factory.stages.round import EMPTY_TRAJECTORIES, SKIPPED, Round
 from factory.trace.export import PROTOCOL_VERSION, TraceExport, export_stats, export_trace

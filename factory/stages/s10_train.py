@@ -16,7 +16,7 @@ import logging
 from pathlib import Path
 
 from factory.bootstrap.rounds import policy_for
-from factory.config import Params
+from factory.params.config import Params
 from factory.stages import chain_arguments
 from factory.stages.round import Round
 from factory.train.lora import fit_lora, is_main_process

@@ -18,10 +18,10 @@ import logging
 from factory.agent.policy import BASE
 from factory.agent.setup import sample_pool
 from factory.bootstrap.rounds import policy_after
-from factory.config import Params
 from factory.execution.engine import preflight
 from factory.execution.evaluate import evaluate_policy
 from factory.execution.sampling import SPLITS, check_samples
+from factory.params.config import Params
 from factory.stages import chain_arguments
 from factory.stages.round import Round, empty_parquet
 from factory.utils import paths

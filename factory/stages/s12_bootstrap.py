@@ -6,7 +6,7 @@ import logging
 
 from factory.agent.policy import BASE
 from factory.bootstrap.stop import decide, heldout_scores
-from factory.config import Params
+from factory.params.config import Params
 from factory.stages import chain_arguments
 from factory.utils import paths
 from factory.utils.errors import FactoryError

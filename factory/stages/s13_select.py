@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 
 from factory.bootstrap.rounds import policy_after
-from factory.config import Params
 from factory.execution.evaluate import evaluate_policy
+from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import outputs_together, read_json, write_json

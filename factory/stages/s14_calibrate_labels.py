@@ -15,7 +15,7 @@ import logging
 from factory.backtrace.options import load_embedder
 from factory.calibration.calibrate import calibrate
 from factory.calibration.graphs import read_graph_files, require_graphs
-from factory.config import Params
+from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.io import outputs_together, write_json, write_jsonl
 

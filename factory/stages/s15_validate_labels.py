@@ -23,7 +23,7 @@ import logging
 from factory.calibration.cards import run_cards
 from factory.calibration.report import render_calibration
 from factory.causal.report import causal_check, render_causal_section
-from factory.config import Params
+from factory.params.config import Params
 from factory.relevance.audit import render_audit
 from factory.relevance.check import check_relevance
 from factory.relevance.entailment import judge_sources

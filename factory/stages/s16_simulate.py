@@ -6,7 +6,7 @@ import logging
 from collections import Counter
 
 from factory.backtrace.options import load_embedder
-from factory.config import Params
+from factory.params.config import Params
 from factory.simulate.assemble import POLICY
 from factory.simulate.facts import gold_facts
 from factory.simulate.report import aggregate, score_rows, write_report

@@ -8,7 +8,7 @@ import logging
 from factory.bootstrap.headline import headline, write_plots
 from factory.bootstrap.protocol import short_samples, test_protocol
 from factory.bootstrap.report import build_summary, render_markdown
-from factory.config import Params
+from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.io import outputs_together, read_json, write_json, write_text
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from factory.config import Params
+from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import after_publishing, outputs_together, read_json, write_json

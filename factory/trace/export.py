@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from factory.backtrace.rows import labels_index
-from factory.config import TraceParams
+from factory.params.round_sections import TraceParams
 from factory.trace.protocol import (
     build_prompt,
     chain_order,
@@ -190,8 +190,8 @@ def export_trace(
     allow_synthetic: bool = False,
 ) -> TraceExport:
     """Export one round of one variant (rows sorted by trajectory id). ``params``: ``trace`` in
-    params.yaml (None: the defaults of ``factory.config.TraceParams``); ``labels``: backtrace labels
-    rows (only those of ``mode`` x ``target_mode`` are read); ``kept``: the variant's kept.parquet rows
+    params.yaml (None: the defaults of ``factory.params.round_sections.TraceParams``); ``labels``: backtrace
+    labels rows (only those of ``mode`` x ``target_mode`` are read); ``kept``: the variant's kept.parquet rows
     of the round (one per trajectory in its set)."""
     assert_exportable(trajectories, allow_synthetic)
     params = params or TraceParams()

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from factory.config import TraceParams
+from factory.params.round_sections import TraceParams
 from factory.utils.errors import FactoryError
 from factory.utils.metrics import exact_match
 
@@ -270,7 +270,7 @@ def make_reward_functions(
 ) -> list[Callable[..., list[float]]]:
     """Reward functions ready for ``GRPOTrainer(reward_funcs=...)``, named for TRL's logs, with
     ``params.bonus_weight`` and ``params.reward_weights`` (``trace`` in params.yaml; None: the defaults
-    of ``factory.config.TraceParams``; a component without a weight weighs 1).
+    of ``factory.params.round_sections.TraceParams``; a component without a weight weighs 1).
 
     ``combined=False``: the four components (format, accuracy, relevance, bonus) as separate
     functions, to be weighted by ``GRPOConfig.reward_weights`` (pass ``[w_f, w_a, w_r, 1]``);

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from factory.config import TrainParams
+from factory.params.round_sections import TrainParams
 from factory.train import live
 from factory.train.examples import PadCollator, data_hash, encode_examples
 from factory.train.model import build_model, load_tokenizer

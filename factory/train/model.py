@@ -8,7 +8,7 @@ import json
 import logging
 from pathlib import Path
 
-from factory.config import TrainParams
+from factory.params.round_sections import TrainParams
 from factory.train.examples import IGNORE
 from factory.utils.errors import FactoryError
 from factory.utils.io import loading_weights

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from factory.agent.policy import Policy, is_untrainable
-from factory.config import Params
+from factory.params.config import Params
 from factory.train.live import write_untrained
 from factory.train.lora import SKIPPED, is_main_process, reset_output, write_status
 from factory.utils.errors import FactoryError

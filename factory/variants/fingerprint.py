@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import factory
-from factory.config import Params
+from factory.params.config import Params
 from factory.utils.errors import FactoryError
 
 # What must be equal for two sets' downstream numbers to be comparable: the model that generated them,

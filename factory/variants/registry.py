@@ -7,8 +7,9 @@ what the reports compare it with and the question that comparison answers, its p
 matched control) the variant whose removed units it must match one for one: the random rule's
 ``matched_to`` parameter. Sets, the TRACE export, the cards, the gates, the reports and dvc.yaml's
 plots ask this module; ``select_units`` is the one place that applies a rule. A name in
-``bootstrap.variants`` without an object fails when the params load. The names are the selection
-methods' (``factory.utils.selection``), the same in the relevance and calibration checks.
+``bootstrap.variants`` without an object fails when a command loads its params (``factory.names``).
+The names are the selection methods' (``factory.utils.selection``), the same in the relevance and
+calibration checks.
 
 Adding a variant: docs/development.md#adding-a-variant.
 """

@@ -19,7 +19,7 @@ from pathlib import Path
 from factory.agent.policy import assert_trainable
 from factory.agent.prompts import output_format
 from factory.backtrace.rows import labels_index
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.text import normalize_question
@@ -231,7 +231,8 @@ def build_set(
     exclude: Collection[str] = (),
 ) -> SupervisionSet:
     """``SetBuilder`` over a list of trajectories: examples, counts, units and tokens, from the labels of
-    ``params.mode`` x ``params.target_mode`` (None: the defaults of ``factory.config.BacktraceParams``)."""
+    ``params.mode`` x ``params.target_mode`` (None: the defaults of
+    ``factory.params.label_sections.BacktraceParams``)."""
     assert_trainable(trajectories)
     params = params or BacktraceParams()
     mode, target_mode = params.mode, params.target_mode

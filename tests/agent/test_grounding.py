@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from factory.agent.grounding import Grounding, best_sentence, ground_trajectory, ground_triplet
-from factory.config import AgentParams
+from factory.params.agent_sections import AgentParams
 from factory.utils.errors import FactoryError
 from factory.utils.text import content_tokens
 

@@ -12,8 +12,8 @@ from factory.agent.format import render_complete, render_explore, render_final
 from factory.agent.loop import Run, run_trajectories, trajectory_id
 from factory.agent.policy import Policy, assert_trainable
 from factory.agent.scripted import ScriptedPolicyLLM
-from factory.config import Params
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
+from factory.params.config import Params
 from factory.retrieval.bm25 import BM25Retriever
 from factory.utils.errors import FactoryError
 from factory.utils.text import content_tokens
@@ -348,7 +348,7 @@ def test_scripted_trajectories_are_refused_for_training(questions, retriever):
 
 def test_scripted_policy_cannot_be_chosen_by_params():
     with pytest.raises(FactoryError):
-        from factory.config import load_params
+        from factory.params.config import load_params
 
         load_params(None, ["llm.backend=scripted"])
 

@@ -10,7 +10,7 @@ import pytest
 
 from factory.agent import prompts
 from factory.agent.format import parse_complete, parse_explore, parse_final
-from factory.config import AgentParams
+from factory.params.agent_sections import AgentParams
 from factory.utils.errors import FactoryError
 
 V1 = "knowtrace-v1"

@@ -102,7 +102,7 @@ def _stage_dir(tmp_path, monkeypatch, ingested):
 
 
 def test_stage_against_mock_server(tmp_path, monkeypatch, ingested):
-    from factory.config import Params
+    from factory.params.config import Params
     from factory.stages import s04_classify_routes as stage
     from factory.utils import paths
     from tests.mock_openai_server import MockOpenAIServer
@@ -163,7 +163,7 @@ def test_stage_against_mock_server(tmp_path, monkeypatch, ingested):
 
 
 def test_stage_counts_failed_calls_as_unknown(tmp_path, monkeypatch, ingested):
-    from factory.config import Params
+    from factory.params.config import Params
     from factory.stages import s04_classify_routes as stage
     from tests.mock_openai_server import FaultPlan, MockOpenAIServer
 
@@ -189,7 +189,7 @@ def test_stage_counts_failed_calls_as_unknown(tmp_path, monkeypatch, ingested):
 
 
 def test_stage_with_tiny_model(tmp_path, monkeypatch, ingested, tiny_model_dir):
-    from factory.config import Params
+    from factory.params.config import Params
     from factory.stages import s04_classify_routes as stage
 
     _stage_dir(tmp_path, monkeypatch, ingested)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from factory.backtrace import (
     backtrace,
 )
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 from factory.simulate.assemble import build_trajectory
 
 TID = "t1"

@@ -13,7 +13,8 @@ from factory.backtrace import (
     supporting_subgraph,
 )
 from factory.backtrace.nodes import node_key
-from factory.config import BACKTRACE_MODES, BacktraceParams
+from factory.params.label_sections import BacktraceParams
+from factory.params.vocab import BACKTRACE_MODES
 
 
 def _random_case(rng: random.Random):

@@ -18,7 +18,9 @@ from factory.backtrace import (
     supporting_subgraph,
     target_entities,
 )
-from factory.config import BACKTRACE_MODES, TARGET_MODES, BacktraceParams, load_params
+from factory.params.config import load_params
+from factory.params.label_sections import BacktraceParams
+from factory.params.vocab import BACKTRACE_MODES, TARGET_MODES
 from factory.utils.errors import FactoryError
 from schemas import LABELS, to_table
 from tests.backtrace.cases import fake_embedder, kept, make, p, t, words

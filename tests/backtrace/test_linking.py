@@ -10,7 +10,7 @@ from rapidfuzz import fuzz
 
 from factory.backtrace.linking import Linker, fair_subset, sentence_embedder
 from factory.backtrace.nodes import contains_words, merge_variants, node_key, normalize_entity
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 from factory.utils.text import normalize_answer
 
 

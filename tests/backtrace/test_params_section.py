@@ -20,7 +20,7 @@ import pytest
 
 from factory.backtrace import backtrace_modes
 from factory.calibration.graphs import passage_sentences, read_graph_files, to_trajectory
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 from tests.backtrace import test_answer_passage as answer_passage
 from tests.backtrace.cases import cycle_trajectory, fake_embedder, make
 from tests.calibration.graphs import SHARED

@@ -10,7 +10,8 @@ import pytest
 
 from factory.backtrace import backtrace
 from factory.backtrace.round import label_round
-from factory.config import BacktraceParams, Params
+from factory.params.config import Params
+from factory.params.label_sections import BacktraceParams
 from factory.simulate.assemble import build_trajectory
 from schemas import LABELS, write_parquet
 from tests.backtrace.cases import cycle_trajectory, t

@@ -5,7 +5,7 @@ from __future__ import annotations
 from factory.backtrace import (
     backtrace,
 )
-from factory.config import BacktraceParams
+from factory.params.label_sections import BacktraceParams
 from tests.backtrace.cases import kept, make, p, t
 
 

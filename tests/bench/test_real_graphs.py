@@ -8,7 +8,7 @@ import json
 import pytest
 
 from bench import real_graphs as rg
-from factory.config import Params
+from factory.params.config import Params
 
 
 def _record(qid, question, answers, passages, triplets, supporting):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from factory.config import BootstrapParams, RoundSlot
+from factory.params.round_sections import BootstrapParams, RoundSlot
 from factory.utils.io import write_json
 from schemas import write_parquet
 

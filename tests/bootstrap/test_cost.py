@@ -22,8 +22,8 @@ from factory.bootstrap.cost_gpu import (
     worst_case_prompts,
 )
 from factory.cli import main
-from factory.config import Params
-from factory.profiles import profile_params
+from factory.params.config import Params
+from factory.params.profiles import profile_params
 from factory.retrieval.bm25 import BM25Retriever
 from tests.agent.test_loop import FakeLLM, run
 

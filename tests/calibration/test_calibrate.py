@@ -11,7 +11,7 @@ import pytest
 from factory.calibration.calibrate import calibrate
 from factory.calibration.graphs import Graphs, read_graph_files
 from factory.calibration.scores import per_question, score_group
-from factory.config import Params
+from factory.params.config import Params
 from factory.utils.errors import FactoryError
 from tests.calibration.graphs import SHARED, film_record
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from factory.causal.effects import causal_summary, outcomes, parametric_exclusion
-from factory.config import CONDITIONS, CounterfactualParams, RelevanceParams
+from factory.params.label_sections import CounterfactualParams, RelevanceParams
+from factory.params.vocab import CONDITIONS
 
 SEEDS = (1, 2, 3)
 

@@ -21,9 +21,11 @@ from factory.causal.reask import (
     select_trajectories,
 )
 from factory.causal.rows import CounterfactualPlan, Plan, counterfactual_round
-from factory.config import CONDITIONS, CounterfactualParams, Params, RelevanceParams
 from factory.llm.base import ChatResponse
 from factory.llm.openai_backend import OpenAILLM
+from factory.params.config import Params
+from factory.params.label_sections import CounterfactualParams, RelevanceParams
+from factory.params.vocab import CONDITIONS
 from factory.utils.errors import FactoryError
 from tests.mock_openai_server import MockOpenAIServer, openai_llm
 from tests.variants.test_sets import make_trajectory

@@ -21,7 +21,8 @@ from factory.causal.round import (
     sq_by_trajectory,
 )
 from factory.causal.rows import RoundResult, trajectory_rows
-from factory.config import CONDITIONS, Params
+from factory.params.config import Params
+from factory.params.vocab import CONDITIONS
 from factory.utils.errors import FactoryError
 from tests.causal.test_reask import key_trajectories
 from tests.variants.test_sets import make_labels

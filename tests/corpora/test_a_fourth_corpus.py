@@ -112,7 +112,8 @@ def test_an_unregistered_dataset_is_refused_by_the_params_naming_the_key_and_the
     monkeypatch.delitem(corpora.CORPORA, toy_corpus.DATASET)
     assert main(["ingest", *toy_project]) == 1
     err = capsys.readouterr().err
-    assert "corpora.toytrails: unknown dataset: the datasets are hotpotqa, 2wikimultihopqa, musique" in err
+    known = "the corpora are hotpotqa, 2wikimultihopqa, musique"
+    assert f"corpora.toytrails: unknown dataset 'toytrails': {known}" in err
     assert "docs/development.md#adding-a-corpus" in err and "Value error" not in err
 
 

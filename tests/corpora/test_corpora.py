@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from factory.config import Params
 from factory.corpora.ingest import ingest_sources
+from factory.params.config import Params
 from factory.utils.errors import FactoryError
 from schemas import QUESTION
 

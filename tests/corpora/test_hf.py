@@ -20,8 +20,8 @@ import sys
 import pyarrow.parquet as pq
 import yaml
 
-from factory.config import Params
 from factory.corpora.ingest import ingest_sources
+from factory.params.config import Params
 
 N = 8  # records per dataset (the first 8 of the 2Wiki sample hold none of its 3 bad records)
 

@@ -1,9 +1,9 @@
 import pytest
 
 from bench.decontamination_cases import build_cases
-from factory.config import DecontaminationParams
 from factory.decontamination.index import EvalIndex
 from factory.decontamination.rows import eval_row
+from factory.params.data_sections import DecontaminationParams
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,11 @@ import random
 
 import pytest
 
-from factory.config import DecontaminationParams, Params, validate_params
 from factory.decontamination.eval_sets import EvalSet, file_rows
 from factory.decontamination.index import EvalIndex, Match
 from factory.decontamination.rows import eval_row, pool_row, titles_of
+from factory.params.config import Params, validate_params
+from factory.params.data_sections import DecontaminationParams
 from factory.utils.errors import FactoryError
 from factory.utils.text import normalize_question
 

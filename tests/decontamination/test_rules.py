@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from bench.decontamination_cases import CHAIN, EXACT, REWORDING, SURFACE
-from factory.config import DecontaminationParams
 from factory.decontamination.chain import weak_answer
 from factory.decontamination.index import EvalIndex
 from factory.decontamination.rows import eval_set_label, pool_row
+from factory.params.data_sections import DecontaminationParams
 from factory.utils.text import normalize_answer, normalize_question
 
 

@@ -17,8 +17,8 @@ import pytest
 
 from factory.agent.scripted import ScriptedPolicyLLM
 from factory.cli import main
-from factory.config import Params
 from factory.execution.shards import shard_folder
+from factory.params.config import Params
 from factory.utils import paths
 from schemas import read_rows
 from tests.execution.test_scheduler import scripted_script

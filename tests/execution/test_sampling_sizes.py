@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from factory.execution.sampling import check_samples, evaluation_sample, shortfalls
-from factory.profiles import profile_params
+from factory.params.profiles import profile_params
 from factory.utils.errors import FactoryError
 
 

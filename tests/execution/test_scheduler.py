@@ -15,12 +15,12 @@ import pytest
 
 from factory.agent.policy import Policy
 from factory.agent.scripted import ScriptedPolicyLLM
-from factory.config import Params
 from factory.execution.sampling import sample_questions
 from factory.execution.shards import shard_folder
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.llm.cache import CachedLLM
 from factory.llm.responses import ResponseCache
+from factory.params.config import Params
 from factory.retrieval.bm25 import BM25Retriever
 from schemas import read_rows
 from tests.execution.test_shards import generate

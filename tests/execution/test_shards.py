@@ -8,11 +8,11 @@ import pytest
 
 from factory.agent.policy import Policy
 from factory.agent.scripted import ScriptedPolicyLLM
-from factory.config import Params
 from factory.execution.generate import check_complete, generate_trajectories
 from factory.execution.sampling import even_quotas, sample_questions
 from factory.execution.shards import run_in_shards, shard_folder
 from factory.llm.base import Sampling
+from factory.params.config import Params
 from factory.retrieval.bm25 import BM25Retriever
 from factory.utils.errors import FactoryError
 from factory.utils.seeds import derived_seed

@@ -14,11 +14,11 @@ from factory.agent.format import render_explore
 from factory.agent.loop import Run, run_trajectories
 from factory.agent.policy import Policy
 from factory.cli import main
-from factory.config import Params
 from factory.execution.summary import summarize, unusable_share, unusable_warning
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.llm.cache import CachedLLM, cache_key
 from factory.llm.responses import ResponseCache
+from factory.params.config import Params
 from factory.retrieval.bm25 import BM25Retriever
 from tests.scripted import own_passages
 

@@ -9,10 +9,10 @@ import pytest
 
 from factory.agent import prompts
 from factory.agent.loop import step_constraints
-from factory.config import LLMParams
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.cache import cache_key
 from factory.llm.local import LocalLLM
+from factory.params.agent_sections import LLMParams
 
 QUESTION = "Were Scott Derrickson and Ed Wood of the same nationality?"
 

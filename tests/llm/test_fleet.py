@@ -8,10 +8,10 @@ import logging
 import socket
 import time
 
-from factory.config import LLMParams
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.fleet import Fleet
 from factory.llm.openai_backend import OpenAILLM
+from factory.params.agent_sections import LLMParams
 from tests.mock_openai_server import MockOpenAIServer, openai_llm
 
 

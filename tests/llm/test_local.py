@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-from factory.config import LLMParams
 from factory.llm import identity as identity_mod
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.cache import CachedLLM
 from factory.llm.local import LocalLLM
 from factory.llm.responses import ResponseCache
+from factory.params.agent_sections import LLMParams
 from factory.utils.errors import FactoryError
 
 QUESTIONS = [
@@ -249,8 +249,8 @@ def test_failed_batch_becomes_error_responses(base_llm, monkeypatch):
 
 
 def test_make_llm_local(sharp_model_dir, tmp_path, monkeypatch):
-    from factory.config import Params
     from factory.llm import make_llm
+    from factory.params.config import Params
 
     monkeypatch.chdir(tmp_path)
     params = Params()

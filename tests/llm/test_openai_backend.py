@@ -172,10 +172,10 @@ def test_load_adapter_registers_name_and_refuses_reuse(tmp_path):
 
 
 def test_make_llm_openai_prefix_and_errors(tmp_path, monkeypatch):
-    from factory.config import Params
     from factory.llm import make_llm
     from factory.llm.cache import CachedLLM
     from factory.llm.identity import adapter_hash
+    from factory.params.config import Params
 
     monkeypatch.chdir(tmp_path)
     adapter = tmp_path / "models" / "backtrace" / "seed_0" / "round_1" / "adapter"

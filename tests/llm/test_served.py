@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from factory.config import Params
 from factory.llm import make_llm
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.cache import CachedLLM
 from factory.llm.identity import adapter_hash
 from factory.llm.openai_backend import OpenAILLM
 from factory.llm.responses import ResponseCache
+from factory.params.config import Params
 from factory.utils.errors import FactoryError
 from tests.mock_openai_server import MockOpenAIServer, openai_llm
 

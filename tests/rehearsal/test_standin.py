@@ -14,10 +14,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from factory.config import LLMParams, Params, TrainParams
 from factory.llm import make_llm
 from factory.llm.base import ChatRequest, Sampling
 from factory.llm.local import LocalLLM
+from factory.params.agent_sections import LLMParams
+from factory.params.config import Params
+from factory.params.round_sections import TrainParams
 from factory.train.lora import fit_lora
 from factory.utils.errors import FactoryError
 

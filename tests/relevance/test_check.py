@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from factory.config import AgentParams, RelevanceParams
+from factory.params.agent_sections import AgentParams
+from factory.params.label_sections import RelevanceParams
 from factory.relevance.check import Source, check_relevance
 from factory.relevance.report import render_markdown
 from factory.utils.io import _round_floats

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from factory.config import Params
+from factory.params.config import Params
 from factory.relevance import entailment as ent
 from factory.relevance.entailment_report import entailment_result, render_entailment_markdown
 from factory.relevance.grounded import ENTAILED

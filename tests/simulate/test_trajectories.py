@@ -8,7 +8,8 @@ import pytest
 
 from factory.backtrace import backtrace
 from factory.backtrace.authors_rule import authors_rule
-from factory.config import BacktraceParams, Params, load_params
+from factory.params.config import Params, load_params
+from factory.params.label_sections import BacktraceParams
 from factory.simulate.facts import gold_facts
 from factory.simulate.report import aggregate, score_rows
 from factory.simulate.trajectories import sample_questions, simulate, simulate_trajectory

@@ -10,8 +10,8 @@ import pytest
 
 from factory.agent.scripted import ScriptedPolicyLLM
 from factory.cli import main
-from factory.config import Params
 from factory.llm.base import ChatResponse
+from factory.params.config import Params
 from factory.retrieval.bm25 import BM25Retriever
 from factory.utils import paths
 from factory.utils.io import read_json, write_json

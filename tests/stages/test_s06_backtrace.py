@@ -7,7 +7,8 @@ import json
 import pytest
 
 from factory.cli import main
-from factory.config import BACKTRACE_MODES, TARGET_MODES, Params
+from factory.params.config import Params
+from factory.params.vocab import BACKTRACE_MODES, TARGET_MODES
 from factory.retrieval.store import PassageStore
 from factory.simulate.trajectories import sample_questions, simulate
 from factory.utils import paths

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from factory.cli import main
-from factory.config import Params
+from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.errors import FactoryError
 from factory.utils.io import read_json

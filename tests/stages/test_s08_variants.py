@@ -9,7 +9,7 @@ import pytest
 from factory.backtrace.authors_rule import authors_rule
 from factory.backtrace.rows import labels_index
 from factory.cli import main
-from factory.config import Params
+from factory.params.config import Params
 from factory.stages import s08_variants
 from factory.utils import paths
 from factory.utils.errors import FactoryError

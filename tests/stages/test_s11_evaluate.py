@@ -8,7 +8,7 @@ import pytest
 
 from factory.agent.scripted import ScriptedPolicyLLM
 from factory.cli import main
-from factory.config import Params
+from factory.params.config import Params
 from factory.stages import s11_evaluate
 from factory.utils import paths
 from factory.utils.io import read_json, write_json

@@ -146,7 +146,7 @@ def scripted_round(ingested):
     """Trajectories of the scripted policy (real questions, grounded in retrieved passages) and their real
     labels."""
     from factory.backtrace import backtrace_modes
-    from factory.config import BacktraceParams
+    from factory.params.label_sections import BacktraceParams
 
     questions = []
     for d in DATASETS:
@@ -166,7 +166,8 @@ def test_relevance_and_random_matching_on_scripted_trajectories_with_real_labels
     ingested, questions_by_id, scripted_round
 ):
     from factory.backtrace.rows import labels_index
-    from factory.config import AgentParams, RelevanceParams
+    from factory.params.agent_sections import AgentParams
+    from factory.params.label_sections import RelevanceParams
     from factory.relevance.check import Source, check_relevance
     from factory.utils.selection import UNFILTERED
     from validators.supervision import matching_frame
@@ -205,7 +206,7 @@ def _write_counterfactual(trajectories: list[dict], labels: list[dict]) -> set[s
     """Counterfactual rows of a round in which S_q is load-bearing and every fourth answer is parametric."""
     from factory.causal.reask import Reply, condition_graphs
     from factory.causal.rows import Plan, trajectory_rows
-    from factory.config import CONDITIONS
+    from factory.params.vocab import CONDITIONS
 
     sq = {r["trajectory_id"]: r["kept_triplet_ids"] for r in labels if r["mode"] == "undirected_shortest"}
     combo = ("undirected_shortest", "thought_and_answer")

@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import schemas
-from factory.config import Params, TraceParams
+from factory.params.config import Params
+from factory.params.round_sections import TraceParams
 from factory.retrieval.store import PassageStore
 from factory.trace.export import EXPORTED, INCORRECT, NOT_IN_SET, export_stats, export_trace
 from factory.trace.protocol import SYSTEM_PROMPT

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from factory.config import TraceParams
+from factory.params.round_sections import TraceParams
 from factory.trace.export import export_trace
 from factory.trace.rewards import make_reward_functions, score_completion
 from factory.variants.registry import select_units

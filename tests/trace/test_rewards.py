@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from factory.config import TraceParams, load_params
+from factory.params.config import load_params
+from factory.params.round_sections import TraceParams
 from factory.trace.rewards import (
     TraceOutput,
     accuracy_reward,

@@ -12,7 +12,8 @@ import pytest
 import schemas
 from factory.backtrace import backtrace
 from factory.backtrace.rows import labels_index
-from factory.config import BacktraceParams, TraceParams
+from factory.params.label_sections import BacktraceParams
+from factory.params.round_sections import TraceParams
 from factory.retrieval.store import PassageStore
 from factory.trace.export import TraceExport, export_stats, export_trace
 from factory.trace.round import read_inputs, write_export

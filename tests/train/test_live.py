@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from factory.config import TrainParams
+from factory.params.round_sections import TrainParams
 from factory.train import live
 from factory.train.lora import fit_lora
 from tests.train.test_lora import EXAMPLES
@@ -76,7 +76,7 @@ def test_dvclive_never_opens_a_repository_nor_posts_to_studio(tmp_path, monkeypa
 
 STAGE = """\
 import sys
-from factory.config import TrainParams
+from factory.params.round_sections import TrainParams
 from factory.train.lora import fit_lora
 from tests.train.test_lora import EXAMPLES
 import yaml

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from factory.config import TrainParams
+from factory.params.round_sections import TrainParams
 from factory.train.examples import IGNORE, PadCollator, encode_example, encode_examples
 from factory.train.lora import fit_lora
 from factory.train.model import build_model, load_adapter_model, load_tokenizer

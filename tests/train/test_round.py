@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from factory.agent.policy import Policy
-from factory.config import Params
+from factory.params.config import Params
 from factory.train.round import base_model_path, check_trainable, starting_point, write_skipped
 from factory.utils.errors import FactoryError
 from tests.stages.test_s10_train import example

@@ -94,7 +94,7 @@ def test_a_stated_split_wins_and_a_statement_naming_no_file_is_refused(tmp_path,
 
 
 def test_a_hugging_face_split_is_told_by_its_name_or_stated():
-    from factory.config import Params
+    from factory.params.config import Params
 
     params = Params(
         corpora={},

@@ -6,7 +6,7 @@ import pytest
 
 from factory.backtrace.authors_rule import authors_rule
 from factory.bootstrap.report import build_summary
-from factory.config import load_params
+from factory.params.config import load_params
 from factory.utils import selection
 from factory.utils.errors import FactoryError
 from factory.variants import kept, registry

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from factory.cli import main
-from factory.config import Params
+from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.io import read_json, write_json
 from factory.variants.fingerprint import compare, settings_fingerprint

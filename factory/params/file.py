@@ -8,7 +8,7 @@ description: uncomment it, or set it with ``--set key=value`` (``dvc exp run -S 
 adds a key the file does not set only with ``++``). A section with nothing set is written ``name: {}``
 (an empty mapping, which `dvc exp show` shows as no column; a bare ``name:`` would be a column of
 nulls) with its keys commented below it: to set one by hand, delete the ``{}``. The typed defaults
-live in ``factory/config.py``, which every stage depends on.
+live in ``factory/params/``, which every stage depends on.
 """
 
 from __future__ import annotations
@@ -22,7 +22,9 @@ from typing import Any
 import yaml
 from pydantic import BaseModel
 
-from factory.config import BootstrapParams, Params, Section
+from factory.params.config import Params
+from factory.params.round_sections import BootstrapParams
+from factory.params.vocab import Section
 
 # Always written, set or not: the sizes, seeds, model and labelling choices a protocol varies (what
 # `dvc exp show` compares), the keys dvc.yaml's templates read (corpora, bootstrap.*) and the leaves
@@ -50,7 +52,7 @@ PROTOCOL: tuple[str, ...] = (
     *(f"bootstrap.{name}" for name in BootstrapParams.model_fields),
 )
 WIDTH = 100  # comment lines are wrapped to this many characters
-# The first line of a file `factory params --profile NAME` writes (factory.profiles), kept when
+# The first line of a file `factory params --profile NAME` writes (factory.params.profiles), kept when
 # `factory params --params FILE --output FILE` re-writes it: how a message names the profile in use.
 PROFILE_LINE = re.compile(r"^# TraceFactory parameters: the ([\w-]+) profile\b")
 

@@ -1,6 +1,6 @@
 """Named parameter profiles: the demo, a one-GPU pilot, the full protocol and a hosted API's model.
 
-A profile is the typed defaults (factory/config.py) plus the keys it sets, each with the reason it
+A profile is the typed defaults (factory/params/) plus the keys it sets, each with the reason it
 sets it. ``factory params --profile NAME`` prints the params file it gives (``--output params.yaml``
 writes it, ``--cost`` prints its LLM calls, ``--explain`` its settings as a table); the committed
 params.yaml is the demo's. Because a profile starts from the typed defaults, nothing the demo shrinks
@@ -8,7 +8,7 @@ for a CPU reaches another profile (tests/test_profiles.py checks it key by key).
 on the openai backend needs the servers and the served name (``llm.base_urls``, ``llm.model``), and
 for the stages that load weights (prepare-model, train) the weights (``model.base``): the user's own,
 given with ``--set``; a stage started without them stops when its params load
-(``factory.config.require_served_model``). The hosted profile runs no stage that loads weights.
+(``factory.params.served.require_served_model``). The hosted profile runs no stage that loads weights.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from factory.config import Params, validate_params
-from factory.params_file import flat, render_params_file
+from factory.params.config import Params, validate_params
+from factory.params.file import flat, render_params_file
 from factory.utils.errors import FactoryError
 
 
@@ -185,7 +185,7 @@ PROFILES: dict[str, Profile] = {
 def profile(name: str) -> Profile:
     if name not in PROFILES:
         raise FactoryError(
-            f"no profile {name!r}: the profiles are {', '.join(PROFILES)} (factory/profiles.py)"
+            f"no profile {name!r}: the profiles are {', '.join(PROFILES)} (factory/params/profiles.py)"
         )
     return PROFILES[name]
 
@@ -203,7 +203,7 @@ def profile_params(name: str, sets: list[str] | None = None) -> Params:
 
 
 HEADER = (
-    "A key written out is set by this run; a commented key is at its typed default (factory/config.py):",
+    "A key written out is set by this run; a commented key is at its typed default (factory/params/):",
     "uncomment it, or set it with `factory <stage> --set key=value` / `dvc exp run -S ++key=value`.",
     "A section at its defaults is written `name: {}`: to set a key under it by hand, delete the `{}`.",
 )
