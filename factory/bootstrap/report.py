@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from factory.bootstrap.protocol import published_rows, test_em_by_dataset
+from factory.execution.unusable import unusable_warning
 from factory.params.round_sections import BootstrapParams
 from factory.utils import paths
 from factory.utils.io import read_json
@@ -291,7 +292,6 @@ def _variant(name: str, data: Mapping) -> dict:
         for b in data["by_round"]
     ]
     decisions = [decision_line(seed, row) for seed, rows in data["chains"].items() for row in rows]
-    from factory.execution.summary import unusable_warning  # the agent's imports: only when rendering
 
     warnings = [
         f"seed {seed}, round {row['round']}: {line}"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from factory.backtrace import backtrace_modes
+from factory.backtrace.labels import backtrace_modes
 from factory.calibration.graphs import passage_sentences, to_trajectory
 from factory.params.label_sections import BacktraceParams
 from factory.relevance.grounded import CONTROLS, control_sets

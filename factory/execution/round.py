@@ -16,7 +16,8 @@ from factory.agent.policy import Policy
 from factory.agent.setup import load_inputs, make_policy_llm, sample_pool
 from factory.execution.generate import generate_trajectories
 from factory.execution.sampling import check_samples, round_sample
-from factory.execution.summary import summarize_file, unusable_share, unusable_warning
+from factory.execution.summary import summarize_file
+from factory.execution.unusable import unusable_share, unusable_warning
 from factory.llm.base import Sampling, cache_use
 from factory.params.config import Params
 

@@ -143,7 +143,11 @@ def insert(
     return written
 
 
+# An unusable entry is replaced by a new reply, unless the new one says word for word what it said: then
+# the stored reply stays (its latency and token counts too) and the caller adopts it, so a deterministic
+# server asked again replays to the same bytes (and the entry stays unusable, asked again next time).
 REPLACE_UNUSABLE = (
     "UPDATE SET identity = excluded.identity, response = excluded.response, created = excluded.created, "
-    "stage = excluded.stage, outcome = NULL WHERE entries.outcome IS NOT NULL"
+    "stage = excluded.stage, outcome = NULL WHERE entries.outcome IS NOT NULL "
+    "AND json_extract(entries.response, '$.text') IS NOT json_extract(excluded.response, '$.text')"
 )

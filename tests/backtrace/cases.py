@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from factory.backtrace import (
-    backtrace,
-)
+from factory.backtrace.labels import backtrace
 from factory.params.label_sections import BacktraceParams
 from factory.simulate.assemble import build_trajectory
 

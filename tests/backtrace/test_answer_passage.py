@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from factory.backtrace import backtrace, build_graph
 from factory.backtrace.answer_passage import answer_node, answer_passage_edges
+from factory.backtrace.graph import build_graph
+from factory.backtrace.labels import backtrace
 from factory.params.label_sections import BacktraceParams
 
 QUESTION = "What is the population of the state where Dodge City Regional Airport is located?"

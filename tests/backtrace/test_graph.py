@@ -8,10 +8,7 @@ import random
 import networkx as nx
 import pytest
 
-from factory.backtrace import (
-    build_graph,
-    supporting_subgraph,
-)
+from factory.backtrace.graph import build_graph, supporting_subgraph
 from factory.backtrace.nodes import node_key
 from factory.params.label_sections import BacktraceParams
 from factory.params.vocab import BACKTRACE_MODES

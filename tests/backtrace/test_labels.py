@@ -7,17 +7,10 @@ import copy
 import pytest
 
 from factory.agent.format import render_complete, render_explore
-from factory.backtrace import (
-    BadTrajectory,
-    backtrace,
-    backtrace_modes,
-    build_graph,
-    initial_entities,
-    is_admin_relation,
-    link,
-    supporting_subgraph,
-    target_entities,
-)
+from factory.backtrace.checks import BadTrajectory
+from factory.backtrace.graph import build_graph, is_admin_relation, link, supporting_subgraph
+from factory.backtrace.labels import backtrace, backtrace_modes
+from factory.backtrace.targets import initial_entities, target_entities
 from factory.params.config import load_params
 from factory.params.label_sections import BacktraceParams
 from factory.params.vocab import BACKTRACE_MODES, TARGET_MODES

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from factory.backtrace import backtrace_modes
+from factory.backtrace.labels import backtrace_modes
 from factory.calibration.graphs import passage_sentences, read_graph_files, to_trajectory
 from factory.params.label_sections import BacktraceParams
 from tests.backtrace import test_answer_passage as answer_passage

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from factory.backtrace import backtrace
+from factory.backtrace.labels import backtrace
 from factory.backtrace.linking import Linker
 from factory.backtrace.question import question_entities
 from factory.params.label_sections import BacktraceParams

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from factory.backtrace import backtrace
+from factory.backtrace.labels import backtrace
 from factory.backtrace.round import label_round
 from factory.params.config import Params
 from factory.params.label_sections import BacktraceParams

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from factory.backtrace import (
-    backtrace,
-)
+from factory.backtrace.labels import backtrace
 from factory.params.label_sections import BacktraceParams
 from tests.backtrace.cases import kept, make, p, t
 
@@ -108,7 +106,7 @@ def test_comparison_answer_without_values_in_the_thought_targets_the_chain_ends(
 
 
 def _graph(*rows):
-    from factory.backtrace import build_graph
+    from factory.backtrace.graph import build_graph
 
     return build_graph(
         [
@@ -119,7 +117,7 @@ def _graph(*rows):
 
 
 def test_an_answer_that_is_a_node_names_only_that_node():
-    from factory.backtrace import answer_nodes
+    from factory.backtrace.targets import answer_nodes
 
     g = _graph(
         ("Norris Mountain", "part of", "Rocky Mountains"),
@@ -133,7 +131,7 @@ def test_an_answer_that_is_a_node_names_only_that_node():
 
 
 def test_weak_answers_do_not_link_by_containment():
-    from factory.backtrace import answer_nodes, answers_nodes
+    from factory.backtrace.targets import answer_nodes, answers_nodes
 
     g = _graph(
         ("Midway", "in", "US Route 167"), ("Midway", "country", "United States"), ("X", "y", "no idea")
@@ -176,7 +174,7 @@ def test_an_answer_without_a_node_links_to_nothing_not_to_a_scattered_part_of_an
         ("James Tuchet, 5th Baron Audley", "son of", "John Tuchet"),
         ("Audley End", "seat of", "Baron Tuchet"),
     )
-    from factory.backtrace import answer_nodes
+    from factory.backtrace.targets import answer_nodes
 
     # "baron tuchet" shares two words with the answer, scattered: a token subset of an unrelated name
     assert answer_nodes("John Tuchet, 4th Baron Audley", g) == ["john tuchet"]  # the name inside it

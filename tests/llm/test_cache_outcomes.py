@@ -14,7 +14,8 @@ from factory.agent.format import render_explore
 from factory.agent.loop import Run, run_trajectories
 from factory.agent.policy import Policy
 from factory.cli import main
-from factory.execution.summary import summarize, unusable_share, unusable_warning
+from factory.execution.summary import summarize
+from factory.execution.unusable import unusable_share, unusable_warning
 from factory.llm.base import ChatRequest, ChatResponse, Sampling
 from factory.llm.cache import CachedLLM, cache_key
 from factory.llm.responses import ResponseCache
@@ -30,12 +31,15 @@ class Server:
 
     backend, identity = "fake", "fake:served"
 
-    def __init__(self, answer):
-        self.answer, self.calls = answer, 0
+    def __init__(self, answer, latency_s: float = 0.1):
+        self.answer, self.calls, self.latency_s = answer, 0, latency_s
 
     def generate(self, requests: list[ChatRequest]) -> list[ChatResponse]:
         self.calls += len(requests)
-        return [ChatResponse(self.answer(prompts.step_kind(r.messages), r), 5, 3, 0.1) for r in requests]
+        return [
+            ChatResponse(self.answer(prompts.step_kind(r.messages), r), 5, 3, self.latency_s)
+            for r in requests
+        ]
 
     def count_tokens(self, text: str) -> int:
         return len(text.split())
@@ -100,6 +104,18 @@ def test_replies_a_broken_server_gave_are_asked_again_once_it_is_fixed(questions
     again = Server(_sufficient)
     third, llm = _round(questions, again, db)
     assert again.calls == 0 and third == second  # the fixed reply replaced the unusable entry
+
+
+def test_an_unusable_reply_said_again_word_for_word_replays_to_the_same_bytes(questions, tmp_path):
+    """A deterministic server (the local model, a greedy vLLM) asked again gives the same unusable text:
+    the stored reply stays, latency included, so a re-run writes the first run's records."""
+    db = tmp_path / "responses.sqlite"
+    first, llm = _round(questions[:1], Server(lambda kind, r: GARBAGE, latency_s=0.1), db)
+    assert first[0]["status"] == "parse_error" and llm.unusable >= 1
+    same = Server(lambda kind, r: GARBAGE, latency_s=0.7)  # slower this time: the bytes would differ
+    again, llm = _round(questions[:1], same, db)
+    assert same.calls == llm.misses >= 1  # asked again: the server may have been fixed
+    assert again == first  # it was not: the stored reply, its latency too
 
 
 def test_an_empty_reply_is_unusable_too(questions, tmp_path):

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from factory.backtrace import backtrace
 from factory.backtrace.authors_rule import authors_rule
+from factory.backtrace.labels import backtrace
 from factory.params.config import Params, load_params
 from factory.params.label_sections import BacktraceParams
 from factory.simulate.facts import gold_facts

@@ -115,7 +115,7 @@ def test_cli_runs_the_stage(tmp_path, monkeypatch, trajectories):
 
 
 def test_gate_rejects_labels_that_point_at_nothing(tmp_path, trajectories):
-    from factory.backtrace import backtrace
+    from factory.backtrace.labels import backtrace
 
     records = trajectories[:2]
     labels = [backtrace(t) for t in records]

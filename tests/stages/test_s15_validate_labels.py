@@ -145,7 +145,7 @@ def test_without_trajectories_the_files_say_so(workdir):
 def scripted_round(ingested):
     """Trajectories of the scripted policy (real questions, grounded in retrieved passages) and their real
     labels."""
-    from factory.backtrace import backtrace_modes
+    from factory.backtrace.labels import backtrace_modes
     from factory.params.label_sections import BacktraceParams
 
     questions = []

@@ -341,7 +341,7 @@ def test_stage_empty_round_writes_empty_files(tmp_path, monkeypatch, scripted, i
 
 
 def test_backtrace_variant_with_real_labels(scripted):
-    from factory.backtrace import backtrace
+    from factory.backtrace.labels import backtrace
     from factory.utils.text import normalize_answer
 
     trajectories = scripted["trajectories"]

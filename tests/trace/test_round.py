@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import schemas
-from factory.backtrace import backtrace
+from factory.backtrace.labels import backtrace
 from factory.backtrace.rows import labels_index
 from factory.params.label_sections import BacktraceParams
 from factory.params.round_sections import TraceParams
