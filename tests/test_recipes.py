@@ -4,6 +4,7 @@ exist, and those files are the ones the registries read."""
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import re
 import shutil
@@ -82,7 +83,14 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 def run_tests(copy: Path, tests: list[str]) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}
+    from tests.conftest import CORPORA  # the copy sits elsewhere: the same shared corpora
+
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(copy),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "FACTORY_CORPORA": str(CORPORA),
+    }
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
     return subprocess.run(command, cwd=copy, env=env, capture_output=True, text=True, timeout=300)
 
@@ -134,3 +142,44 @@ def test_adding_a_variant_by_the_recipe_touches_two_files_and_the_named_tests_pa
     assert (
         out.stdout.split(" ", 1)[0] == "first_triplet" and "first_triplet" not in out.stdout.split(" ", 1)[1]
     )
+
+
+def test_adding_a_corpus_by_the_recipe_touches_two_files_and_the_named_tests_pass(tmp_path):
+    """ "Adding a corpus" followed to the letter in a copy: the dataset's module (Toy Trails, the test
+    corpus) and its line in CORPORA; the tests the recipe names pass there, nothing else changed, and the
+    copy's `factory ingest` reads the new corpus from files given with --set (anywhere on disk)."""
+    section = recipe("Adding a corpus")
+    named_tests = [f for f in named_files(section) if f.startswith("tests/") and f != "tests/test_recipes.py"]
+    assert "tests/test_docs.py" in named_tests and "tests/test_config.py" in named_tests
+    copy = tracked_copy(tmp_path)
+    before = snapshot(copy)
+    module = copy / "factory/corpora/toytrails.py"
+    module.write_text((ROOT / "tests/corpora/toy_corpus.py").read_text())
+    registry_py = copy / "factory/corpora/__init__.py"
+    text = registry_py.read_text()
+    anchor = '    "musique": "factory.corpora.musique",\n'
+    assert anchor in text
+    registry_py.write_text(text.replace(anchor, anchor + '    "toytrails": "factory.corpora.toytrails",\n'))
+    result = run_tests(copy, [t for t in named_tests if "toy" not in t])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    changed = sorted(k for k, v in snapshot(copy).items() if before.get(k) != v)
+    assert changed == ["factory/corpora/__init__.py", "factory/corpora/toytrails.py"]
+
+    from tests.corpora.test_a_fourth_corpus import trail  # the same records, read by the copy's code
+
+    project, data = tmp_path / "project", tmp_path / "elsewhere" / "trails.jsonl"
+    project.mkdir()
+    data.parent.mkdir()
+    data.write_text("".join(json.dumps(trail(i)) + "\n" for i in range(10)))
+    sets = ["--set", f"corpora={{toytrails: [{data}]}}", "--set", f"splits.official={{{data}: train}}"]
+    env = {**os.environ, "PYTHONPATH": str(copy), "FACTORY_NO_PROGRESS": "1"}
+    run = subprocess.run(
+        [sys.executable, "-m", "factory.cli", "ingest", *sets],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    ingest = json.loads((project / "metrics/ingest.json").read_text())["datasets"]["toytrails"]
+    assert (ingest["read"], ingest["ingested"]) == (10, 10)
