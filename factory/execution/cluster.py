@@ -84,8 +84,8 @@ class CacheService:
         self.hits = self.misses = 0
         self._lock = threading.Lock()
 
-    def get_many(self, keys: list[str]) -> dict:
-        found = self.cache.get_many(keys)
+    def get_many(self, keys: list[str], unusable: bool = False) -> dict:
+        found = self.cache.get_many(keys, unusable)
         with self._lock:
             self.hits += len(found)
             self.misses += len(keys) - len(found)
@@ -116,11 +116,11 @@ class RemoteCache:
         self._pending: list = []
         self._lock = threading.Lock()
 
-    def get_many(self, keys: list[str]) -> dict:
-        return _ray().get(self.actor.get_many.remote(list(keys))) if keys else {}
+    def get_many(self, keys: list[str], unusable: bool = False) -> dict:
+        return _ray().get(self.actor.get_many.remote(list(keys), unusable)) if keys else {}
 
-    def get(self, key: str):
-        return self.get_many([key]).get(key)
+    def get(self, key: str, unusable: bool = False):
+        return self.get_many([key], unusable).get(key)
 
     def put_many(self, items: list) -> None:
         if items:

@@ -96,6 +96,14 @@ class CachedLLM:
         )
 
     @property
+    def replays_unusable(self) -> bool:
+        """The local backend's replies are fixed by its identity (the weights, adapter and dtype): asked
+        again, its unusable replies could only change with the batch they fall in (bf16 is not
+        batch-invariant), so they are replayed like the others and a re-run writes the same bytes. A
+        served model's are asked again: the server may have been fixed under the same name."""
+        return self.inner.backend == "local"
+
+    @property
     def identity(self) -> str:  # read through: an adapter loaded later changes it
         return self.inner.identity
 
@@ -107,7 +115,7 @@ class CachedLLM:
         """Cached responses for hits; one ``inner.generate`` call for the distinct misses."""
         backend, identity = self.inner.backend, self.inner.identity
         keys = [self._key(r) for r in requests]
-        found = self.cache.get_many(keys)
+        found = self.cache.get_many(keys, self.replays_unusable)
         todo: dict[str, ChatRequest] = {}
         for key, request in zip(keys, requests):
             if key not in found and key not in todo:
@@ -149,7 +157,7 @@ class CachedLLM:
         if shared is not None:
             self.misses += 1
             return dataclasses.replace(await asyncio.shield(shared))
-        found = self.cache.get(key)
+        found = self.cache.get(key, self.replays_unusable)
         if found is not None:
             self.hits += 1
             meter.add(calls=1)

@@ -153,8 +153,9 @@ class ResponseCache:
         return damaged is not None
 
     # ------------------------------------------------------------------ reads
-    def get_many(self, keys: list[str]) -> dict[str, ChatResponse]:
-        """The cached responses among ``keys`` (marked cached=True), by key."""
+    def get_many(self, keys: list[str], unusable: bool = False) -> dict[str, ChatResponse]:
+        """The cached responses among ``keys`` (marked cached=True), by key; entries marked unusable only
+        with ``unusable`` (a backend whose replies cannot change under the same identity)."""
         found: dict[str, ChatResponse] = {}
         unique = sorted(set(keys))
         rows: list[tuple[bytes, str]] = []
@@ -168,13 +169,15 @@ class ResponseCache:
                 else:
                     missing.append(blob)
 
+        usable = "" if unusable else " AND outcome IS NULL"
+
         def read() -> None:
             for start in range(0, len(missing), CHUNK):
                 chunk = missing[start : start + CHUNK]
                 marks = ",".join("?" * len(chunk))
                 rows.extend(
                     self._read.execute(
-                        f"SELECT key, response FROM entries WHERE key IN ({marks}) AND outcome IS NULL", chunk
+                        f"SELECT key, response FROM entries WHERE key IN ({marks}){usable}", chunk
                     )
                 )
 
@@ -183,8 +186,8 @@ class ResponseCache:
             found[bytes(blob).hex()] = _response(record)
         return found
 
-    def get(self, key: str) -> ChatResponse | None:
-        return self.get_many([key]).get(key)
+    def get(self, key: str, unusable: bool = False) -> ChatResponse | None:
+        return self.get_many([key], unusable).get(key)
 
     # ------------------------------------------------------------------ writes
     def put_many(

@@ -118,6 +118,22 @@ def test_an_unusable_reply_said_again_word_for_word_replays_to_the_same_bytes(qu
     assert again == first  # it was not: the stored reply, its latency too
 
 
+def test_the_local_backends_unusable_replies_are_replayed(questions, tmp_path):
+    """The local model cannot be fixed under the same identity (weights, adapter, dtype): asked again, an
+    unusable reply could only change with its batch-mates (bf16), so it is replayed and a re-run of a
+    stage writes the same bytes."""
+
+    class LocalServer(Server):
+        backend, identity = "local", "local:base@0:bfloat16"
+
+    db = tmp_path / "responses.sqlite"
+    first, llm = _round(questions[:1], LocalServer(lambda kind, r: GARBAGE), db)
+    assert first[0]["status"] == "parse_error" and llm.unusable >= 1
+    other = LocalServer(lambda kind, r: "another reply")
+    again, llm = _round(questions[:1], other, db)
+    assert other.calls == 0 and llm.misses == 0 and again == first
+
+
 def test_an_empty_reply_is_unusable_too(questions, tmp_path):
     db = tmp_path / "responses.sqlite"
     _, llm = _round(questions[:1], Server(lambda kind, r: ""), db)

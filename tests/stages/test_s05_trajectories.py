@@ -246,12 +246,7 @@ def test_tiny_model_round_end_to_end_with_cache(project, tiny_model_dir):
     first, first_bytes = read_rows(out), out.read_bytes()
     assert main(argv) == 0  # a second run is answered from the response cache
     m2 = read_json(paths.stage_metrics("trajectories", "backtrace", 0))
-    calls = m["cache"]["misses"] + m["cache"]["hits"]
-    # the usable replies replayed; the unusable ones asked again (the server may have been fixed since)
-    assert (
-        m2["cache"]["misses"] == m["unusable"]["replies"]
-        and m2["cache"]["hits"] + m2["cache"]["misses"] == calls
-    )
-    # the tiny model said them again word for word: the stored replies, so the records are the same
+    # the local backend's replies, unusable ones too, are fixed by its identity: all replayed
+    assert m2["cache"]["misses"] == 0 and m2["cache"]["hits"] == m["cache"]["misses"] + m["cache"]["hits"]
     assert read_rows(out) == first  # latency included: the cache replays what was measured
     assert out.read_bytes() == first_bytes  # a rerun answered from the cache writes the same bytes
