@@ -11,6 +11,7 @@ import pytest
 from factory.decontamination.eval_sets import EvalSet, file_rows
 from factory.decontamination.index import EvalIndex, Match
 from factory.decontamination.rows import eval_row, pool_row, titles_of
+from factory.names import check_names
 from factory.params.config import Params, validate_params
 from factory.params.data_sections import DecontaminationParams
 from factory.utils.errors import FactoryError
@@ -148,5 +149,5 @@ def test_the_params_section_sits_after_splits_and_refuses_an_unknown_rule():
     for rules in (["fuzzy"], []):
         with pytest.raises(FactoryError, match="decontamination.rules"):
             validate_params({"decontamination": {"rules": rules}})
-    with pytest.raises(FactoryError, match="decontamination.eval_sets"):
-        validate_params({"decontamination": {"eval_sets": {"squad": ["dev.json"]}}})
+    with pytest.raises(FactoryError, match="decontamination.eval_sets"):  # names: when a command loads them
+        check_names(validate_params({"decontamination": {"eval_sets": {"squad": ["dev.json"]}}}))
