@@ -132,6 +132,7 @@ def stage_commands(variant: str = VARIANT) -> list[tuple[str, list[str]]]:
     chain = ["--variant", variant, "--seed", "0", "--round", "0"]
     return [
         ("ingest", ["ingest"]),
+        ("decontaminate", ["decontaminate"]),
         ("index", ["index"]),
         ("evaluate", ["evaluate", "--variant", "base", "--split", "heldout"]),
         ("start", ["bootstrap", "--variant", variant, "--seed", "0"]),
@@ -156,8 +157,15 @@ def write_params(folder: Path, corpora: dict, round_questions: int, base_url: st
         "model": {"base": str(weights)},
         "index": {"scope": "pooled"},
         "llm": {"backend": "openai", "model": "mock-model", "base_urls": [base_url], "concurrency": 32},
-        "trajectories": {"n_questions": round_questions, "samples": 1, "rationalize": True},
-        "evaluate": {"n_questions": HELDOUT},
+        # at small fractions official train holds fewer questions than asked: the stages take all there
+        # are (the work column says how many), as the demo does
+        "trajectories": {
+            "n_questions": round_questions,
+            "samples": 1,
+            "rationalize": True,
+            "allow_fewer": True,
+        },
+        "evaluate": {"n_questions": HELDOUT, "allow_fewer": True},
         "counterfactual": {"max_trajectories": COUNTERFACTUAL},
         "bootstrap": {"variants": [VARIANT], "seeds": [0], "max_rounds": 1},
     }
@@ -217,6 +225,7 @@ def rows_written(folder: Path, stage: str) -> int:
 
     outputs = {
         "ingest": ["data/interim/questions.parquet", "data/interim/passages.parquet"],
+        "decontaminate": ["data/interim/eval_questions.parquet"],
         "index": [],
         "evaluate": ["data/eval/base/heldout.parquet"],
         "trajectories": [f"data/trajectories/{CHAIN}.parquet"],
@@ -283,6 +292,8 @@ def work_of(folder: Path, stage: str, rows: int) -> tuple[float, str]:
 
     if stage == "ingest":
         return metrics("ingest.json")["total"]["read"], "questions"
+    if stage == "decontaminate":
+        return metrics("decontamination.json")["total"]["checked"], "training-pool questions"
     if stage == "index":
         return metrics("ingest.json")["total"]["passages"], "passages"
     if stage == "evaluate":

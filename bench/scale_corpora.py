@@ -22,6 +22,7 @@ import msgspec
 
 from bench.common import corpora_files
 from factory.corpora import corpus
+from factory.corpora.official import split_of_name
 
 SOURCES = corpora_files()  # every corpus of factory.corpora.CORPORA: its default sample files
 FULL = {"hotpotqa": 97_852, "2wikimultihopqa": 180_030, "musique": 22_355}  # train + dev of each release
@@ -30,10 +31,13 @@ _ENCODER = msgspec.json.Encoder()
 
 
 @cache
-def _read(dataset: str) -> list[dict]:
+def _read(dataset: str, split: str | None = None) -> list[dict]:
+    """The dataset's sample records; with ``split``, those of its files of that official split."""
     records = []
     for name in SOURCES[dataset]:
         path = Path(name)
+        if split is not None and split_of_name(path.name) != split:
+            continue
         if path.suffix == ".jsonl":
             records += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         else:
@@ -72,31 +76,40 @@ def build(folder: str | Path, fraction: float) -> dict:
     folder = Path(folder)
     out = {}
     for dataset, copies in copies_for(fraction).items():
-        base = _read(dataset)
-        target = folder / dataset
-        target.mkdir(parents=True, exist_ok=True)
-        total = copies * len(base)
-        n_files = math.ceil(total / FILE_RECORDS)
-        per_file = math.ceil(copies / n_files)
-        files = []
-        for f in range(n_files):
-            ks = range(f * per_file, min(copies, (f + 1) * per_file))
-            if _jsonl(dataset):
-                path = target / f"part_{f:02d}.jsonl"
-                with path.open("wb") as fh:
-                    for k in ks:
-                        for r in base:
-                            fh.write(_ENCODER.encode(_copy(dataset, r, k)) + b"\n")
-            else:
-                path = target / f"part_{f:02d}.json"
-                with path.open("wb") as fh:
-                    fh.write(b"[")
-                    first = True
-                    for k in ks:
-                        for r in base:
-                            fh.write((b"" if first else b",") + _ENCODER.encode(_copy(dataset, r, k)))
-                            first = False
-                    fh.write(b"]")
-            files.append(str(path))
+        files, total = [], 0
+        # each official split in files of its own, named for it: ingest tells a file's split by its name
+        for split in ("train", "dev"):
+            base = _read(dataset, split)
+            if base:
+                files += _write_copies(dataset, split, base, copies, folder / dataset)
+                total += copies * len(base)
         out[dataset] = {"files": files, "questions": total, "copies": copies}
     return out
+
+
+def _write_copies(dataset: str, split: str, base: list[dict], copies: int, target: Path) -> list[str]:
+    """``copies`` distinct copies of ``base`` in files of at most ~FILE_RECORDS records each."""
+    target.mkdir(parents=True, exist_ok=True)
+    n_files = math.ceil(copies * len(base) / FILE_RECORDS)
+    per_file = math.ceil(copies / n_files)
+    files = []
+    for f in range(n_files):
+        ks = range(f * per_file, min(copies, (f + 1) * per_file))
+        if _jsonl(dataset):
+            path = target / f"{split}_part_{f:02d}.jsonl"
+            with path.open("wb") as fh:
+                for k in ks:
+                    for r in base:
+                        fh.write(_ENCODER.encode(_copy(dataset, r, k)) + b"\n")
+        else:
+            path = target / f"{split}_part_{f:02d}.json"
+            with path.open("wb") as fh:
+                fh.write(b"[")
+                first = True
+                for k in ks:
+                    for r in base:
+                        fh.write((b"" if first else b",") + _ENCODER.encode(_copy(dataset, r, k)))
+                        first = False
+                fh.write(b"]")
+        files.append(str(path))
+    return files
