@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from gpu_local_backend import build_tokenizer, hotpot_like_prompts  # noqa: E402 (after sys.path)
+from gpu_local_backend import CONFIGS, build_tokenizer, hotpot_like_prompts  # noqa: E402 (after sys.path)
 from gpu_train import synthetic_chats  # noqa: E402 (after sys.path)
 
 from factory.bootstrap.cost_gpu import SHAPES, training_memory  # noqa: E402 (after sys.path)
@@ -48,16 +48,8 @@ from factory.params.agent_sections import LLMParams  # noqa: E402 (after sys.pat
 from factory.params.config import Params  # noqa: E402 (after sys.path)
 from factory.params.round_sections import TrainParams  # noqa: E402 (after sys.path)
 
-TINY = {
-    "vocab_size": 4096,
-    "hidden_size": 64,
-    "intermediate_size": 128,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
-    "head_dim": 16,
-    "tie_word_embeddings": True,
-}
+# the local-generation bench's tiny model; max_position_embeddings and rope_theta are build_model's
+TINY = {k: v for k, v in CONFIGS["tiny"].items() if k not in ("max_position_embeddings", "rope_theta")}
 SIZES = {"llama-3.1-8b": SHAPES["Llama-3.1-8B"], "tiny": TINY}
 GIB = 2**30
 
