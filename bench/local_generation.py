@@ -82,6 +82,7 @@ def baseline_generate(llm, requests: list) -> list[str]:
     import torch
     from transformers import GenerationConfig, LogitsProcessorList
 
+    _ = llm.model  # loaded (sets eos_ids)
     prompts = [llm._prompt(r) for r in requests]
     pad, width = llm.tokenizer.pad_token_id, max(len(p) for p in prompts)
     ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])

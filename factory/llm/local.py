@@ -60,6 +60,8 @@ def pick_dtype(device: str, dtype: str):
     identity, so cached answers never mix precisions."""
     import torch
 
+    if dtype == "int8":  # loaded in fp32, then quantized (factory.llm.quantize)
+        return torch.float32
     if dtype != "auto":
         return {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[dtype]
     return torch.bfloat16 if device.startswith("cuda") or native_bf16_cpu() else torch.float32
@@ -95,8 +97,10 @@ class LocalLLM:
             )
         self.device = pick_device(cfg.device)
         self.batch_size = cfg.batch_size
-        self.dtype = pick_dtype(self.device, cfg.dtype)
-        precision = str(self.dtype).removeprefix("torch.")
+        # int8 is a CPU format (factory.llm.quantize): on a GPU the demo profile's int8 runs as 'auto' (bf16)
+        self.int8 = cfg.dtype == "int8" and self.device == "cpu"
+        self.dtype = pick_dtype(self.device, "auto" if cfg.dtype == "int8" and not self.int8 else cfg.dtype)
+        precision = "int8" if self.int8 else str(self.dtype).removeprefix("torch.")
         self.identity = (
             f"local:{self.model_path.resolve().name}@{weights_hash(self.model_path)[:SHORT]}:{precision}"
         )
@@ -138,6 +142,10 @@ class LocalLLM:
                 from peft import PeftModel
 
                 model = PeftModel.from_pretrained(model, self.adapter_path)
+            if self.int8:
+                from factory.llm.quantize import quantize_int8
+
+                model = quantize_int8(model.eval())
             self._model = model.to(self.device).eval()
             self.eos_ids = self._eos_ids()
         return self._model

@@ -69,11 +69,14 @@ class LLMParams(Section):
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="local backend device; 'auto' picks CUDA when present."
     )
-    dtype: Literal["auto", "bfloat16", "float32", "float16"] = Field(
+    dtype: Literal["auto", "bfloat16", "float32", "float16", "int8"] = Field(
         "auto",
         description="local backend precision; 'auto' = bf16 on CUDA and on CPUs with native bf16 "
         "(AMX/AVX512-BF16), else "
-        "fp32. fp32 on CPU is batch-invariant (a request's text never depends on its batch-mates).",
+        "fp32. fp32 on CPU is batch-invariant (a request's text never depends on its batch-mates). "
+        "'int8': on the CPU the linear layers' weights in int8, activations quantized per call "
+        "(torch's dynamic quantization, any adapter merged first): decoding reads a quarter of fp32's "
+        "bytes per token; the text differs from fp32's (factory.llm.quantize). On a GPU, int8 runs as auto.",
     )
     cache: bool = Field(
         True, description="Use the response cache under data/cache/ (content-addressed, SQLite)."

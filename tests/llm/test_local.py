@@ -266,3 +266,50 @@ def test_make_llm_local(sharp_model_dir, tmp_path, monkeypatch):
     (resp,) = llm.generate(_requests(Sampling(max_new_tokens=3))[:1])
     assert resp.ok and (tmp_path / "data" / "cache" / "responses.sqlite").exists()
     llm.close()
+
+
+def test_int8_quantizes_every_linear_layer_and_names_its_precision(sharp_model_dir, adapter_dir):
+    """llm.dtype int8 on the CPU: the linear layers (the untied output projection too) are int8, the
+    adapter merged in first (its effect kept), and the identity says int8, so no fp32 reply is served
+    for an int8 call or the other way round."""
+    import torch
+
+    cfg = _cpu(sharp_model_dir, batch_size=4).model_copy(update={"dtype": "int8"})
+    base, adapted = LocalLLM(cfg), LocalLLM(cfg, adapter_path=adapter_dir)
+    fp32 = LocalLLM(_cpu(sharp_model_dir, batch_size=4))
+    assert base.identity == fp32.identity.removesuffix(":float32") + ":int8"
+    assert adapted.identity.startswith(base.identity + "+")
+    linear = sum(isinstance(m, torch.nn.Linear) for m in fp32.model.modules())
+    for llm in (base, adapted):
+        quantized = [m for m in llm.model.modules() if isinstance(m, torch.ao.nn.quantized.dynamic.Linear)]
+        assert len(quantized) == linear and all(m.weight().dtype == torch.qint8 for m in quantized)
+        assert not any(isinstance(m, torch.nn.Linear) for m in llm.model.modules())
+    greedy = Sampling(max_new_tokens=12)
+    base_out, adapted_out = base.generate(_requests(greedy)), adapted.generate(_requests(greedy))
+    assert all(r.ok for r in base_out + adapted_out)
+    assert [r.text for r in base_out] != [r.text for r in adapted_out]  # the merged adapter still acts
+
+
+def test_int8_logits_stay_close_to_fp32(sharp_model_dir):
+    """int8 weights change the numbers a little, not the model: next-token logits off by a tenth of their
+    spread on a random tiny model whose weights were scaled 8x (a wrong scale or a lost layer is off by
+    more than the spread itself). How often the real model's replies agree: bench/llama_server.py."""
+    import torch
+
+    fp32 = LocalLLM(_cpu(sharp_model_dir, batch_size=4))
+    int8 = LocalLLM(_cpu(sharp_model_dir, batch_size=4).model_copy(update={"dtype": "int8"}))
+    ids = torch.tensor([fp32._prompt(r) for r in _requests(Sampling())[:1]])
+    with torch.inference_mode():
+        a, b = fp32.model(ids).logits[0], int8.model(ids).logits[0]
+    spread = a.std()
+    assert ((a - b).abs().mean() / spread) < 0.2
+
+
+def test_int8_on_a_gpu_runs_as_auto(sharp_model_dir, monkeypatch):
+    """The demo profile's int8 is a CPU format: on a GPU the backend runs bf16 and says so."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    llm = LocalLLM(LLMParams(model=str(sharp_model_dir), device="auto", dtype="int8"))
+    assert llm.device == "cuda" and not llm.int8 and llm.dtype == torch.bfloat16
+    assert llm.identity.endswith(":bfloat16")
