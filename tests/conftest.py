@@ -72,3 +72,57 @@ SLOWEST_FIRST = ("tests/test_pipeline_e2e.py",)
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: not item.nodeid.startswith(SLOWEST_FIRST))
+
+
+# A suite never silent for a minute: the long tests (the end-to-end `dvc repro`, a training) print nothing
+# while they run, and under xdist their output only comes with their result. When no test has finished for
+# HEARTBEAT_S seconds, the xdist controller (`make test` runs two workers) says which tests are running and
+# for how long. (Without xdist the running test's output capture would swallow the line.)
+HEARTBEAT_S = float(os.environ.get("FACTORY_TEST_HEARTBEAT_S", "30"))
+
+
+class Heartbeat:
+    def __init__(self, config):
+        import threading
+        import time
+
+        self.clock = time.monotonic
+        self.config = config
+        self.running: dict[str, float] = {}
+        self.last = self.clock()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._beat, name="test-heartbeat", daemon=True)
+
+    def pytest_sessionstart(self, session):
+        self.thread.start()
+
+    def pytest_sessionfinish(self, session):
+        self.stop.set()
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        with self.lock:
+            self.running[nodeid] = self.clock()
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        with self.lock:
+            self.running.pop(nodeid, None)
+            self.last = self.clock()
+
+    def _beat(self):
+        while not self.stop.wait(1.0):
+            with self.lock:
+                now = self.clock()
+                if now - self.last < HEARTBEAT_S or not self.running:
+                    continue
+                self.last = now
+                tests = ", ".join(f"{nodeid} ({now - start:.0f} s)" for nodeid, start in self.running.items())
+            reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+            if reporter is not None:  # on a line of its own, after the progress dots
+                fresh_line = not getattr(reporter._tw, "width_of_current_line", 0)
+                reporter.write_line(("" if fresh_line else "\n") + f"still running: {tests}", flush=True)
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist), never a worker
+        config.pluginmanager.register(Heartbeat(config), "factory-heartbeat")
