@@ -109,7 +109,9 @@ def _figures(replies: list, wall: float) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--questions", type=int, default=4, help="held-out questions evaluated (default 4)")
     parser.add_argument("--repeats", type=int, default=2, help="runs of each configuration (default 2)")
     parser.add_argument("--dtypes", default=None, help="local precisions (default: the params' and auto)")

@@ -83,6 +83,26 @@ def test_round_slots_must_match_their_index():
         load_params(None, ["bootstrap.rounds=[{round: 0, after: init}, {round: 2, after: round_0}]"])
 
 
+def test_one_more_round_than_slots_says_the_slots_to_give():
+    """The demo has a slot per round it runs: asking for a third round says how to give its slot, in a form
+    `dvc exp run -S` reads (Hydra's override grammar) and that loads."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    two = "bootstrap.rounds=[{round: 0, after: init}, {round: 1, after: round_0}]"
+    with pytest.raises(FactoryError, match="needs at least that many entries") as error:
+        load_params(None, [two, "bootstrap.max_rounds=3"])
+    given = str(error.value).split("-S '")[1].split("'")[0]
+    (override,) = OverridesParser.create().parse_overrides([given])
+    assert [slot.round for slot in load_params(None, [given, "bootstrap.max_rounds=3"]).bootstrap.rounds] == [
+        0,
+        1,
+        2,
+    ]
+    assert override.value() == [
+        {"round": r, "after": "init" if r == 0 else f"round_{r - 1}"} for r in range(3)
+    ]
+
+
 @pytest.mark.parametrize(
     "setting, key",
     [

@@ -81,7 +81,7 @@ def flat(data: dict, prefix: str = "") -> dict[str, Any]:
 def changed_keys(params: Params, defaults: Params | None = None) -> list[str]:
     """The dotted keys whose values differ from the typed defaults, in the order of the typed params."""
     mine, typed = flat(dict(params)), flat(dict(defaults or Params()))
-    return [key for key in mine if _plain(mine[key]) != _plain(typed[key])]
+    return [key for key in mine if plain(mine[key]) != plain(typed[key])]
 
 
 def render_params_file(
@@ -114,16 +114,17 @@ def _emit(
             _emit(value, key + ".", indent + 1, active, notes, out, quiet=empty)
             continue
         style = None if isinstance(value, (list, dict)) else False  # leaf lists inline, scalars as key: value
-        dumped = yaml.safe_dump({name: _plain(value)}, sort_keys=False, default_flow_style=style, width=1000)
+        dumped = yaml.safe_dump({name: plain(value)}, sort_keys=False, default_flow_style=style, width=1000)
         mark = "# " if quiet or key not in active else ""
         out.extend(f"{pad}{mark}{line}" for line in dumped.rstrip().splitlines())
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """``value`` with every pydantic model in it dumped to JSON-able data."""
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     if isinstance(value, list):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     return value

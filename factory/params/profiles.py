@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from factory.params.config import Params, validate_params
-from factory.params.file import flat, render_params_file
+from factory.params.file import flat, plain, render_params_file
 from factory.utils.errors import FactoryError
 
 
@@ -65,6 +65,12 @@ PROFILES: dict[str, Profile] = {
                 ),
                 "llm.batch_size": Setting(
                     32, "a whole lockstep shard (trajectories.shard_size 32) generates as one batch"
+                ),
+                "bootstrap.rounds": Setting(
+                    [{"round": 0, "after": "init"}, {"round": 1, "after": "round_0"}],
+                    "a slot per round the demo runs (bootstrap.max_rounds 2), not a third that would record "
+                    "'skipped': a slot is 8 DVC stages per chain, each costing seconds of DVC's own work (it "
+                    "rewrites dvc.lock after every stage). One more round: docs/pipeline.md",
                 ),
                 "llm.dtype": Setting(
                     "int8",
@@ -259,7 +265,12 @@ def explain(name: str) -> str:
 
 
 def _yaml(value: Any) -> str:
-    return yaml.safe_dump(value, default_flow_style=True, width=1000).strip().removesuffix("\n...").strip()
+    return (
+        yaml.safe_dump(plain(value), default_flow_style=True, width=1000)
+        .strip()
+        .removesuffix("\n...")
+        .strip()
+    )
 
 
 def _wrap(text: str) -> list[str]:

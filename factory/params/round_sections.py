@@ -81,7 +81,7 @@ class BootstrapParams(Section):
         description="Round stages in dvc.yaml (DVC needs a list and cannot compute r-1): entry i is "
         "{round: i, after: init | round_<i-1>}. Keep at least max_rounds entries; extra ones record "
         "'skipped', "
-        "so `dvc exp run -S bootstrap.max_rounds=N` runs only the new rounds.",
+        "so `dvc exp run -S bootstrap.max_rounds=N` runs only the new rounds (each slot is 8 stages).",
     )
     seeds: list[Seed] = Field(
         [0], min_length=1, description="Repeats of the whole protocol (mean +- std in the report)."
@@ -114,9 +114,14 @@ class BootstrapParams(Section):
                     f"{{round: {slot.round}, after: {slot.after}}})"
                 )
         if len(self.rounds) < self.max_rounds:
+            slots = ", ".join(
+                f"{{round: {r}, after: {'init' if r == 0 else f'round_{r - 1}'}}}"
+                for r in range(self.max_rounds)
+            )
             raise ValueError(
                 f"max_rounds={self.max_rounds} needs at least that many entries in bootstrap.rounds (has "
-                f"{len(self.rounds)})"
+                f"{len(self.rounds)}): give them with it, e.g. dvc exp run -S "
+                f"bootstrap.max_rounds={self.max_rounds} -S 'bootstrap.rounds=[{slots}]'"
             )
         return self
 
