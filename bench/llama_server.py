@@ -132,8 +132,8 @@ def main() -> None:
     configs = {f"local {d}{' (params)' if d == params.llm.dtype else ''}": ("local", d) for d in dtypes}
     if binary is None:
         print(
-            "llama-server: none found (--server, $LLAMA_SERVER, `make llama-server`, PATH): the local figures "
-            "alone"
+            "llama-server: none found (--server, $LLAMA_SERVER, `make llama-server`, PATH): the local "
+            "figures alone"
         )
     else:
         widest = max(len(b) for b in batches)
