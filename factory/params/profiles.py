@@ -76,7 +76,7 @@ PROFILES: dict[str, Profile] = {
                     "int8",
                     "int8 weights (factory.llm.quantize): a CPU decodes as fast as it reads weights, and "
                     "int8 reads a quarter of fp32's bytes (half of bf16's); 2x fp32's speed on the demo's "
-                    "calls on a 2-core Xeon without bf16 (docs/benchmarks.md); the replies differ from fp32's",
+                    "calls on a 2-core Xeon without bf16 (docs/benchmarks.md); replies differ from fp32's",
                 ),
                 "agent.max_iterations": Setting(
                     2, "with agent.max_pairs 2: at most 14 LLM calls a trajectory instead of 42"
