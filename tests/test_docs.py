@@ -248,8 +248,9 @@ def test_every_quoted_command_output_is_what_the_command_prints_today():
     assert not stale, f"quoted output differs from the command's at {stale}: run `make docs`"
 
 
-def settings_in_docs() -> list[tuple[str, str]]:
-    """(doc, flag, 'key=value') of every `-S` / `--set` in the docs' code, as a shell would split it."""
+def settings_in_docs() -> list[tuple[str, str, str, list[str]]]:
+    """(doc, flag, 'key=value', every 'key=value' of its command) of every `-S` / `--set` in the docs' code,
+    as a shell would split it (settings of one command are given together: a third round with its slot)."""
     import shlex
 
     found = []
@@ -260,11 +261,8 @@ def settings_in_docs() -> list[tuple[str, str]]:
                 if not re.search(r"(^|\s)(-S|--set)\s", line):
                     continue
                 tokens = shlex.split(line.split(" #")[0])
-                found += [
-                    (doc.name, flag, value)
-                    for flag, value in zip(tokens, tokens[1:])
-                    if flag in ("-S", "--set")
-                ]
+                pairs = [(flag, value) for flag, value in zip(tokens, tokens[1:]) if flag in ("-S", "--set")]
+                found += [(doc.name, flag, value, [v for _, v in pairs]) for flag, value in pairs]
     return found
 
 
@@ -277,10 +275,10 @@ def test_every_setting_the_docs_show_parses_through_the_typed_params():
     assert len(found) > 10, "the scan finds the docs' settings"
     written = yaml.safe_load((ROOT / "params.yaml").read_text())
     bad = []
-    for doc, flag, setting in found:
+    for doc, flag, setting, together in found:
         key = setting.lstrip("+").split("=", 1)[0]
         try:
-            load_params(ROOT / "params.yaml", [setting.lstrip("+")])
+            load_params(ROOT / "params.yaml", [s.lstrip("+") for s in together if s.lstrip("+") not in syntax])
         except FactoryError as exc:
             bad.append(f"{doc}: {setting}: {exc}")
         # DVC's -S changes only a key the file sets; a key left at its default (commented) needs ++
