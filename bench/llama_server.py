@@ -97,12 +97,13 @@ def run_server(binary: Path, gguf: Path, batches: list[list], slots: int, thread
 
 
 def _figures(replies: list, wall: float) -> dict:
+    tokens = sum(r.completion_tokens for r in replies)
     return {
         "wall_s": wall,
         "calls": len(replies),
         "calls_per_s": len(replies) / wall,
-        "completion_tokens": sum(r.completion_tokens for r in replies),
-        "tokens_per_s": sum(r.completion_tokens for r in replies) / wall,
+        "completion_tokens": tokens,
+        "tokens_per_s": tokens / wall,
         "errors": sum(not r.ok for r in replies),
         "texts": [r.text for r in replies],
     }
