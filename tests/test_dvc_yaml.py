@@ -13,24 +13,9 @@ from factory.cli import stage_names
 from factory.params.config import Params
 from factory.params.profiles import PROFILES, profile_params, render_profile
 from factory.utils import paths
-from tests.imports import ROOT, closure
+from tests.imports import ROOT
 
 DVC = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-
-# Files in a stage's import closure that decide none of its outputs, so no dep needs to name them.
-# Package __init__ files without code (a docstring only) are skipped by rule, not listed here.
-NOT_OUTPUT_DECIDING = {
-    "factory/__init__.py": "the version string",
-    "factory/utils/errors.py": "exception classes: a failure changes no output, it stops the stage",
-    "factory/stages/__init__.py": "the shared command-line options of the round stages",
-    "factory/utils/progress.py": "progress bars and the LLM meter: stderr, never what a stage writes",
-    # Where a stage's shards run, never what they hold (tests/execution/test_cluster.py compares the bytes
-    # of both engines). What the Ray engine imports for itself (its response cache's actor) is not
-    # followed either: a stage that calls an LLM names factory/llm anyway.
-    "factory/execution/engine.py": "the engine that runs the shards (local or Ray)",
-    "factory/execution/cluster.py": "the Ray engine",
-}
-ENGINE = frozenset(ROOT / f for f in ("factory/execution/engine.py", "factory/execution/cluster.py"))
 
 # One resolved instance of each matrix / foreach stage: the values its templates are filled with.
 ITEM = {"variant": "backtrace", "seed": 0, "r": {"round": 1, "after": "round_0"}}
@@ -45,29 +30,33 @@ def _module(stage: dict) -> Path:
     return ROOT / "factory" / "stages" / f"{stage_names()[command]}.py"
 
 
-def _without_code(path: Path) -> bool:
-    body = ast.parse(path.read_text()).body
-    return path.name == "__init__.py" and all(
-        isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in body
-    )
+CODE_TREE = {"factory", "schemas", "validators"}  # what factory.utils.stage_code reads
 
 
-def _covered(file: str, deps: list[str]) -> bool:
-    return any(file == d.rstrip("/") or file.startswith(d.rstrip("/") + "/") for d in deps)
+def _code_deps(stage: dict) -> set[str]:
+    deps = {d.split()[0] for d in stage.get("deps", []) if isinstance(d, str)}
+    return {d for d in deps if d.split("/")[0] in CODE_TREE}
 
 
 @pytest.mark.parametrize("name, stage", _stages(), ids=[n for n, _ in _stages()])
-def test_code_deps_cover_the_import_closure_of_the_stage_module(name, stage):
+def test_a_stage_depends_on_the_digest_of_its_own_code(name, stage):
+    """Every stage's code dep is its module's digest (data/code/<module>.json: its import closure), which
+    the stage_code stage writes from the whole code tree; publish hashes the whole tree itself."""
     deps = [d for d in stage.get("deps", []) if isinstance(d, str)]
-    module = _module(stage)
-    missing = sorted(
-        rel
-        for file in closure(module, ENGINE)
-        if not _without_code(file)
-        and (rel := str(file.relative_to(ROOT))) not in NOT_OUTPUT_DECIDING
-        and not _covered(rel, deps)
-    )
-    assert not missing, f"stage {name} ({module.name}) runs code no dep names: {missing}"
+    if name in ("stage_code", "publish"):
+        assert _code_deps(stage) == CODE_TREE
+        return
+    assert str(paths.CODE_DIR / f"{_module(stage).stem}.json") in deps
+    assert not _code_deps(stage), f"stage {name} names code its digest already covers"
+
+
+def test_stage_code_writes_a_digest_for_every_other_stage_module(tmp_path, monkeypatch):
+    from factory.stages import s00_stage_code
+
+    monkeypatch.chdir(tmp_path)
+    s00_stage_code.run(Params())
+    written = {p.stem for p in (tmp_path / paths.CODE_DIR).glob("*.json")}
+    assert written == set(stage_names().values()) - {"s00_stage_code"}
 
 
 @pytest.mark.parametrize("profile", list(PROFILES))
@@ -133,6 +122,7 @@ def _expected(name: str, v: str, s: int, r: int) -> set[Path]:
         extra = live if name == "train" else set()
         return {chain[name](v, r, s), paths.stage_metrics(metrics, v, r, s), *extra}
     return {
+        "stage_code": {paths.CODE_DIR},
         "prepare_model": {Path(Params().model.dir)},
         "ingest": {
             paths.QUESTIONS,

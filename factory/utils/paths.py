@@ -18,6 +18,7 @@ CONTAMINATION = INTERIM / "contamination.jsonl"  # decontaminate: one row per fl
 EVAL_QUESTIONS = INTERIM / "eval_questions.parquet"  # decontaminate: every evaluation set's questions
 INDEX_DIR = Path("data/index")
 CACHE_DIR = Path("data/cache")
+CODE_DIR = Path("data/code")  # stage-code: one digest of the code a stage runs per stage module
 METRICS = Path("metrics")
 REPORTS = Path("reports")
 MODELS = Path("models")
