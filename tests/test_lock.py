@@ -8,12 +8,16 @@ the response cache of an earlier run) and this test passes again; commit dvc.loc
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
+from factory.utils import paths
 from tests.conftest import ROOT
 
 DVC = Path(sys.executable).parent / "dvc"
@@ -75,3 +79,25 @@ def test_the_check_sees_code_params_and_commands_and_not_missing_data():
         "index: params.yaml: index modified",
         "report: changed command",
     ]
+
+
+def test_every_stage_was_locked_with_the_digest_of_the_code_in_git():
+    """A stage's code dep is data/code/<module>.json, which a fresh clone does not have (`dvc status`
+    cannot compare it): its md5 in dvc.lock must be that of the digest the code in git gives now."""
+    from factory.utils.stage_code import digest_file
+
+    lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
+    locked = {
+        (stage, Path(dep["path"]).stem): dep["md5"]
+        for stage, entry in lock.items()
+        for dep in entry.get("deps", [])
+        if dep["path"].startswith(f"{paths.CODE_DIR}/")
+    }
+    # every stage but stage_code and publish, whose deps are the code tree itself
+    assert {stage for stage, _ in locked} == set(lock) - {"stage_code", "publish"}
+    stale = sorted(
+        stage
+        for (stage, module), md5 in locked.items()
+        if hashlib.md5(digest_file(ROOT / "factory" / "stages" / f"{module}.py").encode()).hexdigest() != md5
+    )
+    assert not stale, f"dvc.lock was written by other code for {stale}: run `make lock` and commit dvc.lock"

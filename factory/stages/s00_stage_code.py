@@ -16,7 +16,7 @@ from factory.cli import stage_names
 from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.io import output_folder, outputs_together
-from factory.utils.stage_code import ROOT, digest
+from factory.utils.stage_code import ROOT, digest_file
 
 COMMAND = "stage-code"
 HELP = "write the digest of the code each stage runs (data/code/<module>.json), the code dep of its stage"
@@ -30,10 +30,9 @@ def run(params: Params) -> dict:
     for module in sorted(stage_names().values()):
         if module == Path(__file__).stem:
             continue  # this stage's deps are the code tree itself
-        found = digest(ROOT / "factory" / "stages" / f"{module}.py")
-        # compact, sorted: the bytes change only when a file of the closure does
-        (folder / f"{module}.json").write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
-        counts[module] = len(found["files"])
+        text = digest_file(ROOT / "factory" / "stages" / f"{module}.py")
+        (folder / f"{module}.json").write_text(text)
+        counts[module] = len(json.loads(text)["files"])
     log.info(
         "stage-code: %d stage modules, %d to %d files each -> %s",
         len(counts),

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 from functools import cache
 from pathlib import Path
 
@@ -148,6 +149,12 @@ def stage_files(stage_module: Path, root: Path = ROOT) -> list[str]:
     files = {f for f in modules if not without_code(f)}
     files |= {d for f in modules if f.name == "__init__.py" for d in data_files(f.parent)}
     return sorted(rel for f in files if (rel := f.relative_to(root).as_posix()) not in NOT_OUTPUT_DECIDING)
+
+
+def digest_file(stage_module: Path, root: Path = ROOT) -> str:
+    """The text of ``data/code/<module>.json``: ``digest`` as sorted JSON, one line per file, so that its
+    bytes change only when a file of the closure does (dvc.lock records their md5)."""
+    return json.dumps(digest(stage_module, root), indent=1, sort_keys=True) + "\n"
 
 
 def digest(stage_module: Path, root: Path = ROOT) -> dict:
