@@ -52,7 +52,11 @@ PLOTS_TEMPLATE := .dvc/plots/offline.html
 $(PLOTS_TEMPLATE): $(STAMP) factory/utils/dvc_plots.py
 	$(BIN)/python -m factory.utils.dvc_plots $@
 
+# The project's own modules compiled to bytecode (an editable install: the installer compiles none of them).
+# Where PYTHONDONTWRITEBYTECODE is set Python never writes what it compiles, and every stage's process
+# would compile the modules it imports again (0.1-0.3 s a stage); up-to-date files are skipped.
 setup: $(STAMP) $(PLOTS_TEMPLATE)
+	@$(BIN)/python -m compileall -q factory schemas validators
 
 # check-corpora: a clone without ../shared/corpora stops here, before any work, saying where corpora come from
 demo: setup

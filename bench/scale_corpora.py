@@ -93,23 +93,17 @@ def _write_copies(dataset: str, split: str, base: list[dict], copies: int, targe
     n_files = math.ceil(copies * len(base) / FILE_RECORDS)
     per_file = math.ceil(copies / n_files)
     files = []
+    # JSON Lines: a record per line; JSON: one array, records separated by commas
+    lines = _jsonl(dataset)
+    opening, separator, closing = (b"", b"\n", b"\n") if lines else (b"[", b",", b"]")
     for f in range(n_files):
         ks = range(f * per_file, min(copies, (f + 1) * per_file))
-        if _jsonl(dataset):
-            path = target / f"{split}_part_{f:02d}.jsonl"
-            with path.open("wb") as fh:
-                for k in ks:
-                    for r in base:
-                        fh.write(_ENCODER.encode(_copy(dataset, r, k)) + b"\n")
-        else:
-            path = target / f"{split}_part_{f:02d}.json"
-            with path.open("wb") as fh:
-                fh.write(b"[")
-                first = True
-                for k in ks:
-                    for r in base:
-                        fh.write((b"" if first else b",") + _ENCODER.encode(_copy(dataset, r, k)))
-                        first = False
-                fh.write(b"]")
+        path = target / f"{split}_part_{f:02d}.{'jsonl' if lines else 'json'}"
+        records = (_ENCODER.encode(_copy(dataset, r, k)) for k in ks for r in base)
+        with path.open("wb") as fh:  # streamed: a file holds up to FILE_RECORDS records
+            fh.write(opening)
+            for i, record in enumerate(records):
+                fh.write(separator + record if i else record)
+            fh.write(closing)
         files.append(str(path))
     return files

@@ -198,3 +198,38 @@ def test_ingest_gate_catches_an_official_dev_question_outside_the_test_split():
     ):
         gate.submit("ingest", EXPECTATIONS, frames, docs_dir=None)
         gate.result()
+
+
+def test_a_gate_over_empty_frames_passes_without_importing_great_expectations():
+    """The variants gate of a round with no set (the demo's every round) builds its expectations only
+    when a frame has rows: importing GX costs seconds in every such stage."""
+    import subprocess
+    import sys
+
+    check = (
+        "import sys, pandas as pd; from validators import run_suites;"
+        "from validators.supervision import supervision_suites;"
+        "gate = run_suites('v', supervision_suites(pd.DataFrame(), pd.DataFrame()), docs_dir=None);"
+        "assert gate.success and gate.evaluated == 0;"
+        "print('great_expectations' in sys.modules)"
+    )
+    run = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "False"
+
+
+def test_expectations_built_by_a_function_still_gate_the_rows(tmp_path):
+    from validators import run_suites
+    from validators.supervision import supervision_suites
+
+    examples = pd.DataFrame(
+        {
+            "example_id": ["a", "a"],  # not unique: the gate must fail
+            "question_split": ["train", "train"],
+            "text_of_eval_question": [False, False],
+            "ends_with_assistant": [True, True],
+            "units_consistent": [True, True],
+        }
+    )
+    with pytest.raises(GateFailed, match="example_id"):
+        run_suites("v", supervision_suites(examples, pd.DataFrame()), docs_dir=None)

@@ -111,23 +111,26 @@ def supervision_specs(
 
 def supervision_suites(examples_frame: pd.DataFrame, matching: pd.DataFrame) -> list[SuiteSpec]:
     """The variants gate over its two frames (whole, or the frames of the set's batches concatenated)."""
-    import great_expectations as gx
+    return [
+        SuiteSpec("examples", examples_frame, _examples_suite, ids=("example_id",)),
+        SuiteSpec("matched_controls", matching, _matching_suite, ids=("trajectory_id",)),
+    ]
 
-    E = gx.expectations
-    examples_suite = [
+
+def _examples_suite(E) -> list:
+    return [
         E.ExpectColumnValuesToBeUnique(column="example_id"),
         E.ExpectColumnValuesToBeInSet(column="question_split", value_set=["train"]),
         E.ExpectColumnValuesToBeInSet(column="text_of_eval_question", value_set=[False]),
         E.ExpectColumnValuesToBeInSet(column="ends_with_assistant", value_set=[True]),
         E.ExpectColumnValuesToBeInSet(column="units_consistent", value_set=[True]),
     ]
-    matching_suite = [
+
+
+def _matching_suite(E) -> list:
+    return [
         E.ExpectColumnValuesToBeInSet(column="labelled", value_set=[True]),
         E.ExpectColumnValuesToBeInSet(column="pairs_matched", value_set=[True]),
         E.ExpectColumnValuesToBeInSet(column="triplets_matched", value_set=[True]),
         E.ExpectColumnValuesToBeInSet(column="removed_equal", value_set=[True]),
-    ]
-    return [
-        SuiteSpec("examples", examples_frame, examples_suite, ids=("example_id",)),
-        SuiteSpec("matched_controls", matching, matching_suite, ids=("trajectory_id",)),
     ]

@@ -60,8 +60,8 @@ def pick_dtype(device: str, dtype: str):
     identity, so cached answers never mix precisions."""
     import torch
 
-    if dtype == "int8":  # loaded in fp32, then quantized (factory.llm.quantize)
-        return torch.float32
+    if dtype == "int8":  # a CPU format: loaded in fp32, then quantized (factory.llm.quantize); else 'auto'
+        dtype = "float32" if device == "cpu" else "auto"
     if dtype != "auto":
         return {"bfloat16": torch.bfloat16, "float32": torch.float32, "float16": torch.float16}[dtype]
     return torch.bfloat16 if device.startswith("cuda") or native_bf16_cpu() else torch.float32
@@ -99,7 +99,7 @@ class LocalLLM:
         self.batch_size = cfg.batch_size
         # int8 is a CPU format (factory.llm.quantize): on a GPU the demo profile's int8 runs as 'auto' (bf16)
         self.int8 = cfg.dtype == "int8" and self.device == "cpu"
-        self.dtype = pick_dtype(self.device, "auto" if cfg.dtype == "int8" and not self.int8 else cfg.dtype)
+        self.dtype = pick_dtype(self.device, cfg.dtype)
         precision = "int8" if self.int8 else str(self.dtype).removeprefix("torch.")
         self.identity = (
             f"local:{self.model_path.resolve().name}@{weights_hash(self.model_path)[:SHORT]}:{precision}"
