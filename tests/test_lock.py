@@ -84,7 +84,7 @@ def test_the_check_sees_code_params_and_commands_and_not_missing_data():
 def test_every_stage_was_locked_with_the_digest_of_the_code_in_git():
     """A stage's code dep is data/code/<module>.json, which a fresh clone does not have (`dvc status`
     cannot compare it): its md5 in dvc.lock must be that of the digest the code in git gives now."""
-    from factory.utils.stage_code import digest_file
+    from factory.utils.stage_code import digest, digest_text
 
     lock = yaml.safe_load((ROOT / "dvc.lock").read_text())["stages"]
     locked = {
@@ -98,6 +98,7 @@ def test_every_stage_was_locked_with_the_digest_of_the_code_in_git():
     stale = sorted(
         stage
         for (stage, module), md5 in locked.items()
-        if hashlib.md5(digest_file(ROOT / "factory" / "stages" / f"{module}.py").encode()).hexdigest() != md5
+        if hashlib.md5(digest_text(digest(ROOT / "factory" / "stages" / f"{module}.py")).encode()).hexdigest()
+        != md5
     )
     assert not stale, f"dvc.lock was written by other code for {stale}: run `make lock` and commit dvc.lock"

@@ -8,7 +8,6 @@ whose digest changed, and dvc.lock keeps one code entry per stage instead of a d
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from factory.cli import stage_names
 from factory.params.config import Params
 from factory.utils import paths
 from factory.utils.io import output_folder, outputs_together
-from factory.utils.stage_code import ROOT, digest_file
+from factory.utils.stage_code import ROOT, digest, digest_text
 
 COMMAND = "stage-code"
 HELP = "write the digest of the code each stage runs (data/code/<module>.json), the code dep of its stage"
@@ -30,9 +29,9 @@ def run(params: Params) -> dict:
     for module in sorted(stage_names().values()):
         if module == Path(__file__).stem:
             continue  # this stage's deps are the code tree itself
-        text = digest_file(ROOT / "factory" / "stages" / f"{module}.py")
-        (folder / f"{module}.json").write_text(text)
-        counts[module] = len(json.loads(text)["files"])
+        found = digest(ROOT / "factory" / "stages" / f"{module}.py")
+        (folder / f"{module}.json").write_text(digest_text(found))
+        counts[module] = len(found["files"])
     log.info(
         "stage-code: %d stage modules, %d to %d files each -> %s",
         len(counts),

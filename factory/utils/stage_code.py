@@ -151,10 +151,10 @@ def stage_files(stage_module: Path, root: Path = ROOT) -> list[str]:
     return sorted(rel for f in files if (rel := f.relative_to(root).as_posix()) not in NOT_OUTPUT_DECIDING)
 
 
-def digest_file(stage_module: Path, root: Path = ROOT) -> str:
-    """The text of ``data/code/<module>.json``: ``digest`` as sorted JSON, one line per file, so that its
+def digest_text(found: dict) -> str:
+    """The text of ``data/code/<module>.json``: a ``digest`` as sorted JSON, one line per file, so that its
     bytes change only when a file of the closure does (dvc.lock records their md5)."""
-    return json.dumps(digest(stage_module, root), indent=1, sort_keys=True) + "\n"
+    return json.dumps(found, indent=1, sort_keys=True) + "\n"
 
 
 def digest(stage_module: Path, root: Path = ROOT) -> dict:
